@@ -1,0 +1,1 @@
+"""The faces of rollscope: the `rollscope` command line and the Streamlit dashboard."""

@@ -1,0 +1,47 @@
+"""The `rollscope` command line: argument parsing and error reporting; the work is in app/commands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from app.commands import COMMANDS
+from queries.errors import RollscopeError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rollscope", description="Telemetry and observability for RL runs of LLM agents."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"app.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"app.commands.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except RollscopeError as e:
+        print(f"rollscope: {e.title}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

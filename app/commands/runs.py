@@ -1,0 +1,22 @@
+"""`rollscope runs`: the runs in a store with their span counts and time span."""
+
+from __future__ import annotations
+
+from app.commands._common import add_store, print_frame, store_of
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "runs", help="list the runs in a store", description="List runs: spans, first/last time."
+    )
+    add_store(p)
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from queries import sqlfiles
+    from queries.reader import Reader
+
+    print_frame(Reader(store_of(args)).sql(sqlfiles.load("cli/runs")), args.format)
+    return 0

@@ -1,0 +1,25 @@
+"""`rollscope sql`: one query against the documented views."""
+
+from __future__ import annotations
+
+from app.commands._common import add_store, print_frame, store_of
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "sql",
+        help="run one SQL query against the store's views",
+        description="Run one SQL query against the views (spans, rollouts, turns, ...).",
+    )
+    add_store(p)
+    p.add_argument("query", help='e.g. "SELECT environment, count(*) FROM rollouts GROUP BY 1"')
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from queries.reader import Reader
+
+    reader = Reader(store_of(args))
+    print_frame(reader.sql(args.query), args.format)
+    return 0

@@ -1,0 +1,317 @@
+"""Turning finished spans into store rows: the one mapping the exporter and the OTLP receiver share.
+
+A span means the same thing whichever way it came in: convention attributes land in their typed column,
+everything else is kept as JSON in ``attributes`` / ``resource_attributes``. A value of the wrong type is
+coerced when that loses nothing (``"3"`` into an int column) and otherwise kept, untyped, in the JSON column:
+ingestion never fails on an attribute.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from opentelemetry.trace import SpanKind, StatusCode
+
+from collectors import semconv
+from queries.schema import SPAN_FIELDS, SPAN_SCHEMA
+
+_CONVENTIONS = semconv.by_name()
+_SPAN_COLUMNS = {name: a.column for name, a in _CONVENTIONS.items() if a.where != "resource"}
+_RESOURCE_COLUMNS = {a.name: a.column for a in semconv.RESOURCE_ATTRIBUTES}
+_ALIASES = {alias for a in semconv.ALL_ATTRIBUTES for alias in a.aliases}
+_TYPES = {field.name: field.type for field in SPAN_SCHEMA}
+_RESOURCE_COLUMN_NAMES = tuple(c for c in _RESOURCE_COLUMNS.values() if c != "run_id")
+
+
+@dataclass(frozen=True)
+class ResourceRow:
+    """A resource's columns, computed once per resource rather than once per span."""
+
+    run_id: str | None
+    values: tuple  # aligned with _RESOURCE_COLUMN_NAMES
+    extras: str | None
+
+    @classmethod
+    def from_attributes(
+        cls, attributes: Mapping[str, object], default_run_id: str | None = None
+    ) -> ResourceRow:
+        known = {col: attributes.get(name) for name, col in _RESOURCE_COLUMNS.items()}
+        extras = {k: v for k, v in attributes.items() if k not in _RESOURCE_COLUMNS}
+        run_id = known.pop("run_id") or default_run_id
+        return cls(
+            run_id=str(run_id) if run_id is not None else None,
+            values=tuple(known[c] for c in _RESOURCE_COLUMN_NAMES),
+            extras=_dumps(extras) if extras else None,
+        )
+
+
+class SpanRows:
+    """Column buffers for one batch of spans, turned into one Arrow table per run.
+
+    Convention columns are kept sparse (row numbers and values) because most spans carry a handful of the
+    ~50 conventions; the dense columns are assembled in Arrow, not in Python, which keeps the per-span cost
+    of the exporter and the receiver to a few microseconds.
+    """
+
+    def __init__(self) -> None:
+        self._fixed: dict[str, list] = {f.name: [] for f in SPAN_FIELDS}
+        self._resources: list[ResourceRow] = []
+        self._resource_ids: dict[int, int] = {}
+        self._resource_of_row: list[int] = []
+        self._sparse: dict[str, tuple[list[int], list]] = {c: ([], []) for c in _SPAN_ONLY}
+        self._extras: dict[int, dict] = {}
+        self._events: tuple[list[int], list[str]] = ([], [])
+        self.untyped = 0  # convention attributes kept as JSON because their type was wrong
+
+    def __len__(self) -> int:
+        return len(self._resource_of_row)
+
+    def add(
+        self,
+        resource: ResourceRow,
+        *,
+        trace_id: bytes,
+        span_id: int,
+        parent_span_id: int | None,
+        name: str,
+        span_kind: str,
+        start_ns: int,
+        end_ns: int,
+        status_code: str,
+        status_message: str | None,
+        scope_name: str | None,
+        attributes: Mapping[str, object],
+        events: list | None = None,
+    ) -> None:
+        row = len(self._resource_of_row)
+        fixed = self._fixed
+        fixed["trace_id"].append(trace_id)
+        fixed["span_id"].append(span_id)
+        fixed["parent_span_id"].append(parent_span_id)
+        fixed["name"].append(name)
+        fixed["span_kind"].append(span_kind)
+        fixed["start_ns"].append(start_ns)
+        fixed["end_ns"].append(end_ns)
+        fixed["status_code"].append(status_code)
+        fixed["status_message"].append(status_message or None)
+        fixed["scope_name"].append(scope_name or None)
+        self._resource_of_row.append(self._resource_index(resource))
+        if events:
+            self._events[0].append(row)
+            self._events[1].append(_dumps(events))
+        self._add_attributes(row, attributes)
+
+    def extend(
+        self,
+        resources: list[ResourceRow],
+        fixed: dict[str, list],
+        attributes: Iterable[Mapping[str, object]],
+        events: dict[int, list] | None = None,
+    ) -> None:
+        """Add a whole batch given column-wise (the fast path: one comprehension per field, not per span).
+
+        ``resources`` holds each row's resource; ``events`` maps batch rows to their event lists.
+        """
+        first = len(self._resource_of_row)
+        for name, values in fixed.items():
+            self._fixed[name].extend(values)
+        self._resource_of_row.extend([self._resource_index(r) for r in resources])
+        for row, row_events in (events or {}).items():
+            self._events[0].append(first + row)
+            self._events[1].append(_dumps(row_events))
+        for row, attrs in enumerate(attributes, first):
+            self._add_attributes(row, attrs)
+
+    def _resource_index(self, resource: ResourceRow) -> int:
+        index = self._resource_ids.get(id(resource))
+        if index is None:
+            index = self._resource_ids[id(resource)] = len(self._resources)
+            self._resources.append(resource)
+        return index
+
+    def _add_attributes(self, row: int, attributes: Mapping[str, object]) -> None:
+        sparse = self._sparse
+        extras = None
+        aliased = None
+        for key, value in attributes.items():
+            column = _SPAN_COLUMNS.get(key)
+            if column is None:
+                if extras is None:
+                    extras = self._extras.setdefault(row, {})
+                extras[key] = value
+            elif key in _ALIASES:
+                aliased = aliased or {}
+                aliased[key] = (column, value)
+            else:
+                rows, values = sparse[column]
+                rows.append(row)
+                values.append(value)
+        for key, (column, value) in (aliased or {}).items():
+            rows, values = sparse[column]
+            if rows and rows[-1] == row:  # the canonical name came too and wins; keep the alias as JSON
+                self._extras.setdefault(row, {})[key] = value
+            else:
+                rows.append(row)
+                values.append(value)
+
+    def tables(self) -> dict[str | None, pa.Table]:
+        """One table per run id (``None`` for spans that named no run)."""
+        n = len(self)
+        resource_of_row = pa.array(self._resource_of_row, pa.int32())
+        columns: dict[str, pa.Array] = {f.name: pa.array(self._fixed[f.name], f.type) for f in SPAN_FIELDS}
+        for i, column in enumerate(_RESOURCE_COLUMN_NAMES):
+            per_resource = pa.array([r.values[i] for r in self._resources], _TYPES[column])
+            columns[column] = per_resource.take(resource_of_row)
+        for column, (rows, values) in self._sparse.items():
+            columns[column] = _scatter(rows, self._typed(column, rows, values), n)
+        columns["attributes"] = _scatter(
+            list(self._extras), pa.array([_dumps(e) for e in self._extras.values()], pa.string()), n
+        )
+        columns["resource_attributes"] = pa.array([r.extras for r in self._resources], pa.string()).take(
+            resource_of_row
+        )
+        columns["events"] = _scatter(self._events[0], pa.array(self._events[1], pa.string()), n)
+        table = pa.Table.from_arrays([columns[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA)
+        return self._split_by_run(table, resource_of_row)
+
+    def _split_by_run(self, table: pa.Table, resource_of_row: pa.Array) -> dict[str | None, pa.Table]:
+        runs = [r.run_id for r in self._resources]
+        if len(set(runs)) <= 1:
+            return {runs[0] if runs else None: table}
+        run_of_row = pa.array(runs, pa.string()).take(resource_of_row)
+        return {
+            run: table.filter(pc.is_null(run_of_row) if run is None else pc.equal(run_of_row, run))
+            for run in set(runs)
+        }
+
+    def _typed(self, column: str, rows: list[int], values: list) -> pa.Array:
+        arrow_type = _TYPES[column]
+        try:
+            return pa.array(values, arrow_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            return pa.array(self._coerce_column(column, rows, values), arrow_type)
+
+    def _coerce_column(self, column: str, rows: list[int], values: list) -> list:
+        """Slow path, taken only for a column holding a wrong-typed value."""
+        arrow_type = _TYPES[column]
+        attribute = _ATTRIBUTE_OF_COLUMN[column]
+        out = []
+        for row, value in zip(rows, values, strict=True):
+            coerced = _coerce(value, arrow_type)
+            if value is not None and coerced is None:
+                self.untyped += 1
+                self._extras.setdefault(row, {})[attribute] = value
+            out.append(coerced)
+        return out
+
+
+def _scatter(rows: list[int], values: pa.Array, n: int) -> pa.Array:
+    """A length-n column with ``values`` at ``rows`` (ascending) and nulls elsewhere."""
+    if len(rows) == n:
+        return values
+    if not rows:
+        return pa.nulls(n, values.type)
+    index = np.full(n, -1, dtype=np.int64)
+    index[np.asarray(rows, dtype=np.int64)] = np.arange(len(rows), dtype=np.int64)
+    return values.take(pa.array(index, mask=index < 0))
+
+
+_SPAN_ONLY = tuple(dict.fromkeys(_SPAN_COLUMNS.values()))
+_ATTRIBUTE_OF_COLUMN = {a.column: a.name for a in semconv.ALL_ATTRIBUTES}
+
+
+def _coerce(value: object, arrow_type: pa.DataType) -> object:
+    """Coerce when nothing is lost; otherwise None (the caller keeps the original as JSON)."""
+    if value is None:
+        return None
+    try:
+        if pa.types.is_string(arrow_type):
+            return str(value) if isinstance(value, str | int | float | bool) else None
+        if pa.types.is_floating(arrow_type):
+            return (
+                float(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else None
+            )
+        if pa.types.is_integer(arrow_type):
+            if isinstance(value, bool):
+                return int(value)
+            number = float(value) if isinstance(value, str | float) else value
+            if isinstance(number, float) and number.is_integer():
+                number = int(number)
+            return number if isinstance(number, int) and -(2**63) <= number < 2**64 else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, default=_jsonable, separators=(",", ":"))
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, tuple | list):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def readable_spans_to_rows(
+    spans: Iterable, default_run_id: str | None, *, resource_defaults: Mapping[str, object] | None = None
+) -> SpanRows:
+    """SDK ``ReadableSpan`` objects into rows (the in-process exporter's path).
+
+    ``resource_defaults`` fills resource attributes a job's own TracerProvider did not set (attach() added
+    to an existing provider cannot change its resource).
+    """
+    spans = list(spans)
+    resources: dict[int, ResourceRow] = {}
+
+    def resource_row(resource) -> ResourceRow:
+        row = resources.get(id(resource))
+        if row is None:
+            merged = {**(resource_defaults or {}), **resource.attributes}
+            row = resources[id(resource)] = ResourceRow.from_attributes(merged, default_run_id)
+        return row
+
+    contexts = [s.context for s in spans]
+    parents = [s.parent for s in spans]
+    statuses = [s.status for s in spans]
+    scopes = [s.instrumentation_scope for s in spans]
+    fixed = {
+        "trace_id": [c.trace_id.to_bytes(16, "big") for c in contexts],
+        "span_id": [c.span_id for c in contexts],
+        "parent_span_id": [p.span_id if p is not None else None for p in parents],
+        "name": [s.name for s in spans],
+        "span_kind": [_KIND_NAMES[s.kind] for s in spans],
+        "start_ns": [s.start_time for s in spans],
+        "end_ns": [s.end_time for s in spans],
+        "status_code": [_STATUS_NAMES[st.status_code] for st in statuses],
+        "status_message": [st.description or None for st in statuses],
+        "scope_name": [sc.name if sc is not None else None for sc in scopes],
+    }
+    events = {i: [_event(e) for e in s.events] for i, s in enumerate(spans) if getattr(s, "_events", True)}
+    rows = SpanRows()
+    rows.extend([resource_row(s.resource) for s in spans], fixed, map(_plain_attributes, spans), events)
+    return rows
+
+
+def _plain_attributes(span) -> Mapping[str, object]:
+    """The span's attribute dict itself: the public property wraps it in two mapping layers whose Python-level
+    iteration costs more than the rest of the conversion (a private read, with the public one as fallback)."""
+    raw = getattr(span, "_attributes", None)
+    if raw is None:
+        return span.attributes or {}
+    return getattr(raw, "_dict", raw)
+
+
+_KIND_NAMES = {kind: kind.name.lower() for kind in SpanKind}
+_STATUS_NAMES = {code: code.name.lower() for code in StatusCode}
+
+
+def _event(event) -> dict:
+    return {"name": event.name, "time_ns": event.timestamp, "attributes": dict(event.attributes or {})}

@@ -1,0 +1,336 @@
+"""The RL semantic conventions: every span name, attribute name and enum value rollscope reads.
+
+This module is the dictionary behind ``docs/semconv.md`` (a test keeps the two equal). Names follow
+OpenTelemetry's GenAI conventions where one exists (``gen_ai.usage.*``, ``gen_ai.tool.name``,
+``execute_tool {name}``) and the ``rl.*`` proposal (open-telemetry/semantic-conventions-genai#88) for the RL
+concepts GenAI has no word for. Each attribute has exactly one store column; the column name is what users
+type in SQL, so it is short and never changes meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --- span names -------------------------------------------------------------------------------------------
+ROLLOUT = "rl.rollout"
+TURN = "rl.turn"
+TOOL_PREFIX = "execute_tool"  # span name is "execute_tool {gen_ai.tool.name}", as in the GenAI conventions
+REWARD = "rl.reward"
+JUDGE = "rl.judge"
+TEACHER = "rl.teacher"
+TRAIN_STEP = "rl.train_step"
+SAMPLE = "rl.sample"
+WEIGHT_SYNC = "rl.weight_sync"
+VLLM_REQUEST = "llm_request"  # vLLM's own request span, mapped onto turns
+
+SPAN_NAMES = {
+    ROLLOUT: "One attempt at a task, from dispatch to its last turn, tool call and reward.",
+    TURN: "One policy generation inside a rollout (prefill of the prompt, decode of the reply).",
+    f"{TOOL_PREFIX} {{gen_ai.tool.name}}": "A tool call or sandbox execution made on the rollout's behalf.",
+    REWARD: "A verifier (unit tests, exact match, a rule) producing the rollout's reward.",
+    JUDGE: "A model judge scoring a rollout: judge inference.",
+    TEACHER: "A teacher or reference model scoring a rollout's tokens (e.g. on-policy distillation).",
+    TRAIN_STEP: "One optimiser step of the trainer; it produces policy version rl.policy.version.",
+    SAMPLE: "The trainer's decision about one rollout: used, or why not.",
+    WEIGHT_SYNC: "New policy weights reaching the rollout workers.",
+    VLLM_REQUEST: "vLLM's request span (--otlp-traces-endpoint); read as a turn.",
+}
+
+# --- enum values ------------------------------------------------------------------------------------------
+ROLES = ("rollout", "train", "teacher", "judge", "env")
+ROLLOUT_STATUSES = ("ok", "infra_error", "aborted")
+SAMPLE_DECISIONS = ("used", "stale", "zero_signal", "invalid", "unscored")
+LOGPROB_SOURCES = ("policy", "drafter")
+JUDGE_STATUSES = ("ok", "timeout", "error")
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One convention: its attribute name, the store column it lands in, and where it is set."""
+
+    name: str
+    column: str
+    type: str  # "str" | "int" | "float"
+    where: str  # "resource" or the span names that carry it
+    doc: str
+    aliases: tuple[str, ...] = ()  # other names (deprecated or vendor) that mean the same thing
+
+
+_R = "resource"
+_ANY_RL = "rl.rollout, rl.turn, execute_tool, rl.reward, rl.judge, rl.teacher, rl.sample"
+
+RESOURCE_ATTRIBUTES: tuple[Attribute, ...] = (
+    Attribute("rl.run.id", "run_id", "str", _R, "The run this process belongs to (required).", ()),
+    Attribute("service.name", "service_name", "str", _R, "The process's service, e.g. rollout-worker."),
+    Attribute(
+        "service.instance.id",
+        "instance_id",
+        "str",
+        _R,
+        "One process; set by attach() when absent. Device-seconds are counted per instance.",
+    ),
+    Attribute("rl.compute.role", "role", "str", _R, "rollout | train | teacher | judge | env."),
+    Attribute(
+        "rl.compute.devices",
+        "devices",
+        "float",
+        _R,
+        "Accelerators this process occupies (0 for CPU-only); for env processes, CPU cores.",
+    ),
+    Attribute("rl.model.name", "model_name", "str", _R, "The model this process serves or trains."),
+    Attribute("rl.model.parameters", "model_parameters", "int", _R, "Parameter count of that model."),
+    Attribute("rl.algorithm", "algorithm", "str", _R, "e.g. grpo, ppo, opd."),
+    Attribute(
+        "rl.staleness.bound", "staleness_bound", "int", _R, "Most policy versions behind a sample may be."
+    ),
+)
+
+SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
+    # rollouts and their identity, propagated to child spans by the helpers
+    Attribute("rl.rollout.id", "rollout_id", "str", _ANY_RL, "One attempt at a task."),
+    Attribute("rl.task.id", "task_id", "str", "rl.rollout", "The task (prompt) attempted."),
+    Attribute("rl.group.id", "group_id", "str", "rl.rollout", "The group of G attempts at one task."),
+    Attribute("rl.environment.name", "environment", "str", "rl.rollout", "The environment, e.g. swe, math."),
+    Attribute(
+        "rl.policy.version",
+        "policy_version",
+        "int",
+        "rl.rollout, rl.turn, rl.train_step, rl.weight_sync",
+        "Policy version that generated (rollout, turn) or that a train step produced / a sync delivered.",
+    ),
+    Attribute("rl.rollout.status", "rollout_status", "str", "rl.rollout", "ok | infra_error | aborted."),
+    Attribute(
+        "rl.reward.score",
+        "reward",
+        "float",
+        "rl.rollout, rl.reward, rl.judge",
+        "Reward; absent = not scored.",
+    ),
+    # turns (policy generations)
+    Attribute("rl.turn.index", "turn_index", "int", "rl.turn", "0-based index of the turn in its rollout."),
+    Attribute(
+        "gen_ai.usage.input_tokens",
+        "input_tokens",
+        "int",
+        "rl.turn, rl.judge",
+        "Whole prompt of the generation, cached tokens included.",
+        ("gen_ai.usage.prompt_tokens",),
+    ),
+    Attribute(
+        "gen_ai.usage.cache_read.input_tokens",
+        "cached_input_tokens",
+        "int",
+        "rl.turn",
+        "Prompt tokens reused from a prefix cache (not prefilled again).",
+    ),
+    Attribute(
+        "gen_ai.usage.output_tokens",
+        "output_tokens",
+        "int",
+        "rl.turn, rl.judge",
+        "Tokens decoded.",
+        ("gen_ai.usage.completion_tokens",),
+    ),
+    Attribute(
+        "rl.turn.context_tokens",
+        "context_tokens",
+        "int",
+        "rl.turn",
+        "Tokens of earlier turns in this prompt (history); with no cache reuse they are prefilled again.",
+    ),
+    Attribute(
+        "gen_ai.latency.time_in_model_prefill",
+        "prefill_time_s",
+        "float",
+        "rl.turn, llm_request",
+        "Seconds spent in prefill (vLLM).",
+    ),
+    Attribute(
+        "gen_ai.latency.time_in_model_decode",
+        "decode_time_s",
+        "float",
+        "rl.turn, llm_request",
+        "Seconds spent in decode (vLLM).",
+    ),
+    Attribute(
+        "gen_ai.latency.time_to_first_token",
+        "ttft_s",
+        "float",
+        "rl.turn, llm_request",
+        "Time to first token (vLLM).",
+    ),
+    Attribute(
+        "gen_ai.request.model", "request_model", "str", "rl.turn, rl.judge, rl.teacher", "Model asked."
+    ),
+    Attribute("gen_ai.operation.name", "operation_name", "str", "GenAI spans", "chat, text_completion, ..."),
+    Attribute(
+        "gen_ai.response.id", "response_id", "str", "rl.turn, llm_request", "Inference server request id."
+    ),
+    # speculative decoding
+    Attribute(
+        "rl.spec.draft_tokens", "spec_draft_tokens", "int", "rl.turn", "Tokens proposed by the drafter."
+    ),
+    Attribute(
+        "rl.spec.accepted_tokens", "spec_accepted_tokens", "int", "rl.turn", "Drafted tokens accepted."
+    ),
+    Attribute("rl.spec.verify_steps", "spec_verify_steps", "int", "rl.turn", "Policy verification passes."),
+    Attribute(
+        "rl.spec.num_speculative_tokens", "spec_k", "int", "rl.turn", "Tokens drafted per verify step (k)."
+    ),
+    Attribute("rl.spec.drafter.version", "drafter_version", "str", "rl.turn", "Drafter in use."),
+    Attribute(
+        "rl.spec.drafter.policy_version",
+        "drafter_policy_version",
+        "int",
+        "rl.turn",
+        "Policy version the drafter was built from (for versions-since-refresh).",
+    ),
+    Attribute(
+        "rl.logprobs.source",
+        "logprobs_source",
+        "str",
+        "rl.turn",
+        "policy | drafter: whose log-probabilities were recorded for training.",
+    ),
+    # tools and sandboxes
+    Attribute("gen_ai.tool.name", "tool_name", "str", "execute_tool", "Tool called."),
+    Attribute("gen_ai.tool.call.id", "tool_call_id", "str", "execute_tool", "Tool call id."),
+    Attribute("rl.sandbox.id", "sandbox_id", "str", "execute_tool", "Sandbox / container that ran it."),
+    Attribute("rl.tool.exit_code", "tool_exit_code", "int", "execute_tool", "Exit code (non-zero = failed)."),
+    Attribute(
+        "rl.tool.observation_tokens",
+        "observation_tokens",
+        "int",
+        "execute_tool",
+        "Tokens of tool output fed back to the policy.",
+    ),
+    # rewards, judges, teachers
+    Attribute("rl.reward.name", "reward_name", "str", "rl.reward", "Verifier name."),
+    Attribute("rl.judge.status", "judge_status", "str", "rl.judge, rl.reward", "ok | timeout | error."),
+    Attribute(
+        "rl.judge.model.parameters",
+        "judge_model_parameters",
+        "int",
+        "rl.judge",
+        "Judge model size (falls back to the process's rl.model.parameters).",
+    ),
+    Attribute(
+        "rl.teacher.model.parameters",
+        "teacher_model_parameters",
+        "int",
+        "rl.teacher",
+        "Teacher model size (falls back to the process's rl.model.parameters).",
+    ),
+    Attribute(
+        "rl.teacher.tokens_scored", "teacher_tokens", "int", "rl.teacher", "Tokens the teacher scored."
+    ),
+    # trainer
+    Attribute("rl.train.step", "train_step", "int", "rl.train_step, rl.sample", "Optimiser step index."),
+    Attribute("rl.train.samples", "train_samples", "int", "rl.train_step", "Samples in the step's batch."),
+    Attribute("rl.train.tokens", "train_tokens", "int", "rl.train_step", "Tokens in the step's batch."),
+    Attribute(
+        "rl.train.wait_s", "train_wait_s", "float", "rl.train_step", "Seconds the step waited for data."
+    ),
+    Attribute("rl.train.loss", "train_loss", "float", "rl.train_step", "Loss, if the job reports it."),
+    # samples
+    Attribute(
+        "rl.sample.decision",
+        "sample_decision",
+        "str",
+        "rl.sample",
+        "used | stale | zero_signal | invalid | unscored.",
+    ),
+    Attribute(
+        "rl.sample.staleness",
+        "sample_staleness",
+        "int",
+        "rl.sample",
+        "Policy versions between the rollout's policy and the consuming step's.",
+    ),
+    Attribute("rl.sample.tokens", "sample_tokens", "int", "rl.sample", "Tokens this sample contributes."),
+    # standard
+    Attribute("error.type", "error_type", "str", "any", "OpenTelemetry's error class, e.g. timeout."),
+)
+
+ALL_ATTRIBUTES = RESOURCE_ATTRIBUTES + SPAN_ATTRIBUTES
+RUN_ID = "rl.run.id"
+SERVICE_INSTANCE_ID = "service.instance.id"
+SERVICE_NAME = "service.name"
+
+# Constants used by the helpers, so no attribute name is spelled twice in the code base.
+ROLLOUT_ID = "rl.rollout.id"
+TASK_ID = "rl.task.id"
+GROUP_ID = "rl.group.id"
+ENVIRONMENT = "rl.environment.name"
+POLICY_VERSION = "rl.policy.version"
+ROLLOUT_STATUS = "rl.rollout.status"
+REWARD_SCORE = "rl.reward.score"
+TURN_INDEX = "rl.turn.index"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+CACHED_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+TOOL_NAME = "gen_ai.tool.name"
+TRAIN_STEP_INDEX = "rl.train.step"
+SAMPLE_DECISION = "rl.sample.decision"
+SAMPLE_STALENESS = "rl.sample.staleness"
+
+
+def by_name() -> dict[str, Attribute]:
+    """Attribute name (and every alias) to its convention."""
+    table = {a.name: a for a in ALL_ATTRIBUTES}
+    for a in ALL_ATTRIBUTES:
+        for alias in a.aliases:
+            table.setdefault(alias, a)
+    return table
+
+
+def markdown() -> str:
+    """docs/semconv.md, generated so the document and the code cannot drift (``python -m collectors.semconv``)."""
+    out = [
+        "# RL semantic conventions",
+        "",
+        "Generated by `python -m collectors.semconv > docs/semconv.md` from `collectors/semconv.py`; a test keeps",
+        "them equal. Names follow OpenTelemetry's GenAI conventions where one exists and the `rl.*` proposal",
+        "(open-telemetry/semantic-conventions-genai#88) otherwise. *Column* is the store and view column: in",
+        "SQL, and as keyword arguments of the `attach()` helpers.",
+        "",
+        "## Spans",
+        "",
+        "| span name | what it is |",
+        "|---|---|",
+        *(f"| `{name}` | {doc} |" for name, doc in SPAN_NAMES.items()),
+        "",
+        "## Enumerations",
+        "",
+        f"- `rl.compute.role`: {' | '.join(ROLES)}",
+        f"- `rl.rollout.status`: {' | '.join(ROLLOUT_STATUSES)}",
+        f"- `rl.sample.decision`: {' | '.join(SAMPLE_DECISIONS)}",
+        f"- `rl.logprobs.source`: {' | '.join(LOGPROB_SOURCES)}",
+        f"- `rl.judge.status`: {' | '.join(JUDGE_STATUSES)}",
+    ]
+    for title, table in (
+        ("Resource attributes (once per process)", RESOURCE_ATTRIBUTES),
+        ("Span attributes", SPAN_ATTRIBUTES),
+    ):
+        out += [
+            "",
+            f"## {title}",
+            "",
+            "| attribute | column | type | on | meaning |",
+            "|---|---|---|---|---|",
+        ]
+        for a in table:
+            alias = f" Also read from {', '.join(f'`{x}`' for x in a.aliases)}." if a.aliases else ""
+            out.append(f"| `{a.name}` | `{a.column}` | {a.type} | {a.where} | {a.doc}{alias} |")
+    out += [
+        "",
+        "Attributes not listed here are kept, never dropped: they land in the JSON column `attributes` (span) or",
+        "`resource_attributes` (resource). A listed attribute whose value has the wrong type is coerced when",
+        'nothing is lost (`"3"` into an int column) and otherwise kept in `attributes` under its own name.',
+        "",
+    ]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

@@ -1,0 +1,120 @@
+"""``attach()``: one line that wires an RL process's OpenTelemetry spans into a rollscope store."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+
+from collectors import semconv
+from collectors.exporter import StoreSpanExporter, StoreSpanProcessor
+from collectors.helpers import RL
+from collectors.settings import Settings
+from queries.store import check_run_id
+
+log = logging.getLogger("rollscope")
+
+
+def attach(
+    store=None,
+    run_id: str | None = None,
+    role: str | None = None,
+    devices: float | None = None,
+    *,
+    service_name: str | None = None,
+    model_name: str | None = None,
+    model_parameters: int | None = None,
+    algorithm: str | None = None,
+    staleness_bound: int | None = None,
+    resource_attributes: dict | None = None,
+    tracer_provider: TracerProvider | None = None,
+    set_global: bool = True,
+    **settings,
+) -> RL:
+    """Attach rollscope to this process and return the RL span helpers.
+
+    Adds a store exporter to ``tracer_provider`` (or to the global SDK provider the job already set), or
+    creates and installs a provider when there is none. With ``set_global=False`` (or when an earlier
+    attach() already installed the global one) the helpers get a private provider with this resource. Plain OpenTelemetry spans that carry the convention
+    attributes land in the store exactly as the helpers' spans do.
+    """
+    config = Settings.resolve(
+        store=store, run_id=run_id, role=role, devices=devices, service_name=service_name, **settings
+    )
+    resource = _resource(
+        config, model_name, model_parameters, algorithm, staleness_bound, resource_attributes
+    )
+    run = resource.attributes.get(semconv.RUN_ID)
+    if not run:
+        raise ValueError("attach() needs a run id: pass run_id=, or set ROLLSCOPE_RUN_ID or rl.run.id")
+    check_run_id(str(run))
+    exporter = StoreSpanExporter(
+        config.store,
+        default_run_id=str(run),
+        resource_defaults=dict(resource.attributes),
+        segment_rows=config.segment_rows,
+        segment_seconds=config.segment_seconds,
+        stats_seconds=config.stats_seconds,
+        identity={
+            "service_name": resource.attributes.get(semconv.SERVICE_NAME),
+            "instance_id": resource.attributes.get(semconv.SERVICE_INSTANCE_ID),
+            "role": config.role,
+        },
+    )
+    processor = StoreSpanProcessor(
+        exporter,
+        max_queue_size=config.max_queue_size,
+        max_export_batch_size=config.max_export_batch_size,
+        schedule_delay_millis=config.schedule_delay_millis,
+    )
+    provider = (
+        tracer_provider or (set_global and _existing_sdk_provider()) or _new_provider(resource, set_global)
+    )
+    provider.add_span_processor(processor)
+    return RL(provider.get_tracer("rollscope"), provider, processor, exporter, config)
+
+
+def _resource(config: Settings, model_name, model_parameters, algorithm, staleness_bound, extra) -> Resource:
+    """Explicit arguments win over OTEL_RESOURCE_ATTRIBUTES, which Resource.create merges underneath."""
+    given = {
+        semconv.RUN_ID: config.run_id,
+        semconv.SERVICE_NAME: config.service_name,
+        "rl.compute.role": config.role,
+        "rl.compute.devices": float(config.devices),
+        "rl.model.name": model_name,
+        "rl.model.parameters": model_parameters,
+        "rl.algorithm": algorithm,
+        "rl.staleness.bound": staleness_bound,
+        "process.pid": os.getpid(),
+        **(extra or {}),
+    }
+    base = Resource.create({})
+    attributes = {k: v for k, v in given.items() if v is not None}
+    if semconv.SERVICE_NAME not in attributes and base.attributes.get(semconv.SERVICE_NAME, "").startswith(
+        "unknown_service"
+    ):
+        attributes[semconv.SERVICE_NAME] = f"rl-{config.role}"
+    attributes.setdefault(
+        semconv.SERVICE_INSTANCE_ID, base.attributes.get(semconv.SERVICE_INSTANCE_ID) or uuid.uuid4().hex
+    )
+    return base.merge(Resource(attributes))
+
+
+def _existing_sdk_provider() -> TracerProvider | None:
+    """The job's own SDK provider; one made by an earlier attach() has another run's resource, so not that."""
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider) and not getattr(provider, "_rollscope_made", False):
+        return provider
+    return None
+
+
+def _new_provider(resource: Resource, set_global: bool) -> TracerProvider:
+    provider = TracerProvider(resource=resource)
+    provider._rollscope_made = True
+    if set_global and not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(provider)
+    return provider

@@ -1,0 +1,150 @@
+"""Reading a store: a DuckDB connection with the documented views, current while writers keep writing.
+
+Two ways to hold the raw rows under the views, same views on top:
+
+* ``materialize=False`` (``connect``): the views read the published Parquet segments directly. Nothing is
+  loaded up front, so a one-off query starts at once; ``refresh()`` picks up segments published since.
+* ``materialize=True`` (the dashboard): rows are copied into a native DuckDB table, 2–4× faster to aggregate,
+  and ``refresh()`` copies only the segments that are new and drops those a compaction replaced, in one
+  transaction, so a query sees every row exactly once.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from functools import cache
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from queries import sqlfiles, store
+from queries.errors import QueryError
+from queries.schema import DATASETS
+
+_RETRIES = 5
+
+
+@cache
+def _schema_dir() -> Path:
+    """Zero-row segments holding each dataset's full schema, read alongside the store's own segments.
+
+    They make an empty store read as empty views rather than "no files found", and guarantee every column
+    exists even when all segments predate it.
+    """
+    root = Path(tempfile.mkdtemp(prefix="rollscope-schema-"))
+    for dataset, schema in DATASETS.items():
+        target = root / dataset / "run_id=_" / "empty.parquet"
+        target.parent.mkdir(parents=True)
+        pq.write_table(pa.Table.from_batches([], schema=schema), target)
+    return root
+
+
+def _schema_file(dataset: str) -> str:
+    return str(_schema_dir() / dataset / "run_id=_" / "empty.parquet")
+
+
+class Reader:
+    """A store opened for reading. Thread-safe: each query runs on its own cursor."""
+
+    def __init__(self, store_dir: Path | str, *, materialize: bool = False):
+        self.store = Path(store_dir)
+        self.materialize = materialize
+        self.con = duckdb.connect(":memory:")
+        self._lock = threading.Lock()
+        self._loaded: dict[str, dict[str, int]] = {name: {} for name in DATASETS}
+        self._next_segment = 0
+        for dataset in DATASETS:
+            self._set_files(dataset, [])
+        self.con.execute(sqlfiles.load("raw/native_tables" if materialize else "raw/point_view"))
+        self.refresh()
+        sqlfiles.run_folder(self.con, "views")
+
+    @property
+    def read_paths(self) -> list[str]:
+        """Directories the views read from (a sandbox must allow them)."""
+        return [str(self.store.resolve()), str(_schema_dir())]
+
+    def _set_files(self, dataset: str, files: list[str]) -> None:
+        self.con.execute(f"SET VARIABLE rollscope_{dataset}_files = ?", [[*files, _schema_file(dataset)]])
+
+    def refresh(self) -> int:
+        """Bring the raw rows up to date with the store; returns the number of segments added."""
+        with self._lock:
+            return sum(self._refresh_dataset(dataset) for dataset in DATASETS)
+
+    def _refresh_dataset(self, dataset: str) -> int:
+        for attempt in range(_RETRIES):
+            current = [str(p) for p in store.segments(self.store, dataset)]
+            try:
+                return self._load_new(dataset, current) if self.materialize else self._point(dataset, current)
+            except duckdb.IOException:
+                # A compaction deleted a segment between listing and reading: list again.
+                if attempt == _RETRIES - 1:
+                    raise
+        return 0
+
+    def _point(self, dataset: str, current: list[str]) -> int:
+        added = len(set(current) - set(self._loaded[dataset]))
+        if added or len(current) != len(self._loaded[dataset]):
+            self._set_files(dataset, current)
+            self._loaded[dataset] = dict.fromkeys(current, 0)
+        return added
+
+    def _load_new(self, dataset: str, current: list[str]) -> int:
+        loaded = self._loaded[dataset]
+        new = [p for p in current if p not in loaded]
+        gone = [p for p in loaded if p not in set(current)]
+        if not new and not gone:
+            return 0
+        ids = {p: self._next_segment + i for i, p in enumerate(new)}
+        cur = self.con.cursor()
+        cur.execute("BEGIN TRANSACTION")
+        try:
+            if gone:
+                cur.execute(sqlfiles.load(f"raw/unload_{dataset}"), {"segments": [loaded[p] for p in gone]})
+            if new:
+                cur.register(
+                    "_segment_ids", pa.table({"filename": list(ids), "_segment": list(ids.values())})
+                )
+                cur.execute(sqlfiles.load(f"raw/load_{dataset}"), {"files": new})
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        self._next_segment += len(new)
+        for p in gone:
+            del loaded[p]
+        loaded.update(ids)
+        return len(new)
+
+    # --- querying -----------------------------------------------------------------------------------------
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A connection for one thread. Segment lists are session variables, which cursors do not share,
+        so a non-materialized reader hands out its one connection (callers serialize)."""
+        return self.con.cursor() if self.materialize else self.con
+
+    def sql(self, text: str, params: list | dict | None = None):
+        """Run one query; errors come back as QueryError keeping the SQL."""
+        try:
+            if self.materialize:
+                return self.cursor().execute(text, params).df()
+            with self._lock:
+                return self.con.execute(text, params).df()
+        except duckdb.Error as e:
+            raise QueryError("Query failed", _first_line(e), sql=text, params=params) from e
+
+    def segment_count(self, dataset: str = "spans") -> int:
+        return len(self._loaded[dataset])
+
+
+def connect(store_dir: Path | str, *, materialize: bool = False) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with every documented view over ``store_dir`` (empty store: empty views)."""
+    return Reader(store_dir, materialize=materialize).con
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -1,0 +1,1 @@
+DELETE FROM _spans WHERE _segment IN (SELECT unnest($segments));

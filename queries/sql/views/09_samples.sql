@@ -1,0 +1,7 @@
+-- The trainer's decision about each rollout it saw.
+CREATE OR REPLACE VIEW samples AS
+SELECT
+    run_id, rollout_id, train_step, sample_decision, sample_staleness, sample_tokens,
+    start_time, end_time, start_ns, service_name, instance_id, trace_id, span_id, attributes
+FROM spans
+WHERE name = 'rl.sample';

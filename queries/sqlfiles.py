@@ -1,0 +1,27 @@
+"""SQL lives in ``queries/sql/**.sql`` and is loaded by name, so every query can be read and reused as SQL."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+SQL_DIR = Path(__file__).parent / "sql"
+
+
+@cache
+def load(name: str) -> str:
+    """``load("views/rollouts")`` is the text of ``queries/sql/views/rollouts.sql``."""
+    path = SQL_DIR / f"{name}.sql"
+    if not path.is_file():
+        raise KeyError(f"no SQL file {path}")
+    return path.read_text()
+
+
+def folder(name: str) -> list[str]:
+    """Names of a folder's files in the order they must run (file names sort by dependency)."""
+    return [f"{name}/{p.stem}" for p in sorted((SQL_DIR / name).glob("*.sql"))]
+
+
+def run_folder(con, name: str) -> None:
+    for item in folder(name):
+        con.execute(load(item))

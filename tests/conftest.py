@@ -1,0 +1,51 @@
+"""Shared fixtures: real stores in tmp_path, real TracerProviders, the real CLI."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def store(tmp_path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def attached(store):
+    """attach() factory: private providers (tests attach many times), shut down at teardown."""
+    from collectors import attach
+
+    made = []
+
+    def make(run_id="exp-7", **kwargs):
+        kwargs.setdefault("store", store)
+        rl = attach(run_id=run_id, set_global=False, **kwargs)
+        made.append(rl)
+        return rl
+
+    yield make
+    for rl in made:
+        rl.shutdown()
+
+
+def rollscope(*args: str) -> tuple[int, str, str]:
+    """Run the `rollscope` command line in-process, as a user would type it."""
+    from app.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def python(code: str, *args: str, **kwargs) -> subprocess.Popen:
+    """A separate Python process (a writer or reader of the store), as in a real multi-process job."""
+    return subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, **kwargs)

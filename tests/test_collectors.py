@@ -1,0 +1,173 @@
+"""A job attaches collectors, emits spans, and reads the figures back with `rollscope sql`."""
+
+from __future__ import annotations
+
+import json
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SpanExportResult
+
+from collectors.exporter import StoreSpanExporter
+from tests.conftest import rollscope
+
+
+def test_helpers_and_plain_spans_read_back_through_rollscope_sql(attached, store):
+    rl = attached(role="rollout", devices=8, model_name="policy-8b", model_parameters=8_000_000_000)
+    with rl.rollout("r1", task_id="t1", group_id="g1", environment="swe", policy_version=3) as rollout:
+        with rl.turn(0, input_tokens=3000, cached_input_tokens=2800, output_tokens=150):
+            pass
+        with rl.tool("bash", sandbox_id="sb-1", tool_exit_code=1, observation_tokens=3000):
+            pass
+        rollout.set(reward=0.0, rollout_status="ok")
+    # A plain OpenTelemetry span with the convention names counts just like a helper's.
+    with rl.tracer.start_as_current_span(
+        "rl.turn",
+        attributes={
+            "rl.rollout.id": "r1",
+            "rl.turn.index": 1,
+            "gen_ai.usage.input_tokens": 3400,
+            "gen_ai.usage.cache_read.input_tokens": 3150,
+            "gen_ai.usage.output_tokens": 120,
+        },
+    ):
+        pass
+    assert rl.force_flush()
+
+    code, out, err = rollscope(
+        "sql",
+        "--store",
+        store,
+        "--format",
+        "json",
+        "SELECT environment, count(*) AS turns, sum(new_input_tokens) AS new_prefill, sum(output_tokens) AS decode"
+        " FROM turns GROUP BY environment",
+    )
+    assert (code, err) == (0, "")
+    assert json.loads(out) == [{"environment": "swe", "turns": 2, "new_prefill": 450, "decode": 270}]
+    code, out, _ = rollscope(
+        "sql",
+        "--store",
+        store,
+        "--format",
+        "csv",
+        "SELECT rollout_id, rollout_status, reward, task_id FROM rollouts",
+    )
+    assert out.splitlines() == ["rollout_id,rollout_status,reward,task_id", "r1,ok,0.0,t1"]
+
+
+def test_resource_describes_the_process(attached, store):
+    rl = attached(
+        role="judge",
+        devices=2,
+        model_name="judge-70b",
+        model_parameters=70_000_000_000,
+        service_name="judge-pool",
+        algorithm="grpo",
+        staleness_bound=2,
+    )
+    with rl.judge(input_tokens=900, output_tokens=40, judge_status="ok", reward=1.0):
+        pass
+    rl.force_flush()
+    _, out, _ = rollscope(
+        "sql",
+        "--store",
+        store,
+        "--format",
+        "json",
+        "SELECT role, devices, parameters, service_name, judge_status FROM judges",
+    )
+    row = json.loads(out)[0]
+    assert row == {
+        "role": "judge",
+        "devices": 2.0,
+        "parameters": 70_000_000_000,
+        "service_name": "judge-pool",
+        "judge_status": "ok",
+    }
+
+
+def test_wrong_typed_attributes_are_coerced_or_kept_never_fatal(attached, store):
+    rl = attached()
+    with rl.tracer.start_as_current_span(
+        "rl.turn",
+        attributes={
+            "rl.turn.index": "2",
+            "gen_ai.usage.input_tokens": "lots",
+            "rl.task.id": 17,
+            "custom.flag": True,
+        },
+    ):
+        pass
+    assert rl.force_flush()
+    _, out, _ = rollscope(
+        "sql", "--store", store, "--format", "json", "SELECT turn_index, input_tokens, attributes FROM turns"
+    )
+    row = json.loads(out)[0]
+    assert row["turn_index"] == 2
+    assert row["input_tokens"] is None
+    assert json.loads(row["attributes"]) == {"gen_ai.usage.input_tokens": "lots", "custom.flag": True}
+    assert rl.stats["attributes_kept_untyped"] == 1
+
+
+def test_exporter_failure_is_counted_never_raised(tmp_path, caplog):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the store should be")
+    exporter = StoreSpanExporter(blocker, default_run_id="exp-7", segment_seconds=0.001)
+    provider = TracerProvider(resource=Resource.create({"rl.run.id": "exp-7"}))
+    tracer = provider.get_tracer("t")
+    spans = []
+    for i in range(3):
+        with tracer.start_as_current_span(f"s{i}") as span:
+            spans.append(span)
+    exporter.export(spans)  # buffered: the failure shows when the segment is published
+    assert exporter.force_flush() is False
+    assert exporter.stats.snapshot()["spans_failed"] == 3
+    exporter.shutdown()
+    exporter.shutdown()  # twice is safe
+    assert exporter.export(spans) is SpanExportResult.FAILURE
+    assert "could not publish" in caplog.text
+
+
+def test_spans_without_a_run_are_refused_with_a_clear_error(store):
+    import pytest
+
+    from collectors import attach
+
+    with pytest.raises(ValueError, match="run id"):
+        attach(store=store, set_global=False)
+    with pytest.raises(ValueError, match="invalid run id"):
+        attach(store=store, run_id="../etc", set_global=False)
+
+
+def test_an_exception_inside_a_rollout_marks_it_infra_error(attached, store):
+    rl = attached()
+    try:
+        with rl.rollout("r9", task_id="t", environment="math"):
+            raise TimeoutError("sandbox died")
+    except TimeoutError:
+        pass
+    rl.force_flush()
+    _, out, _ = rollscope("sql", "--store", store, "--format", "json", "SELECT rollout_status FROM rollouts")
+    assert json.loads(out) == [{"rollout_status": "infra_error"}]
+
+
+def test_a_tight_loop_of_100k_spans_loses_nothing_silently(attached, store):
+    rl = attached()
+    tracer = rl.tracer
+    for i in range(100_000):
+        with tracer.start_as_current_span("rl.turn", attributes={"rl.turn.index": i}):
+            pass
+    rl.shutdown()
+    _, out, _ = rollscope(
+        "sql",
+        "--store",
+        store,
+        "--format",
+        "json",
+        "SELECT (SELECT count(*) FROM turns) AS stored,"
+        " (SELECT sum(spans_dropped) FROM collector_stats) AS dropped",
+    )
+    figures = json.loads(out)[0]
+    assert figures["stored"] + figures["dropped"] == 100_000
+    assert figures["stored"] > 0

@@ -1,0 +1,54 @@
+"""README.md and docs/ promise commands, views, columns and variables: each must exist, and each that exists
+must be promised."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from app.cli import build_parser
+from collectors import semconv
+from collectors.settings import ENV
+from queries import catalog
+from tests.conftest import ROOT, rollscope
+
+README = (ROOT / "README.md").read_text()
+
+
+def _commands() -> set[str]:
+    parser = build_parser()
+    return set(parser._subparsers._group_actions[0].choices)
+
+
+def test_semconv_doc_is_generated_from_the_code():
+    assert (ROOT / "docs" / "semconv.md").read_text() == semconv.markdown()
+
+
+def test_readme_lists_every_view_with_its_real_columns():
+    assert catalog.markdown() in README
+    assert set(catalog.view_names()) == set(catalog.VIEW_DOCS)
+
+
+def test_readme_documents_every_command_and_only_real_ones():
+    documented = set(re.findall(r"^\| `rollscope (\w+)", README, flags=re.M))
+    assert documented == _commands()
+
+
+@pytest.mark.parametrize("command", sorted(_commands()))
+def test_every_command_has_help(command):
+    with pytest.raises(SystemExit) as exit_:
+        rollscope(command, "--help")
+    assert exit_.value.code == 0
+
+
+def test_readme_documents_every_variable_and_only_real_ones():
+    section = README.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"`((?:ROLLSCOPE|OTEL)_\w+)`", section)) == set(ENV)
+
+
+def test_readme_gives_exactly_two_setup_commands_and_ci_runs_the_test_one():
+    block = README.split("## Two commands", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
+    assert commands == ["make demo", "make test"]
+    assert "\nmake test\n" in (ROOT / ".ci" / "run").read_text()

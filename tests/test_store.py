@@ -1,0 +1,186 @@
+"""The store under many writers and readers at once, crashes and compaction."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+from queries import store as layout
+from queries.reader import Reader
+from tests.conftest import python, rollscope
+
+WRITER = """
+import sys, time
+from collectors import attach
+rl = attach(store=sys.argv[1], run_id="live", segment_seconds=0.05, set_global=False)
+for i in range(int(sys.argv[2])):
+    with rl.rollout(f"r{i}", task_id=f"t{i % 7}", environment="swe", policy_version=i // 50):
+        pass
+    if i % 100 == 99:
+        rl.force_flush()
+        time.sleep(0.01)
+rl.shutdown()
+print("done", flush=True)
+"""
+
+READER = """
+import sys, time
+from queries.reader import Reader
+reader = Reader(sys.argv[1])
+counts, errors = [], 0
+deadline = time.time() + 60
+while time.time() < deadline:
+    try:
+        reader.refresh()
+        counts.append(int(reader.sql("SELECT count(*) AS n FROM rollouts").n[0]))
+    except Exception as e:
+        errors += 1
+        print("error:", e, file=sys.stderr)
+    if counts and counts[-1] == int(sys.argv[2]):
+        break
+print(len(counts), errors, min(counts), max(counts), all(a <= b for a, b in zip(counts, counts[1:])))
+"""
+
+
+def test_a_reader_process_queries_while_a_writer_process_streams(store):
+    total = 3000
+    writer = python(WRITER, str(store), str(total), stdout=subprocess.PIPE)
+    reader = python(READER, str(store), str(total), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = reader.communicate(timeout=120)
+    writer.wait(timeout=60)
+    reads, errors, _, last, monotonic = out.split()
+    assert (int(errors), err) == (0, "")
+    assert int(reads) > 1
+    assert monotonic == "True"
+    assert int(last) == total
+
+
+def test_kill_9_of_a_writer_leaves_every_published_segment_readable(store):
+    writer = python(WRITER, str(store), "1000000", stdout=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while len(layout.segments(store)) < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait()
+    published = layout.segments(store)
+    assert len(published) >= 3
+    expected = sum(pq.read_metadata(p).num_rows for p in published)
+    reader = Reader(store)
+    assert int(reader.sql("SELECT count(*) AS n FROM spans").n[0]) == expected
+    leftovers = [p for p in (store / "spans" / "run_id=live").iterdir() if p.name.endswith(".tmp")]
+    assert len(leftovers) <= 1  # at most the one segment being written, invisible to readers
+
+
+@pytest.mark.parametrize("materialize", [False, True])
+def test_compaction_while_reading_never_shows_duplicates_or_gaps(attached, store, materialize):
+    rl = attached(run_id="busy", segment_rows=50)
+    for i in range(1000):
+        with rl.rollout(f"r{i}", task_id="t"):
+            pass
+        if i % 50 == 49:
+            rl.force_flush()
+    rl.force_flush()
+    before = len(layout.segments(store))
+    reader = Reader(store, materialize=materialize)
+    compactor = python("import sys; from queries.store import compact; compact(sys.argv[1])", str(store))
+    seen = set()
+    while compactor.poll() is None:
+        reader.refresh()
+        seen.add(int(reader.sql("SELECT count(*) AS n FROM rollouts").n[0]))
+    assert compactor.returncode == 0
+    reader.refresh()
+    seen.add(int(reader.sql("SELECT count(DISTINCT rollout_id) AS n FROM rollouts").n[0]))
+    assert seen == {1000}
+    assert len(layout.segments(store)) < before
+    layout.compact(store, grace_seconds=0)  # a later compaction deletes the replaced segments
+    assert len(list((store / "spans" / "run_id=busy").glob("seg-*"))) == 0
+    reader.refresh()
+    assert int(reader.sql("SELECT count(*) AS n FROM rollouts").n[0]) == 1000
+
+
+def test_a_compaction_that_died_before_deleting_its_sources_is_finished_later(attached, store):
+    rl = attached(run_id="r")
+    for batch in range(3):
+        with rl.rollout(f"r{batch}"):
+            pass
+        rl.force_flush()
+    sources = layout.segments(store, "spans", "r")
+    # Simulate the crash: publish the merged segment but keep the sources.
+    import pyarrow as pa
+
+    table = pa.concat_tables([pq.read_table(p) for p in sources])
+    meta = {layout.SOURCES_KEY: json.dumps([p.name for p in sources]).encode()}
+    (sources[0].parent / "cmp-0000000000000-dead.parquet").write_bytes(b"")
+    pq.write_table(table.replace_schema_metadata(meta), sources[0].parent / "cmp-0000000000000-dead.parquet")
+    assert int(Reader(store).sql("SELECT count(*) AS n FROM rollouts").n[0]) == 3
+    layout.compact(store, grace_seconds=0)
+    assert all(not p.exists() for p in sources)
+    assert int(Reader(store).sql("SELECT count(*) AS n FROM rollouts").n[0]) == 3
+
+
+def test_an_empty_store_reads_as_empty_and_a_missing_one_is_a_clear_error(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out, err = rollscope("sql", "--store", empty, "SELECT count(*) AS n FROM rollouts")
+    assert code == 0 and out.split() == ["n", "0"]
+    code, out, err = rollscope("runs", "--store", tmp_path / "nowhere")
+    assert code == 1
+    assert (
+        err.strip() == f"rollscope: No store: no rollscope store at {tmp_path / 'nowhere'} (nothing has been "
+        "written there yet)"
+    )
+
+
+def test_bad_sql_is_one_clear_line(attached, store):
+    rl = attached()
+    with rl.rollout("r1"):
+        pass
+    rl.force_flush()
+    code, out, err = rollscope("sql", "--store", store, "SELEC nonsense")
+    assert code == 1 and out == ""
+    assert err.startswith("rollscope: Query failed: Parser Error") and err.count("\n") == 1
+
+
+def test_runs_are_partitioned_and_listed(attached, store):
+    for run in ("exp-1", "exp-2"):
+        rl = attached(run_id=run)
+        for i in range(3 if run == "exp-1" else 5):
+            with rl.rollout(f"{run}-{i}"):
+                pass
+        rl.force_flush()
+    code, out, _ = rollscope("runs", "--store", store, "--format", "json")
+    runs = {r["run_id"]: r for r in json.loads(out)}
+    assert {k: (v["spans"], v["rollouts"]) for k, v in runs.items()} == {"exp-1": (3, 3), "exp-2": (5, 5)}
+    assert layout.delete_run(store, "exp-1")
+    _, out, _ = rollscope("runs", "--store", store, "--format", "json")
+    assert [r["run_id"] for r in json.loads(out)] == ["exp-2"]
+
+
+def test_views_script_works_in_a_plain_duckdb_client(attached, store, tmp_path):
+    rl = attached()
+    with rl.rollout("r1", environment="math"), rl.turn(0, input_tokens=10, output_tokens=5):
+        pass
+    rl.force_flush()
+    code, script, _ = rollscope("views", "--store", store)
+    assert code == 0
+    (tmp_path / "views.sql").write_text(script)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; c = duckdb.connect(); c.execute(open(sys.argv[1]).read());"
+            " print(c.execute('SELECT environment, output_tokens FROM turns').fetchall())",
+            tmp_path / "views.sql",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert run.stdout.strip() == "[('math', 5)]"
