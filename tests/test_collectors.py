@@ -171,3 +171,47 @@ def test_a_tight_loop_of_100k_spans_loses_nothing_silently(attached, store):
     figures = json.loads(out)[0]
     assert figures["stored"] + figures["dropped"] == 100_000
     assert figures["stored"] > 0
+
+
+def test_attach_joins_the_jobs_own_tracer_provider(store):
+    from collectors import attach
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "my-trainer"}))
+    rl = attach(store=store, run_id="exp-8", role="train", devices=4, tracer_provider=provider)
+    job_tracer = provider.get_tracer("the-job")
+    with job_tracer.start_as_current_span(
+        "rl.train_step", attributes={"rl.train.step": 0, "rl.train.tokens": 512}
+    ):
+        pass
+    provider.force_flush()
+    _, out, _ = rollscope(
+        "sql",
+        "--store",
+        store,
+        "--format",
+        "json",
+        "SELECT train_step, train_tokens, service_name, role, devices FROM train_steps",
+    )
+    assert json.loads(out) == [
+        {"train_step": 0, "train_tokens": 512, "service_name": "my-trainer", "role": "train", "devices": 4.0}
+    ]
+    rl.shutdown()
+
+
+def test_the_installed_console_script_reads_the_store(attached, store):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    rl = attached()
+    with rl.rollout("r1", environment="math"):
+        pass
+    rl.force_flush()
+    script = Path(sys.executable).with_name("rollscope")
+    done = subprocess.run(
+        [script, "sql", "--store", store, "--format", "csv", "SELECT environment FROM rollouts"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.splitlines() == ["environment", "math"]
