@@ -228,8 +228,8 @@ def _compact_partition(directory: Path, live: list[Path], target_rows: int, resu
             after += len(batch)
             continue
         table = pa.concat_tables([pq.read_table(p) for p in batch], promote_options="default")
-        if "start_ns" in table.column_names:
-            table = table.sort_by("start_ns")
+        if "start_ns" in table.column_names:  # like spans side by side compress and prune better
+            table = table.sort_by([("name", "ascending"), ("start_ns", "ascending")])
         sources = set().union(*(_sources_of(str(p)) for p in batch)) | {p.name for p in batch}
         name = f"cmp-{time.time_ns() // 1_000_000:013d}-{os.getpid():x}{secrets.token_hex(3)}.parquet"
         meta = {SOURCES_KEY: json.dumps(sorted(sources)).encode()}

@@ -1,0 +1,78 @@
+"""Simulator throughput (spans per second into a store), against the bare SDK measured in the same run.
+
+Baseline: the same spans created by one process with the bare OpenTelemetry SDK and no processor at all —
+the least any emitter of these spans can pay per core. The simulator then plans, emits through attach() from
+K worker processes and publishes Parquet segments. The ratio says what the whole path costs over bare span
+creation; the extrapolation says how long a 10M-span benchmark store takes on this machine.
+Usage: python benchmarks/simulate.py [--spans N] [--workers K] [--preset scale]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+
+from simulator import config, simulate
+from simulator.dynamics import Planner
+from simulator.records import SpanBuilder
+
+
+def records(preset: str, n: int) -> list[tuple]:
+    c = config.resolve(preset)
+    planner, builder = Planner(c), SpanBuilder(c, "bench")
+    out: list[tuple] = []
+    step = 0
+    while len(out) < n:
+        out += [r for recs in builder.step(planner.plan_step(step)).values() for r in recs]
+        step += 1
+    return out[:n]
+
+
+def bare(recs: list[tuple]) -> float:
+    """Spans per second of the bare SDK (no processor, one core) creating exactly these spans."""
+    tracer = TracerProvider(resource=Resource.create({"rl.run.id": "bench"})).get_tracer("bench")
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    start = time.perf_counter()
+    for name, begin, end, trace_id, _, parent, attributes, _ in recs:
+        context = None
+        if parent is not None:
+            context = set_span_in_context(NonRecordingSpan(SpanContext(trace_id, parent, True, flags)))
+        tracer.start_span(name, context=context, attributes=attributes, start_time=begin).end(end_time=end)
+    return len(recs) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=300_000)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--preset", default="scale")
+    args = parser.parse_args()
+    baseline = bare(records(args.preset, min(args.spans, 100_000)))
+    with tempfile.TemporaryDirectory() as store:
+        result = simulate(
+            store,
+            "bench",
+            config.resolve(args.preset),
+            spans_target=args.spans,
+            workers=args.workers,
+            digest=False,
+        )
+    rate = result.spans_per_second
+    print(f"cpus: {os.cpu_count()}  workers: {args.workers or 'default'}  preset: {args.preset}")
+    print(f"bare SDK, 1 process, no processor : {baseline:10,.0f} spans/s")
+    print(
+        f"simulate (plan + attach + store)  : {rate:10,.0f} spans/s  ({result.spans:,} spans, "
+        f"{result.seconds:.1f} s)"
+    )
+    print(f"ratio simulate / bare SDK         : {rate / baseline:10.2f}")
+    print(f"10M spans would take              : {10_000_000 / rate / 60:10.1f} min")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,525 @@
+"""The deterministic plan of a run, one train step at a time.
+
+For each step the planner draws the groups the step consumes (task, environment, G attempts), decides which
+attempts fail, which go unscored, which groups carry signal and which arrive stale — each a stratified
+decision with a probability that drifts over the run — then generates every turn, tool call, judge and
+teacher call with its tokens and latencies, and finally places the groups on the simulated clock:
+
+* policy version *v* is on the rollout servers from ``available[v]`` (the end of the weight sync that
+  delivered it) until ``available[v + 1]``; a group of version *v* is dispatched inside that window;
+* the trainer consumes groups in the order they complete: a group belongs to step *s* when its last rollout
+  ends after the data-ready time of step *s − 1* and at or before that of step *s* (``ready``);
+* step *s* starts when version *s* is available, waits until ``ready``, computes, and a weight sync then
+  delivers version *s + 1*.
+
+Times are seconds from the run's time zero; :mod:`simulator.records` turns them into spans.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from simulator.config import Environment, SimConfig
+from simulator.plan import Group, Rollout, Scoring, StepPlan, ToolCall, Turn
+from simulator.sampling import (
+    Quota,
+    Stratified,
+    allocate,
+    lognormal,
+    rng_for,
+    sigmoid,
+    tokens,
+    weighted_index,
+)
+
+GAP_S = 0.02  # between a turn and the tool call it makes, and back
+
+
+class Planner:
+    """Yields :class:`StepPlan` objects in step order; the same config always yields the same plans."""
+
+    def __init__(self, config: SimConfig):
+        self.c = config
+        c = config
+        self.max_lag = max(len(c.lag_weights), len(c.excursion_lag_weights)) - 1
+        first_version = max(0, c.first_step - self.max_lag)
+        self.drafters = self._drafter_schedule(first_version)
+        self.logprob_versions = self._position_range(c.logprob_drafter)
+        self.excursion_steps = self._position_range(c.staleness_excursion)
+        self.available: dict[int, float] = {}
+        head = min(c.first_step, self.max_lag) * c.warmup_period_s
+        for v in range(first_version, c.first_step + 1):
+            self.available[v] = head - (c.first_step - v) * c.warmup_period_s
+        self.ready_prev = self.available[c.first_step]
+        self._strata: dict[tuple, Stratified | Quota] = {}
+        self._env_carry = [0.0] * len(c.environments)
+        self._difficulty: dict[tuple, float] = {}
+        self._prompt: dict[tuple, int] = {}
+        self._groups_made = 0
+        self._rollouts_made = 0
+
+    # --- schedule of events ---------------------------------------------------------------------------------
+
+    def _position(self, fraction: float) -> int:
+        return self.c.first_step + int(round(fraction * self.c.steps))
+
+    def _position_range(self, span: list[float] | None) -> tuple[int, int] | None:
+        if not span:
+            return None
+        return self._position(span[0]), max(self._position(span[0]) + 1, self._position(span[1]))
+
+    def _drafter_schedule(self, first_version: int) -> list[tuple[int, str]]:
+        """(policy version built from, drafter version), oldest first."""
+        built = [first_version] + sorted({self._position(f) for f in self.c.drafter_refreshes})
+        return [(v, f"drafter-{i}") for i, v in enumerate(built)]
+
+    def drafter_for(self, version: int) -> tuple[str, int]:
+        name, built = self.drafters[0][1], self.drafters[0][0]
+        for v, n in self.drafters:
+            if v <= version:
+                name, built = n, v
+        return name, built
+
+    # --- the run --------------------------------------------------------------------------------------------
+
+    def steps(self) -> Iterator[StepPlan]:
+        index = 0
+        while True:
+            yield self.plan_step(index)
+            index += 1
+
+    def plan_step(self, index: int) -> StepPlan:
+        c = self.c
+        s = c.first_step + index
+        x = min(1.0, index / max(1, c.steps - 1))
+        rng = rng_for(c.seed, "step", s)
+        groups = self._groups(rng, s, x)
+        rollouts = [r for g in groups for r in g.rollouts]
+        self._fail(rng, rollouts, x)
+        self._score(rng, groups, x)
+        excursion = (
+            self.excursion_steps is not None and self.excursion_steps[0] <= s < self.excursion_steps[1]
+        )
+        self._staleness(rng, groups, s, excursion)
+        for r in rollouts:
+            self._generate(r)
+        ready = self._place(rng, groups, s)
+        return self._train(rng, s, index, rollouts, ready, excursion)
+
+    def _stratum(self, kind: str, env: str, fixed: float | None) -> Stratified:
+        """Per environment when the rate is emergent; one for the run when a preset fixes it."""
+        key = (kind, env if fixed is None else "*")
+        if key not in self._strata:
+            self._strata[key] = Stratified(rng_for(self.c.seed, "stratum", *key))
+        return self._strata[key]
+
+    def _quota(self, kind: str, key: object) -> Quota:
+        if (kind, key) not in self._strata:
+            self._strata[(kind, key)] = Quota(rng_for(self.c.seed, "quota", kind, key))
+        return self._strata[(kind, key)]
+
+    # --- groups and their shapes ----------------------------------------------------------------------------
+
+    def _groups(self, rng, s: int, x: float) -> list[Group]:
+        c = self.c
+        counts = allocate([e.share for e in c.environments], c.groups_per_step, self._env_carry)
+        envs = [e for e, n in zip(c.environments, counts, strict=True) for _ in range(n)]
+        rng.shuffle(envs)
+        skill = c.skill_start + c.skill_gain * x
+        groups = []
+        for j, env in enumerate(envs):
+            task = rng.randrange(env.tasks)
+            group_id = f"s{s:05d}-g{j:03d}"
+            group = Group(group_id, env, task, sigmoid(skill - self._task_difficulty(env, task)), [])
+            server = self._groups_made % c.rollout.count
+            self._groups_made += 1
+            for m in range(c.group_size):
+                r = Rollout(
+                    f"{group_id}-r{m}",
+                    group_id,
+                    f"{env.name}/{task:04d}",
+                    env,
+                    m,
+                    rng_for(c.seed, "rollout", s, j, m),
+                    index=self._rollouts_made,
+                    server=server,
+                    sandbox=self._rollouts_made % c.sandbox.count,
+                )
+                self._rollouts_made += 1
+                self._shape(r, x)
+                group.rollouts.append(r)
+            groups.append(group)
+        return groups
+
+    def _task_difficulty(self, env: Environment, task: int) -> float:
+        key = (env.name, task)
+        if key not in self._difficulty:
+            self._difficulty[key] = rng_for(self.c.seed, "task", *key).gauss(
+                env.difficulty_mean, env.difficulty_spread
+            )
+        return self._difficulty[key]
+
+    def _task_prompt(self, env: Environment, task: int) -> int:
+        key = (env.name, task)
+        if key not in self._prompt:
+            self._prompt[key] = tokens(rng_for(self.c.seed, "prompt", *key), env.prompt_tokens, 0.35, 32)
+        return self._prompt[key]
+
+    def _shape(self, r: Rollout, x: float) -> None:
+        """Turns, output lengths and tool calls: what the agent will do, before versions and caches."""
+        env, rng = r.env, r.rng
+        n = env.turns_min
+        if env.turns_max > env.turns_min:
+            n += int(rng.expovariate(1.0 / max(0.5, env.turns_mean - env.turns_min)))
+        n = min(n, env.turns_max)
+        mean = env.output_tokens * (1 + env.length_growth * x)
+        r.outputs = [tokens(rng, mean, env.output_sigma, 1, env.output_max) for _ in range(n)]
+        weights = [t.weight for t in env.tools]
+        for _ in range(n - 1):
+            tool = env.tools[weighted_index(rng, weights)]
+            exit_code = 1 if rng.random() < tool.fail_exit_rate else 0
+            r.tool_plan.append(
+                (
+                    tool,
+                    tokens(rng, tool.observation_tokens, 0.5, 8),
+                    lognormal(rng, tool.seconds, 0.8),
+                    exit_code,
+                )
+            )
+
+    # --- funnel decisions -----------------------------------------------------------------------------------
+
+    def _fail(self, rng, rollouts: list[Rollout], x: float) -> None:
+        order = list(rollouts)
+        rng.shuffle(order)
+        fixed = self.c.rates.completion
+        for r in order:
+            env = r.env
+            p = 1 - fixed if fixed is not None else env.infra_failure_rate + env.infra_failure_drift * x
+            if not self._stratum("fail", env.name, fixed).choose(p):
+                continue
+            r.status = "aborted" if r.rng.random() < env.aborted_share else "infra_error"
+            r.fail_turn = r.rng.randrange(len(r.outputs))
+            r.fail_in_tool = (
+                r.status == "infra_error" and env.kind == "coding" and r.fail_turn < len(r.outputs) - 1
+            )
+            r.scored = False
+
+    def _score(self, rng, groups: list[Group], x: float) -> None:
+        completed = [r for g in groups for r in g.rollouts if r.completed]
+        rng.shuffle(completed)
+        fixed = self.c.rates.scoring
+        for r in completed:
+            env = r.env
+            p = 1 - fixed if fixed is not None else env.scoring_failure_rate + env.scoring_failure_drift * x
+            r.scored = not self._stratum("unscored", env.name, fixed).choose(p)
+        order = list(groups)
+        rng.shuffle(order)
+        for g in order:
+            self._rewards(g)
+
+    def _rewards(self, g: Group) -> None:
+        """Decide whether the group's scored rewards are all equal, then draw rewards that honour it."""
+        scored = [r for r in g.rollouts if r.scored]
+        n, p = len(scored), g.p_success
+        if n == 0:
+            return
+        rng = scored[0].rng
+        if n == 1:
+            scored[0].reward = self._reward_value(g.env, rng.random() < p, rng)
+            return
+        fixed = self.c.rates.nonzero_signal
+        all_equal = p**n + (1 - p) ** n
+        q = 1 - fixed if fixed is not None else all_equal
+        if self._quota("equal", g.env.name if fixed is None else "*").choose(q, n):
+            success = rng.random() < (p**n / all_equal if all_equal > 0 else 0.5)
+            for r in scored:
+                r.reward = 1.0 if success else 0.0
+            return
+        k = _successes_not_all_equal(rng, n, p)
+        winners = set(rng.sample(range(n), k))
+        for i, r in enumerate(scored):
+            r.reward = self._reward_value(g.env, i in winners, rng)
+            r.signal = True
+
+    @staticmethod
+    def _reward_value(env: Environment, success: bool, rng) -> float:
+        if env.kind != "judged":
+            return 1.0 if success else 0.0
+        return round(rng.uniform(0.7, 1.0), 1) if success else round(rng.uniform(0.0, 0.4), 1)
+
+    def _staleness(self, rng, groups: list[Group], s: int, excursion: bool) -> None:
+        """Stale or fresh per group (stratified by signal), then lags by duration rank: long groups lag more."""
+        c = self.c
+        weights = list(c.excursion_lag_weights if excursion else c.lag_weights)
+        weights = weights[: s + 1] if len(weights) > s else weights
+        bound = c.staleness_bound
+        fresh_w, stale_w = weights[: bound + 1], weights[bound + 1 :]
+        total = sum(weights)
+        feasible = s > bound
+        if c.rates.freshness is not None:
+            q = (1 - c.rates.freshness) if feasible else 0.0
+        else:
+            q = sum(stale_w) / total if total else 0.0
+        for g in groups:
+            g.estimate = max(_estimate(r, c) for r in g.rollouts)
+        order = list(groups)
+        rng.shuffle(order)
+        stale = [g for g in order if feasible and self._quota("stale", g.signal).choose(q, _weight(g))]
+        chosen = {id(g) for g in stale}
+        fresh = [g for g in order if id(g) not in chosen]
+        self._assign_lags(rng, fresh, fresh_w or [1.0], 0)
+        self._assign_lags(rng, stale, stale_w if sum(stale_w) > 0 else [1.0], bound + 1)
+        for g in groups:
+            for r in g.rollouts:
+                r.step, r.staleness, r.policy_version = s, g.lag, s - g.lag
+                r.drafter_version, r.drafter_policy_version = self.drafter_for(r.policy_version)
+
+    @staticmethod
+    def _assign_lags(rng, groups: list[Group], weights: list[float], offset: int) -> None:
+        if sum(weights) <= 0:
+            weights = [1.0]
+        lags = sorted(offset + weighted_index(rng, weights) for _ in groups)
+        for g, lag in zip(sorted(groups, key=lambda g: g.estimate), lags, strict=True):
+            g.lag = lag
+
+    # --- turns, tools, scoring ------------------------------------------------------------------------------
+
+    def _generate(self, r: Rollout) -> None:
+        """Every turn and tool call of the rollout, timed from its first turn (placement shifts them)."""
+        env, rng = r.env, r.rng
+        prompt = self._task_prompt(env, int(r.task_id.split("/")[1]))
+        n = len(r.outputs) if r.fail_turn < 0 else r.fail_turn + 1
+        t, history, last_obs = 0.0, 0, 0
+        for k in range(n):
+            failing_turn = k == r.fail_turn and not r.fail_in_tool
+            output = r.outputs[k]
+            if failing_turn:
+                output = max(1, int(output * rng.random()))
+            turn = self._turn(r, k, prompt, history, last_obs, output, t)
+            if failing_turn:
+                turn.error = "cancelled" if r.status == "aborted" else "inference_error"
+            r.turns.append(turn)
+            t = turn.end
+            history += output
+            if k < len(r.tool_plan) and (k < n - 1 or r.fail_in_tool):
+                call = self._tool(r, k, t)
+                r.tools.append(call)
+                t = call.end + GAP_S
+                history += call.observation_tokens
+                last_obs = call.observation_tokens
+        last = r.turns[-1]
+        r.trajectory_tokens = last.input_tokens + last.output_tokens
+        if r.completed:
+            t = self._scorings(r, prompt, t)
+        r.duration = t + 0.01
+
+    def _turn(
+        self, r: Rollout, k: int, prompt: int, history: int, last_obs: int, output: int, t: float
+    ) -> Turn:
+        c, rng = self.c, r.rng
+        input_tokens = prompt + history
+        context = 0 if k == 0 else input_tokens - last_obs
+        cached = self._cached(r, k, prompt, context)
+        prefill_s = (input_tokens - cached) / c.prefill_tokens_per_s
+        queue_s = rng.expovariate(1.0 / c.queue_seconds)
+        turn = Turn(k, t, t, input_tokens, cached, output, context, prefill_s, 0.0, queue_s + prefill_s)
+        step_s = 1.0 / c.decode_tokens_per_s
+        if c.spec_decoding and r.env.spec_k > 0:
+            self._speculate(r, turn, context)
+            turn.decode_s = turn.verify_steps * step_s * (1 + 0.05 * turn.spec_k)
+        else:
+            turn.decode_s = output * step_s
+        turn.end = t + turn.ttft_s + turn.decode_s
+        return turn
+
+    def _cached(self, r: Rollout, k: int, prompt: int, context: int) -> int:
+        """Prefix-cache reuse: the group shares its prompt; later turns find their history, or part of it."""
+        c, rng = self.c, r.rng
+        block = c.cache_block_tokens
+        if c.prefix_cache_hit_rate <= 0:
+            return 0
+        hit = rng.random() < c.prefix_cache_hit_rate
+        if k == 0:
+            return (prompt // block) * block if hit and r.member > 0 else 0
+        kept = context if hit else int(context * rng.random() * 0.5)
+        return (kept // block) * block
+
+    def _speculate(self, r: Rollout, turn: Turn, context: int) -> None:
+        """Acceptance falls with versions since the drafter was built and grows with length (suffix drafting)."""
+        c, env, rng = self.c, r.env, r.rng
+        k = env.spec_k
+        versions = max(0, r.policy_version - r.drafter_policy_version)
+        length = min(1.0, (context + turn.output_tokens / 2) / 16384)
+        alpha = (
+            env.spec_acceptance
+            * (1 + c.spec_length_gain * length)
+            * math.exp(-c.spec_version_decay * versions)
+        )
+        alpha = min(0.95, max(0.05, alpha + rng.gauss(0, 0.02)))
+        per_step = 1 + sum(alpha**i for i in range(1, k + 1))
+        out = turn.output_tokens
+        steps = max(1, int(round(out / per_step * (1 + rng.gauss(0, 0.03)))))
+        steps = max(min(steps, out), math.ceil(out / (k + 1)))
+        turn.spec_k, turn.verify_steps = k, steps
+        turn.accepted_tokens, turn.draft_tokens = out - steps, steps * k
+        lp = self.logprob_versions
+        if lp is not None and lp[0] <= r.policy_version < lp[1]:
+            turn.logprobs_source = "drafter"
+
+    def _tool(self, r: Rollout, k: int, t: float) -> ToolCall:
+        tool, observation, seconds, exit_code = r.tool_plan[k]
+        start = t + GAP_S
+        if r.fail_in_tool and k == r.fail_turn:
+            lost = seconds * r.rng.random()
+            return ToolCall(tool.name, start, start + lost, 0, 137, "sandbox_lost")
+        return ToolCall(tool.name, start, start + seconds, observation, exit_code)
+
+    def _scorings(self, r: Rollout, prompt: int, t: float) -> float:
+        c, env, rng = self.c, r.env, r.rng
+        start = t + 0.05
+        if env.kind == "judged":
+            judge = self._judge(r, prompt, start)
+            r.scorings.append(judge)
+            t = judge.end
+        else:
+            seconds = lognormal(rng, env.reward_seconds, 0.4)
+            reward = Scoring(
+                "reward",
+                start,
+                start + seconds,
+                r.sandbox,
+                reward=r.reward,
+                error=None if r.scored else "verifier_error",
+            )
+            r.scorings.append(reward)
+            t = reward.end
+        if c.teacher.count > 0:
+            seconds = r.trajectory_tokens / c.teacher_tokens_per_s + 0.2
+            teacher = Scoring(
+                "teacher", t + 0.05, t + 0.05 + seconds, r.index % c.teacher.count, tokens=r.trajectory_tokens
+            )
+            r.scorings.append(teacher)
+            t = teacher.end
+        return t
+
+    def _judge(self, r: Rollout, prompt: int, start: float) -> Scoring:
+        c, rng = self.c, r.rng
+        answer = r.turns[-1].output_tokens
+        input_tokens = c.judge_prompt_tokens + prompt + answer
+        output = tokens(rng, c.judge_output_tokens, 0.4, 8, 4096)
+        instance = r.index % c.judge.count
+        queue = rng.expovariate(1.0 / c.queue_seconds)
+        prefill = input_tokens / c.prefill_tokens_per_s
+        if not r.scored:
+            partial = min(output - 1, int((c.judge_timeout_s - queue - prefill) * c.judge_tokens_per_s * 0.5))
+            return Scoring(
+                "judge",
+                start,
+                start + c.judge_timeout_s,
+                instance,
+                input_tokens=input_tokens,
+                output_tokens=max(0, partial),
+                status="timeout",
+                error="timeout",
+            )
+        seconds = queue + prefill + output / c.judge_tokens_per_s
+        return Scoring(
+            "judge",
+            start,
+            start + seconds,
+            instance,
+            reward=r.reward,
+            input_tokens=input_tokens,
+            output_tokens=output,
+            status="ok",
+        )
+
+    # --- the clock ------------------------------------------------------------------------------------------
+
+    def _place(self, rng, groups: list[Group], s: int) -> float:
+        """Dispatch each group inside its version's window so that it completes in this step's collection."""
+        c = self.c
+        start_s = self.available[s]
+        spread = (start_s - self.ready_prev) if s > c.first_step else c.warmup_period_s
+        completions = []
+        for g in groups:
+            lo = self.available[s - g.lag]
+            hi = self.available.get(s - g.lag + 1, math.inf)
+            scale = min(1.5, (hi - lo) / 4)  # a group's members start within a second or so of each other
+            jitters = [g.rollouts[0].rng.random() * scale for _ in g.rollouts]
+            span = max(j + r.duration for j, r in zip(jitters, g.rollouts, strict=True))
+            target = self.ready_prev + 0.05 + rng.random() ** 0.6 * max(1.0, spread) * (1 + c.starvation)
+            dispatch, gap, last = target - span, 0.0, hi - scale
+            if dispatch < lo:
+                dispatch = lo + 0.5 * rng.random() * scale
+            elif dispatch >= last:  # too short to be this stale: it waited for a slot before its first turn
+                dispatch = max(lo, last - min(5.0, last - lo) * rng.random() - 0.001)
+                gap = target - span - dispatch
+            for j, r in zip(jitters, g.rollouts, strict=True):
+                _shift(r, dispatch + j, gap)
+            completions.append(max(r.end for r in g.rollouts))
+        return max(start_s, max(completions) + 0.05)
+
+    def _train(
+        self, rng, s: int, index: int, rollouts: list[Rollout], ready: float, excursion: bool
+    ) -> StepPlan:
+        c = self.c
+        used = 0
+        train_tokens = 0
+        for r in rollouts:
+            r.decision = _decision(r, c.staleness_bound)
+            if r.decision == "used":
+                used += 1
+                train_tokens += r.trajectory_tokens
+        flops = 6 * c.trainer.model_parameters * train_tokens
+        compute = c.step_overhead_s + flops / (c.trainer.devices * c.device_peak_flops * c.trainer_mfu)
+        compute *= lognormal(rng, 1.0, 0.05)
+        end = ready + compute
+        sync_end = end + c.weight_sync_s * lognormal(rng, 1.0, 0.2)
+        self.available[s + 1] = sync_end
+        step = StepPlan(
+            s, index, self.available[s], ready, end, sync_end, used, train_tokens, rollouts, excursion
+        )
+        self.ready_prev = ready
+        return step
+
+
+def _weight(g: Group) -> int:
+    """A group's weight in the freshness rate: its signal-carrying rollouts (else all of them)."""
+    return sum(r.signal for r in g.rollouts) or len(g.rollouts)
+
+
+def _estimate(r: Rollout, c: SimConfig) -> float:
+    """Rough duration of a rollout before it is generated: decode plus tool time."""
+    return sum(r.outputs) / c.decode_tokens_per_s + sum(p[2] for p in r.tool_plan)
+
+
+def _shift(r: Rollout, dispatch: float, gap: float) -> None:
+    """Place a rollout generated from t = 0: it is dispatched, waits `gap`, then runs its turns."""
+    offset = dispatch + gap
+    for item in (*r.turns, *r.tools, *r.scorings):
+        item.start += offset
+        item.end += offset
+    r.start, r.end = dispatch, offset + r.duration
+
+
+def _decision(r: Rollout, bound: int) -> str:
+    if not r.completed:
+        return "invalid"
+    if not r.scored:
+        return "unscored"
+    if not r.signal:
+        return "zero_signal"
+    if r.staleness > bound:
+        return "stale"
+    return "used"
+
+
+def _successes_not_all_equal(rng, n: int, p: float) -> int:
+    """Successes among n given that 1 ≤ k ≤ n − 1 (binomial, conditioned)."""
+    weights = [math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(1, n)]
+    if sum(weights) <= 0:
+        return rng.randint(1, n - 1)
+    return 1 + weighted_index(rng, weights)
