@@ -31,7 +31,11 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/export_overhead.py
+	$(BIN)/python -m benchmarks.export_overhead
+	$(BIN)/python -m benchmarks.simulate
+	$(BIN)/python -m benchmarks.ingest
+	$(BIN)/python -m benchmarks.queries
+	$(BIN)/python -m benchmarks.dashboard
 
 clean:
 	rm -rf $(VENV) *.egg-info

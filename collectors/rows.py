@@ -40,13 +40,22 @@ class ResourceRow:
     def from_attributes(
         cls, attributes: Mapping[str, object], default_run_id: str | None = None
     ) -> ResourceRow:
-        known = {col: attributes.get(name) for name, col in _RESOURCE_COLUMNS.items()}
+        """Values coerced to their column's type; one that cannot be is kept in ``resource_attributes``
+        (a sender's ``rl.compute.devices="eight"`` must not fail a batch it shares with others)."""
         extras = {k: v for k, v in attributes.items() if k not in _RESOURCE_COLUMNS}
-        run_id = known.pop("run_id") or default_run_id
+        values = []
+        for column in _RESOURCE_COLUMN_NAMES:
+            name = _ATTRIBUTE_OF_COLUMN[column]
+            raw = attributes.get(name)
+            value = coerce(raw, _TYPES[column])
+            if raw is not None and value is None:
+                extras[name] = raw
+            values.append(value)
+        run_id = attributes.get(semconv.RUN_ID) or default_run_id
         return cls(
             run_id=str(run_id) if run_id is not None else None,
-            values=tuple(known[c] for c in _RESOURCE_COLUMN_NAMES),
-            extras=_dumps(extras) if extras else None,
+            values=tuple(values),
+            extras=dumps(extras) if extras else None,
         )
 
 
@@ -103,7 +112,7 @@ class SpanRows:
         self._resource_of_row.append(self._resource_index(resource))
         if events:
             self._events[0].append(row)
-            self._events[1].append(_dumps(events))
+            self._events[1].append(dumps(events))
         self._add_attributes(row, attributes)
 
     def extend(
@@ -123,7 +132,7 @@ class SpanRows:
         self._resource_of_row.extend([self._resource_index(r) for r in resources])
         for row, row_events in (events or {}).items():
             self._events[0].append(first + row)
-            self._events[1].append(_dumps(row_events))
+            self._events[1].append(dumps(row_events))
         for row, attrs in enumerate(attributes, first):
             self._add_attributes(row, attrs)
 
@@ -170,7 +179,7 @@ class SpanRows:
         for column, (rows, values) in self._sparse.items():
             columns[column] = _scatter(rows, self._typed(column, rows, values), n)
         columns["attributes"] = _scatter(
-            list(self._extras), pa.array([_dumps(e) for e in self._extras.values()], pa.string()), n
+            list(self._extras), pa.array([dumps(e) for e in self._extras.values()], pa.string()), n
         )
         columns["resource_attributes"] = pa.array([r.extras for r in self._resources], pa.string()).take(
             resource_of_row
@@ -202,7 +211,7 @@ class SpanRows:
         attribute = _ATTRIBUTE_OF_COLUMN[column]
         out = []
         for row, value in zip(rows, values, strict=True):
-            coerced = _coerce(value, arrow_type)
+            coerced = coerce(value, arrow_type)
             if value is not None and coerced is None:
                 self.untyped += 1
                 self._extras.setdefault(row, {})[attribute] = value
@@ -225,7 +234,7 @@ _SPAN_ONLY = tuple(dict.fromkeys(_SPAN_COLUMNS.values()))
 _ATTRIBUTE_OF_COLUMN = {a.column: a.name for a in semconv.ALL_ATTRIBUTES}
 
 
-def _coerce(value: object, arrow_type: pa.DataType) -> object:
+def coerce(value: object, arrow_type: pa.DataType) -> object:
     """Coerce when nothing is lost; otherwise None (the caller keeps the original as JSON)."""
     if value is None:
         return None
@@ -248,7 +257,7 @@ def _coerce(value: object, arrow_type: pa.DataType) -> object:
     return None
 
 
-def _dumps(value: object) -> str:
+def dumps(value: object) -> str:
     return json.dumps(value, default=_jsonable, separators=(",", ":"))
 
 

@@ -23,6 +23,7 @@ ENV = {
     "ROLLSCOPE_SEGMENT_ROWS": "Spans buffered before a segment is published (default 50000).",
     "ROLLSCOPE_SEGMENT_SECONDS": "Longest a finished span waits before it is published (default 2).",
     "ROLLSCOPE_STATS_SECONDS": "How often exporter counters are written to collector_stats (default 10).",
+    "ROLLSCOPE_TOKEN": "Bearer token `rollscope collect` requires (instead of --token, which `ps` shows).",
     "OTEL_SERVICE_NAME": "service.name of this process.",
     "OTEL_RESOURCE_ATTRIBUTES": "Extra resource attributes, key=value,... (may carry rl.run.id).",
     "OTEL_BSP_MAX_QUEUE_SIZE": "Batch span processor queue (rollscope's default 65536, not the SDK's 2048).",

@@ -78,7 +78,7 @@ class SegmentWriter:
         with self._lock:
             self._seq += 1
             name = f"{self.prefix}-{time.time_ns() // 1_000_000:013d}-{self._writer}-{self._seq:06d}.parquet"
-        directory.mkdir(parents=True, exist_ok=True)
+        _make_dirs(directory, self.durable)
         if metadata:
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
         return _publish(directory / name, table, self.durable)
@@ -99,6 +99,17 @@ def _publish(final: Path, table: pa.Table, durable: bool) -> Path:
     if durable:
         _fsync_dir(final.parent)
     return final
+
+
+def _make_dirs(directory: Path, durable: bool) -> None:
+    """Create the partition; when durable, fsync each new directory's parent so its entry survives a crash."""
+    if directory.is_dir():
+        return
+    missing = [p for p in (directory, *directory.parents) if not p.exists()]
+    directory.mkdir(parents=True, exist_ok=True)
+    if durable:
+        for created in reversed(missing):
+            _fsync_dir(created.parent)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -1,0 +1,82 @@
+"""`rollscope collect`: run the OTLP/HTTP trace receiver that writes the store."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from queries.errors import RollscopeError
+
+_MIB = 1024 * 1024
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "collect",
+        help="Receive OTLP/HTTP traces (protobuf or JSON) from SDKs, an OpenTelemetry Collector or vLLM.",
+        description=(
+            "Listen for OTLP/HTTP trace exports on POST /v1/traces and write the spans to the store. "
+            "A request is answered 200 only once its spans are durable. GET /health reports counts."
+        ),
+    )
+    parser.add_argument("--store", help="store directory (default: $ROLLSCOPE_STORE or ./runs)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=4318, help="port (default 4318, OTLP/HTTP's; 0 = any free)"
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("ROLLSCOPE_TOKEN") or None,
+        help="require 'Authorization: Bearer TOKEN' on every request (default: $ROLLSCOPE_TOKEN, which "
+        "keeps the token out of `ps`)",
+    )
+    parser.add_argument(
+        "--run-id", help="run id for spans whose resource has no rl.run.id (else they are rejected)"
+    )
+    parser.add_argument(
+        "--max-request-mib", type=float, default=16, help="largest body, after decompression (16)"
+    )
+    parser.add_argument(
+        "--max-pending-mib",
+        type=float,
+        default=64,
+        help="bodies held at once before answering 429 with Retry-After (64); bounds the receiver's memory",
+    )
+    parser.add_argument(
+        "--commit-window",
+        type=float,
+        default=0.05,
+        help="seconds requests wait to share one durable segment (0.05); larger = fewer, bigger files",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from collectors.receiver import ReceiverConfig, bind, serve
+    from collectors.settings import default_store
+
+    try:
+        config = ReceiverConfig(
+            store=args.store or default_store(),
+            host=args.host,
+            port=args.port,
+            token=args.token,
+            run_id=args.run_id,
+            max_request_bytes=int(args.max_request_mib * _MIB),
+            max_pending_bytes=int(args.max_pending_mib * _MIB),
+            commit_window=args.commit_window,
+        )
+    except ValueError as e:
+        raise RollscopeError("Bad option", str(e)) from None
+    try:
+        sock = bind(config.host, config.port)
+    except OSError as e:
+        raise RollscopeError("Cannot listen", f"cannot listen on {config.host}:{config.port}: {e}") from None
+    host, port = sock.getsockname()[:2]
+    print(
+        f"rollscope collect: listening on http://{host}:{port}/v1/traces, writing {config.store}", flush=True
+    )
+    serve(config, sock)
+    return 0

@@ -1,0 +1,302 @@
+"""Ingest throughput of `rollscope collect` over OTLP/HTTP, against a bare protobuf decode of the same bodies.
+
+Builds seeded RL-shaped spans (rollouts, turns, tool calls, rewards) with a real TracerProvider, encodes them
+as the SDK's OTLPSpanExporter would (protobuf, 512 spans a request by default) and as OTLP/JSON, then:
+
+1. the baseline: ``ExportTraceServiceRequest.FromString`` of every body, with nothing read out of it;
+2. the receiver's pipeline without HTTP, in this process, stage by stage (decode, rows, Arrow, publish);
+3. a real `rollscope collect` subprocess fed by concurrent keep-alive clients, for each encoding.
+
+The receiver's cost per span is its process CPU time (all threads: HTTP, decode, Parquet, fsync) per span
+stored; "per core" is spans per receiver CPU-second, which stays meaningful on a shared machine where wall
+time does not. Peak memory is the receiver's VmHWM. Every run checks that the store holds every span sent.
+
+Usage: python benchmarks/ingest.py [--spans 100000] [--batch 512] [--clients 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import http.client
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[0] = str(ROOT)  # run as a script: the project's packages, not benchmarks/queries.py as `queries`
+
+import pyarrow.parquet as pq  # noqa: E402
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult  # noqa: E402
+
+from collectors import otlp  # noqa: E402
+from collectors.receiver import RECEIVER_GC  # noqa: E402
+from collectors.rows import SpanRows  # noqa: E402
+from queries.store import SegmentWriter, segments  # noqa: E402
+
+
+class _Keep(SpanExporter):
+    def __init__(self):
+        self.spans = []
+
+    def export(self, spans):
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+
+def rl_spans(n: int, seed: int = 7) -> list:
+    """About ``n`` finished spans of an agent RL run: per rollout, 4-8 turns with tool calls and a reward."""
+    rnd = random.Random(seed)
+    keep = _Keep()
+    resource = Resource(
+        {
+            "rl.run.id": "bench",
+            "service.name": "rollout-worker",
+            "service.instance.id": "w-3",
+            "rl.compute.role": "rollout",
+            "rl.compute.devices": 8.0,
+            "rl.model.name": "qwen3-8b",
+            "rl.model.parameters": 8_000_000_000,
+        }
+    )
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(SimpleSpanProcessor(keep))
+    tracer = provider.get_tracer("rollscope")
+    rollout = 0
+    while len(keep.spans) < n:
+        _rollout(tracer, rnd, f"r-{seed}-{rollout:07d}")
+        rollout += 1
+    return keep.spans[:n]
+
+
+def _rollout(tracer, rnd: random.Random, rollout_id: str) -> None:
+    version = rnd.randint(0, 300)
+    rollout = {
+        "rl.rollout.id": rollout_id,
+        "rl.task.id": f"task-{rnd.randint(0, 5000)}",
+        "rl.group.id": f"g-{rnd.randint(0, 20000)}",
+        "rl.environment.name": rnd.choice(["swe", "math", "web"]),
+        "rl.policy.version": version,
+    }
+    with tracer.start_as_current_span("rl.rollout", attributes=rollout) as span:
+        context = 0
+        for turn in range(rnd.randint(4, 8)):
+            prompt = rnd.randint(200, 6000)
+            with tracer.start_as_current_span(
+                "rl.turn", attributes=_turn(rnd, rollout_id, turn, context, prompt)
+            ):
+                pass
+            context += prompt
+            tool = rnd.choice(["bash", "python", "edit_file"])
+            attrs = {
+                "rl.rollout.id": rollout_id,
+                "gen_ai.tool.name": tool,
+                "gen_ai.tool.call.id": f"call-{rnd.getrandbits(48):x}",
+                "rl.sandbox.id": f"sb-{rnd.randint(0, 63)}",
+                "rl.tool.exit_code": rnd.choice([0, 0, 0, 1]),
+                "rl.tool.observation_tokens": rnd.randint(10, 3000),
+            }
+            with tracer.start_as_current_span(f"execute_tool {tool}", attributes=attrs):
+                pass
+        reward = {
+            "rl.rollout.id": rollout_id,
+            "rl.reward.name": "unit_tests",
+            "rl.reward.score": rnd.random(),
+        }
+        with tracer.start_as_current_span("rl.reward", attributes=reward):
+            pass
+        span.set_attributes({"rl.rollout.status": "ok", "rl.reward.score": reward["rl.reward.score"]})
+
+
+def _turn(rnd: random.Random, rollout_id: str, index: int, context: int, prompt: int) -> dict:
+    return {
+        "rl.rollout.id": rollout_id,
+        "rl.turn.index": index,
+        "gen_ai.usage.input_tokens": prompt + context,
+        "gen_ai.usage.cache_read.input_tokens": context,
+        "gen_ai.usage.output_tokens": rnd.randint(20, 800),
+        "rl.turn.context_tokens": context,
+        "gen_ai.latency.time_in_model_prefill": rnd.uniform(0.01, 0.5),
+        "gen_ai.latency.time_in_model_decode": rnd.uniform(0.1, 8.0),
+        "gen_ai.request.model": "qwen3-8b",
+        "gen_ai.response.id": f"chatcmpl-{rnd.getrandbits(64):x}",
+    }
+
+
+def bodies(spans: list, batch: int) -> tuple[list[bytes], list[bytes]]:
+    requests = [encode_spans(spans[i : i + batch]) for i in range(0, len(spans), batch)]
+    return [r.SerializeToString() for r in requests], [otlp.encode_json(r) for r in requests]
+
+
+def cpu_per_span(fn, payloads: list[bytes], n_spans: int) -> float:
+    """Best of three passes, in microseconds of this process's CPU per span."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        for body in payloads:
+            fn(body)
+        best = min(best, time.process_time() - start)
+    return best / n_spans * 1e6
+
+
+def pipeline_per_span(payloads: list[bytes], n_spans: int, batch_requests: int) -> dict[str, float]:
+    """The receiver's work without HTTP, stage by stage, as its group commit does it: decode each request,
+    add ``batch_requests`` requests to one SpanRows, convert to Arrow once, publish one durable segment."""
+    stages = dict.fromkeys(
+        (
+            "decode (protobuf -> parts)",
+            "rows (SpanRows.extend)",
+            "Arrow (SpanRows.tables)",
+            "publish (Parquet + fsync)",
+        ),
+        0.0,
+    )
+    names = list(stages)
+    with tempfile.TemporaryDirectory() as tmp:
+        writer = SegmentWriter(tmp, "spans", durable=True)
+        for first in range(0, len(payloads), batch_requests):
+            rows = SpanRows()
+            for body in payloads[first : first + batch_requests]:
+                start = time.process_time()
+                decoded = otlp.decode_protobuf(body)
+                middle = time.process_time()
+                decoded.add_to(lambda run_id, rows=rows: rows)
+                end = time.process_time()
+                stages[names[0]] += middle - start
+                stages[names[1]] += end - middle
+            start = time.process_time()
+            (table,) = rows.tables().values()
+            middle = time.process_time()
+            writer.publish("bench", table)
+            stages[names[2]] += middle - start
+            stages[names[3]] += time.process_time() - middle
+    return {name: seconds / n_spans * 1e6 for name, seconds in stages.items()}
+
+
+# --- the receiver as a subprocess -----------------------------------------------------------------------------
+
+
+def start_receiver(store: Path) -> tuple[subprocess.Popen, int]:
+    cmd = [sys.executable, "-m", "app.cli", "collect", "--store", str(store), "--port", "0"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    port = int(line.split("http://")[1].split("/")[0].rsplit(":", 1)[1])
+    return proc, port
+
+
+def proc_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def send_all(port: int, payloads: list[bytes], content_type: str, clients: int) -> None:
+    """``clients`` keep-alive connections share the payloads; 429/503 are retried after Retry-After."""
+    queue = list(reversed(payloads))
+    lock = threading.Lock()
+    errors: list[str] = []
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        while True:
+            with lock:
+                if not queue:
+                    break
+                body = queue.pop()
+            while True:
+                conn.request("POST", "/v1/traces", body, {"Content-Type": content_type})
+                response = conn.getresponse()
+                response.read()
+                if response.status not in (429, 503):
+                    break
+                time.sleep(float(response.getheader("Retry-After", "1")))
+            if response.status != 200:
+                errors.append(f"{response.status}")
+        conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise SystemExit(f"receiver refused {len(errors)} requests: {sorted(set(errors))}")
+
+
+def end_to_end(payloads: list[bytes], content_type: str, n_spans: int, clients: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "store"
+        proc, port = start_receiver(store)
+        try:
+            cpu0, t0 = proc_cpu(proc.pid), time.perf_counter()
+            send_all(port, payloads, content_type, clients)
+            wall, cpu = time.perf_counter() - t0, proc_cpu(proc.pid) - cpu0
+            rss = peak_rss_mib(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait()
+        files = segments(store, "spans")
+        stored = sum(pq.read_metadata(f).num_rows for f in files)
+    if stored != n_spans:
+        raise SystemExit(f"store holds {stored} spans, {n_spans} were sent")
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss, "segments": len(files)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=512, help="spans per request (the SDK's default 512)")
+    parser.add_argument("--clients", type=int, default=8, help="concurrent keep-alive connections")
+    args = parser.parse_args()
+
+    spans = rl_spans(args.spans)
+    n = len(spans)
+    proto, json_bodies = bodies(spans, args.batch)
+    print(
+        f"{n} RL spans in {len(proto)} requests of {args.batch}; protobuf {sum(map(len, proto)) / n:.0f} B/span"
+    )
+
+    gc.freeze()  # the spans and bodies built above are not the receiver's garbage to scan
+    gc.set_threshold(*RECEIVER_GC)
+    pipeline_per_span(proto[:8], 8 * args.batch, batch_requests=8)  # first-use imports, as the receiver does
+    bare = cpu_per_span(ExportTraceServiceRequest.FromString, proto, n)
+    stages = pipeline_per_span(proto, n, batch_requests=8)
+    print(f"bare protobuf decode (baseline)          {bare:6.2f} us/span")
+    for stage, cost in stages.items():
+        print(f"receiver {stage:32s} {cost:6.2f} us/span  = {cost / bare:5.1f} x baseline")
+    total = sum(stages.values())
+    print(
+        f"receiver pipeline, no HTTP               {total:6.2f} us/span  = {total / bare:5.1f} x baseline"
+        f"  ({1e6 / total:,.0f} spans per CPU-second)"
+    )
+
+    for label, payloads, content_type in (
+        ("protobuf", proto, "application/x-protobuf"),
+        ("json", json_bodies, "application/json"),
+    ):
+        r = end_to_end(payloads, content_type, n, args.clients)
+        per_span = r["cpu_s"] / n * 1e6
+        print(
+            f"end to end {label:8s}: {n / r['wall_s']:8.0f} spans/s wall, {n / r['cpu_s']:8.0f} spans per receiver "
+            f"CPU-second, {per_span:5.1f} us/span = {per_span / bare:5.1f} x baseline; peak RSS "
+            f"{r['rss_mib']:.0f} MiB; {r['segments']} segments; {args.clients} clients"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,450 @@
+"""`rollscope collect`: an OTLP/HTTP trace receiver that writes the store.
+
+Any OpenTelemetry SDK's ``OTLPSpanExporter``, an OpenTelemetry Collector's ``otlphttp`` exporter or vLLM's
+``--otlp-traces-endpoint`` can send to it unchanged. It follows the OTLP/HTTP specification: protobuf and
+OTLP/JSON bodies, gzip or deflate, an ``ExportTraceServiceResponse`` whose ``partial_success`` counts the
+spans it could not store, and status codes a client can act on: 400 malformed, 401 no token, 413 too large,
+415 unsupported type, 429 over the memory budget and 503 store unwritable, both with ``Retry-After`` so the
+SDK's exporter retries. A 200 is sent only once the spans are in a durable segment (``collectors.spool``).
+
+Memory is bounded by ``max_pending_bytes``: bodies admitted and not yet answered, wire and decompressed
+sizes both counted; a request that would exceed it is answered 429 before its body is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import hmac
+import logging
+import os
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from collectors.otlp import (
+    Decoded,
+    MalformedPayload,
+    decode_json,
+    decode_protobuf,
+    error_status,
+    export_response,
+)
+from collectors.spool import GroupCommit
+from queries.schema import COLLECTOR_STATS_SCHEMA
+from queries.store import SegmentWriter, check_run_id
+
+log = logging.getLogger("rollscope.receiver")
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+TRACES_PATH = "/v1/traces"
+HEALTH_PATH = "/health"
+# Decoding allocates many short-lived objects; the default thresholds spend ~20% of the CPU in collections.
+RECEIVER_GC = (50_000, 50, 100)
+_DRAIN_LIMIT = 64 * 1024 * 1024
+_STORE_RETRY_S = 5  # Retry-After when publishing failed: a full disk is not freed in a second  # read (and discard) at most this much of a refused body, then close
+
+
+@dataclass
+class ReceiverConfig:
+    """Everything `rollscope collect` is started with; the defaults are its command-line defaults."""
+
+    store: Path
+    host: str = "127.0.0.1"
+    port: int = 4318
+    token: str | None = None
+    run_id: str | None = None
+    max_request_bytes: int = 16 * 1024 * 1024
+    max_pending_bytes: int = 64 * 1024 * 1024
+    commit_window: float = 0.05
+    stats_seconds: float = 10.0
+    retry_after_s: int = 1
+
+    def __post_init__(self) -> None:
+        self.store = Path(self.store)
+        if self.run_id is not None:
+            check_run_id(self.run_id)
+        if self.max_request_bytes <= 0 or self.max_pending_bytes < self.max_request_bytes:
+            raise ValueError("max_pending_bytes must be at least max_request_bytes, and both positive")
+
+
+class Refusal(Exception):
+    """A request answered with an error status; ``retry`` adds ``Retry-After``."""
+
+    def __init__(self, status: int, message: str, retry: int | None = None):
+        super().__init__(message)
+        self.status = status
+        self.retry = retry
+
+
+class Receiver:
+    """The HTTP application: admission, decoding on one thread, group commit, answers and counters."""
+
+    def __init__(self, config: ReceiverConfig):
+        self.config = config
+        self.stats = ReceiverStats(config)
+        self.pending_bytes = 0
+        self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollscope-decode")
+        self._commit: GroupCommit | None = None
+        self._stats_task: asyncio.Task | None = None
+        self.app = Starlette(
+            routes=[Route(TRACES_PATH, self.traces, methods=["POST"]), Route(HEALTH_PATH, self.health)],
+            lifespan=self._lifespan,
+        )
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _started(self) -> Iterator[None]:
+        self.config.store.mkdir(parents=True, exist_ok=True)
+        self._commit = GroupCommit(self.config.store, window=self.config.commit_window)
+        try:
+            yield
+        finally:
+            self._commit.close()
+            self._decoder.shutdown()
+            self.stats.write(self._commit)
+
+    @asynccontextmanager
+    async def _lifespan(self, app):
+        with self._started():
+            self._stats_task = asyncio.create_task(self._write_stats_periodically())
+            try:
+                yield
+            finally:
+                self._stats_task.cancel()
+
+    async def _write_stats_periodically(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.config.stats_seconds)
+            await loop.run_in_executor(None, self.stats.write, self._commit)
+
+    # --- endpoints ----------------------------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        try:
+            self._authorize(request)
+        except Refusal as refusal:
+            return _refusal_response(refusal, as_json=True)
+        return JSONResponse(self.stats.health(self))
+
+    async def traces(self, request: Request) -> Response:
+        as_json = _media_type(request) == JSON
+        reserved = [0]
+        try:
+            self._authorize(request)
+            encoding = _content_encoding(request)
+            body = await self._read_body(request, reserved)
+            decoded = await self._decode(body, encoding, as_json, reserved)
+            self.stats.count(decoded)
+            return Response(export_response(decoded, as_json), media_type=JSON if as_json else PROTOBUF)
+        except Refusal as refusal:
+            self.stats.refused(refusal.status)
+            await _drain(request)
+            return _refusal_response(refusal, as_json)
+        except ClientDisconnect:
+            self.stats.refused(499)
+            return Response(status_code=400)
+        finally:
+            self.pending_bytes -= reserved[0]
+
+    # --- steps of a request -------------------------------------------------------------------------------
+
+    def _authorize(self, request: Request) -> None:
+        token = self.config.token
+        if token is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            raise Refusal(401, "missing or wrong 'Authorization: Bearer <token>' header")
+
+    def _reserve(self, n: int, reserved: list[int]) -> None:
+        """Count ``n`` more bytes against the budget, or refuse with 429 so the client retries later."""
+        if self.pending_bytes + n > self.config.max_pending_bytes and self.pending_bytes > 0:
+            raise Refusal(429, "the receiver is at its memory budget; retry later", self.config.retry_after_s)
+        self.pending_bytes += n
+        reserved[0] += n
+
+    async def _read_body(self, request: Request, reserved: list[int]) -> bytes:
+        if _media_type(request) not in (PROTOBUF, JSON):
+            raise Refusal(415, f"Content-Type must be {PROTOBUF} or {JSON}, not {_media_type(request)!r}")
+        limit = self.config.max_request_bytes
+        declared = _content_length(request)
+        if declared is not None and declared > limit:
+            raise Refusal(413, f"body of {declared} bytes is over the {limit}-byte limit")
+        self._reserve(declared or 0, reserved)
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise Refusal(413, f"body is over the {limit}-byte limit")
+            if size > reserved[0]:
+                self._reserve(size - reserved[0], reserved)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _decode(self, body: bytes, encoding: str, as_json: bool, reserved: list[int]) -> Decoded:
+        """Decode on the decoder thread, then wait until the group commit has published the spans."""
+        loop = asyncio.get_running_loop()
+        if encoding != "identity":
+            body = await self._off_loop(_decompress, body, encoding, self.config.max_request_bytes)
+            self._reserve(len(body), reserved)
+        future = loop.create_future()
+
+        def done(error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(_settle, future, error)
+
+        decoded = await self._off_loop(self._decode_and_submit, body, as_json, done)
+        if decoded.accepted:
+            error = await future
+            if error is not None:
+                raise Refusal(503, f"the store is not writable now ({error}); retry later", _STORE_RETRY_S)
+        return decoded
+
+    async def _off_loop(self, fn, *args):
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._decoder, fn, *args)
+        except MalformedPayload as e:
+            raise Refusal(400, str(e)) from None
+        except _ShuttingDown:
+            raise Refusal(
+                503, "the receiver is shutting down; retry later", self.config.retry_after_s
+            ) from None
+
+    def _decode_and_submit(self, body: bytes, as_json: bool, done) -> Decoded:
+        """One hop to the decoder thread per request: decode, then queue the spans for the next commit."""
+        decoded = (decode_json if as_json else decode_protobuf)(body, self.config.run_id)
+        if decoded.accepted:
+            try:
+                self._commit.submit(decoded, done)
+            except RuntimeError:
+                raise _ShuttingDown from None
+        return decoded
+
+
+class _ShuttingDown(Exception):
+    pass
+
+
+def _settle(future: asyncio.Future, error: BaseException | None) -> None:
+    if not future.done():
+        future.set_result(error)
+
+
+def _media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def _content_encoding(request: Request) -> str:
+    encoding = request.headers.get("content-encoding", "identity").strip().lower() or "identity"
+    if encoding not in ("identity", "gzip", "deflate"):
+        raise Refusal(415, f"Content-Encoding must be gzip, deflate or none, not {encoding!r}")
+    return encoding
+
+
+def _content_length(request: Request) -> int | None:
+    raw = request.headers.get("content-length")
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        raise Refusal(400, f"Content-Length {raw!r} is not a number") from None
+
+
+def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """gzip (several members allowed) or deflate (zlib or raw), never inflating past ``limit`` bytes."""
+    wbits = (
+        16 + zlib.MAX_WBITS
+        if encoding == "gzip"
+        else (zlib.MAX_WBITS if body[:1] == b"\x78" else -zlib.MAX_WBITS)
+    )
+    out, rest = [], body
+    size = 0
+    try:
+        while rest:
+            inflater = zlib.decompressobj(wbits)
+            part = inflater.decompress(rest, limit - size + 1)
+            size += len(part)
+            if size > limit or inflater.unconsumed_tail:
+                raise Refusal(413, f"decompressed body is over the {limit}-byte limit")
+            if not inflater.eof:
+                raise MalformedPayload(f"{encoding} body is truncated")
+            out.append(part)
+            rest = inflater.unused_data if encoding == "gzip" else b""
+    except zlib.error as e:
+        raise MalformedPayload(f"body is not valid {encoding}: {e}") from None
+    return b"".join(out)
+
+
+async def _drain(request: Request) -> None:
+    """Read a refused body to its end (up to a cap) so the client reads our answer, not a reset."""
+    if request.scope.get("rollscope.drained"):
+        return
+    request.scope["rollscope.drained"] = True
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > _DRAIN_LIMIT:
+                return
+    except (ClientDisconnect, RuntimeError):
+        return
+
+
+def _refusal_response(refusal: Refusal, as_json: bool) -> Response:
+    headers = {"Retry-After": str(refusal.retry)} if refusal.retry is not None else {}
+    if refusal.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if refusal.status == 415:
+        return Response(str(refusal), status_code=415, media_type="text/plain", headers=headers)
+    body = error_status(_RPC_CODES.get(refusal.status, 2), str(refusal), as_json)
+    return Response(
+        body, status_code=refusal.status, media_type=JSON if as_json else PROTOBUF, headers=headers
+    )
+
+
+# google.rpc.Code for each answer: INVALID_ARGUMENT, UNAUTHENTICATED, RESOURCE_EXHAUSTED, UNAVAILABLE
+_RPC_CODES = {400: 3, 401: 16, 413: 3, 429: 8, 503: 14}
+
+
+class ReceiverStats:
+    """Counters for /health and, per run, cumulative ``collector_stats`` rows (source 'receiver')."""
+
+    _RUN_COUNTERS = ("spans_received", "spans_exported", "spans_failed")
+
+    def __init__(self, config: ReceiverConfig):
+        self.started = time.monotonic()
+        self.instance_id = f"{socket.gethostname()}:{config.port}:{os.getpid()}"
+        self.requests: dict[int, int] = {}
+        self.spans = {"received": 0, "accepted": 0, "rejected": 0}
+        self.by_run: dict[str, dict[str, int]] = {}
+        self._written: dict[str, dict[str, int]] = {}
+        self._lock = threading.Lock()
+        self._writer = SegmentWriter(config.store, "collector_stats")
+        self._config = config
+
+    def refused(self, status: int) -> None:
+        self.requests[status] = self.requests.get(status, 0) + 1
+
+    def count(self, decoded: Decoded) -> None:
+        self.requests[200] = self.requests.get(200, 0) + 1
+        self.spans["received"] += decoded.received
+        self.spans["accepted"] += decoded.accepted
+        self.spans["rejected"] += decoded.rejected_spans
+        with self._lock:
+            for run_id, counts in decoded.by_run().items():
+                row = self.by_run.setdefault(run_id, dict.fromkeys(self._RUN_COUNTERS, 0))
+                for name, n in counts.items():
+                    row[name] += n
+
+    def health(self, receiver: Receiver) -> dict:
+        commit = receiver._commit
+        return {
+            "status": "ok",
+            "uptime_s": round(time.monotonic() - self.started, 3),
+            "requests": {str(k): v for k, v in sorted(self.requests.items())},
+            "spans_received": self.spans["received"],
+            "spans_accepted": self.spans["accepted"],
+            "spans_rejected": self.spans["rejected"],
+            "segments_published": commit.segments_published if commit else 0,
+            "pending_bytes": receiver.pending_bytes,
+            "max_pending_bytes": self._config.max_pending_bytes,
+            "runs": sorted(self.by_run),
+        }
+
+    def write(self, commit: GroupCommit | None) -> None:
+        """One row per run whose counters moved since the last write; never raises."""
+        with self._lock:
+            changed = {run: dict(c) for run, c in self.by_run.items() if c != self._written.get(run)}
+        for run_id, counts in changed.items():
+            row = {
+                "time_ns": time.time_ns(),
+                "service_name": "rollscope-collect",
+                "instance_id": self.instance_id,
+                "role": None,
+                "pid": os.getpid(),
+                "source": "receiver",
+                "spans_dropped": 0,
+                **counts,
+                "segments_published": commit.segments_by_run.get(run_id, 0) if commit else 0,
+                "attributes_kept_untyped": commit.untyped_by_run.get(run_id, 0) if commit else 0,
+            }
+            try:
+                self._writer.publish(run_id, pa.Table.from_pylist([row], schema=COLLECTOR_STATS_SCHEMA))
+            except Exception:
+                log.exception("rollscope collect: could not write collector stats for %s", run_id)
+                continue
+            self._written[run_id] = counts
+
+
+# --- running it -----------------------------------------------------------------------------------------------
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the server starts so ``port=0`` can report the port it got."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # so asyncio sets TCP_NODELAY
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _server(receiver: Receiver):
+    import uvicorn
+
+    config = uvicorn.Config(
+        receiver.app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        limit_concurrency=2048,
+        timeout_keep_alive=30,
+        timeout_graceful_shutdown=30,
+    )
+    return uvicorn.Server(config)
+
+
+def serve(config: ReceiverConfig, sock: socket.socket | None = None) -> None:
+    """Run until SIGINT/SIGTERM; in-flight requests finish and their spans are committed first."""
+    gc.set_threshold(*RECEIVER_GC)
+    sock = sock or bind(config.host, config.port)
+    config.port = sock.getsockname()[1]
+    _server(Receiver(config)).run(sockets=[sock])
+
+
+@contextmanager
+def running(config: ReceiverConfig) -> Iterator[str]:
+    """A receiver in a background thread of this process; yields its base URL (tests, embedding)."""
+    sock = bind(config.host, config.port)
+    config.port = sock.getsockname()[1]
+    receiver = Receiver(config)
+    server = _server(receiver)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="rollscope-collect", daemon=True
+    )
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the receiver did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://{config.host}:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join()
+        sock.close()

@@ -1,0 +1,123 @@
+"""Group commit: where accepted spans wait, for at most a short window, before one durable segment holds them.
+
+The receiver answers 200 only once a request's spans are in a segment published with fsync (file and
+directory), so ``kill -9`` or a power cut never loses an acknowledged span. Publishing each request alone
+would cost an fsync and a Parquet file per request; instead requests that arrive within ``window`` seconds of
+each other, or while the previous commit is being written, share one segment per run.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from collectors.otlp import Decoded
+from collectors.rows import SpanRows
+from queries.store import SegmentWriter
+
+log = logging.getLogger("rollscope.receiver")
+
+Done = Callable[[BaseException | None], None]
+
+
+class GroupCommit:
+    """Requests' spans added to one ``SpanRows`` per run; one thread publishes them and calls each back."""
+
+    def __init__(self, store: Path | str, *, window: float = 0.05, max_rows: int = 200_000):
+        self.store = Path(store)
+        self.window = window
+        self.max_rows = max_rows
+        self.segments_published = 0
+        self.segments_by_run: dict[str, int] = {}
+        self.untyped_by_run: dict[str, int] = {}
+        self._writer = SegmentWriter(self.store, "spans", durable=True)
+        self._rows: dict[str, SpanRows] = {}
+        self._waiting: list[tuple[Done, set[str]]] = []  # each request's callback and the runs it added to
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="rollscope-commit", daemon=True)
+        _warm_up()
+        self._thread.start()
+
+    def submit(self, decoded: Decoded, done: Done) -> None:
+        """Add a request's spans to the open batch; ``done(None)`` is called from the commit thread once
+        they are durable, ``done(error)`` if publishing failed."""
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the receiver is shutting down")
+            decoded.add_to(self._rows_of)
+            self._waiting.append((done, {part.resource.run_id for part in decoded.parts}))
+            self._cond.notify()
+
+    def _rows_of(self, run_id: str) -> SpanRows:
+        rows = self._rows.get(run_id)
+        if rows is None:
+            rows = self._rows[run_id] = SpanRows()
+        return rows
+
+    def close(self) -> None:
+        """Commit what is queued, then stop."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                return
+            rows, waiting = batch
+            errors = self._commit(rows)
+            for done, runs in waiting:
+                done(next((errors[r] for r in runs if r in errors), None))
+
+    def _next_batch(self) -> tuple[dict[str, SpanRows], list] | None:
+        """Wait for a first request, then up to ``window`` seconds for others to join it."""
+        with self._cond:
+            while not self._waiting and not self._closed:
+                self._cond.wait()
+            if not self._waiting:
+                return None
+            deadline = time.monotonic() + self.window
+            while (
+                not self._closed
+                and self._pending() < self.max_rows
+                and (left := deadline - time.monotonic()) > 0
+            ):
+                self._cond.wait(left)
+            batch = (self._rows, self._waiting)
+            self._rows, self._waiting = {}, []
+            return batch
+
+    def _pending(self) -> int:
+        return sum(len(rows) for rows in self._rows.values())
+
+    def _commit(self, batch: dict[str, SpanRows]) -> dict[str, BaseException]:
+        """Publish one segment per run; a run that fails fails only the requests that added to it."""
+        errors = {}
+        for run_id, rows in batch.items():
+            try:
+                for table in rows.tables().values():
+                    self._writer.publish(run_id, table)
+            except Exception as e:  # those requests answer 503 and their clients retry
+                log.exception(
+                    "rollscope collect: could not publish spans of run %s to %s", run_id, self.store
+                )
+                errors[run_id] = e
+                continue
+            self.segments_published += 1
+            self.segments_by_run[run_id] = self.segments_by_run.get(run_id, 0) + 1
+            self.untyped_by_run[run_id] = self.untyped_by_run.get(run_id, 0) + rows.untyped
+        return errors
+
+
+def _warm_up() -> None:
+    """Write one empty segment to memory: the first Parquet write imports pandas (~0.2 s), not a request."""
+    pq.write_table(SpanRows().tables()[None], io.BytesIO(), compression="zstd")
