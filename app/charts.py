@@ -1,0 +1,260 @@
+"""Plotly figures and number formats for the pages: every axis says its unit, every figure looks alike.
+
+Builders take the frames ``queries`` returns and only arrange them; no figure is computed here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
+RATES = ("completion_rate", "scoring_rate", "nonzero_signal_rate", "freshness_rate")
+KIND_COLORS = {
+    "rollout": "#9aa5b1",
+    "turn": "#3b82f6",
+    "tool": "#f59e0b",
+    "reward": "#10b981",
+    "judge": "#8b5cf6",
+    "teacher": "#ec4899",
+    "sample": "#64748b",
+    "train_step": "#ef4444",
+    "other": "#cbd5e1",
+}
+_LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
+
+
+# --- number formats (also what the tests compare with) -----------------------------------------------------
+
+
+def missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+
+
+def count(value) -> str:
+    return "—" if missing(value) else f"{int(round(value)):,}"
+
+
+def rate(value) -> str:
+    return "—" if missing(value) else f"{100 * value:.1f} %"
+
+
+def ratio(value) -> str:
+    return "—" if missing(value) else f"{value:.2f} : 1"
+
+
+def number(value, digits: int = 2) -> str:
+    return "—" if missing(value) else f"{value:,.{digits}f}"
+
+
+def seconds(value) -> str:
+    if missing(value):
+        return "—"
+    if abs(value) >= 3600:
+        return f"{value / 3600:.2f} h"
+    return f"{value:.1f} s" if abs(value) >= 1 else f"{1000 * value:.0f} ms"
+
+
+def flops(value) -> str:
+    if missing(value):
+        return "—"
+    for scale, unit in ((1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP")):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {unit}"
+    return f"{value:,.0f} FLOP"
+
+
+def label(name: str) -> str:
+    """A column name as a label: the same word users type in SQL, spaced."""
+    return name.replace("_", " ")
+
+
+# --- figures ------------------------------------------------------------------------------------------------
+
+
+def _figure(title: str, x_title: str, y_title: str, **layout) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, xaxis_title=x_title, yaxis_title=y_title, **{**_LAYOUT, **layout})
+    return fig
+
+
+def funnel(row: dict) -> go.Figure:
+    """The stages of one funnel row, each with its count and share of the stage before."""
+    fig = go.Figure(
+        go.Funnel(
+            y=[label(s) for s in STAGES],
+            x=[row.get(s) or 0 for s in STAGES],
+            textinfo="value+percent previous",
+        )
+    )
+    fig.update_layout(title="Rollouts per funnel stage (count; % of the stage before)", **_LAYOUT)
+    return fig
+
+
+def lines(
+    frame: pd.DataFrame,
+    x: str,
+    ys: list[str],
+    title: str,
+    x_title: str,
+    y_title: str,
+    percent: bool = False,
+    names: list[str] | None = None,
+) -> go.Figure:
+    fig = _figure(title, x_title, y_title)
+    for y, name in zip(ys, names or [label(y) for y in ys], strict=True):
+        fig.add_scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode="lines+markers", name=name)
+    _axes(fig, frame[x], percent)
+    return fig
+
+
+def _axes(fig: go.Figure, x: pd.Series, percent: bool, horizontal: bool = False) -> None:
+    """Whole-number ticks for steps, versions and turns; rates from 0 %."""
+    if pd.api.types.is_integer_dtype(x) and x.nunique() <= 20:
+        (fig.update_yaxes if horizontal else fig.update_xaxes)(dtick=1)
+    if percent:
+        (fig.update_xaxes if horizontal else fig.update_yaxes)(tickformat=".0%", rangemode="tozero")
+
+
+def bars(
+    frame: pd.DataFrame,
+    x: str,
+    ys: list[str],
+    title: str,
+    x_title: str,
+    y_title: str,
+    stacked: bool = True,
+    horizontal: bool = False,
+    percent: bool = False,
+) -> go.Figure:
+    fig = _figure(title, x_title, y_title, barmode="stack" if stacked else "group")
+    for y in ys:
+        xs, values = frame[x].astype(str).tolist(), frame[y].tolist()
+        if horizontal:
+            fig.add_bar(y=xs, x=values, name=label(y), orientation="h")
+        else:
+            fig.add_bar(x=xs, y=values, name=label(y))
+    (fig.update_yaxes if horizontal else fig.update_xaxes)(type="category")  # "64" is a bucket, not a number
+    if percent:
+        (fig.update_xaxes if horizontal else fig.update_yaxes)(tickformat=".0%", rangemode="tozero")
+    if horizontal:
+        fig.update_layout(height=140 + 36 * len(frame))
+        fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def by_run(
+    frames: dict[str, pd.DataFrame],
+    x: str,
+    y: str,
+    title: str,
+    x_title: str,
+    y_title: str,
+    kind: str = "bar",
+    percent: bool = False,
+) -> go.Figure:
+    """One series per run on shared axes, so two runs compare at a glance."""
+    fig = _figure(title, x_title, y_title, barmode="group")
+    for run, frame in frames.items():
+        if kind == "bar":
+            fig.add_bar(x=frame[x].astype(str).tolist(), y=frame[y].tolist(), name=run)
+            fig.update_xaxes(type="category")
+        else:
+            fig.add_scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode="lines+markers", name=run)
+    if frames:
+        _axes(fig, pd.concat([f[x] for f in frames.values()]), percent)
+    return fig
+
+
+def histogram(
+    frame: pd.DataFrame,
+    x: str,
+    y: str,
+    title: str,
+    x_title: str,
+    y_title: str,
+    bound: float | None = None,
+    bound_label: str = "bound",
+) -> go.Figure:
+    """Pre-counted bins as bars, with an optional vertical line (a bound the values should stay under)."""
+    fig = _figure(title, x_title, y_title)
+    fig.add_bar(x=frame[x].tolist(), y=frame[y].tolist(), name=label(y))
+    _axes(fig, frame[x], percent=False)
+    if bound is not None:
+        fig.add_vline(x=bound + 0.5, line_dash="dash", line_color="#ef4444", annotation_text=bound_label)
+    return fig
+
+
+def mark(fig: go.Figure, xs: list, labels: list[str], max_labels: int = 12) -> go.Figure:
+    """Dotted vertical lines at ``xs`` (e.g. drafter rebuilds), set in one go: one add_vline per line is
+    quadratic in plotly and takes minutes for hundreds of lines. Labelled only while they stay readable."""
+    line = {"dash": "dot", "color": "#64748b", "width": 1}
+    shapes = [
+        {"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1, "line": line}
+        for x in xs
+    ]
+    notes = (
+        [
+            {
+                "x": x,
+                "y": 1,
+                "xref": "x",
+                "yref": "paper",
+                "text": text,
+                "showarrow": False,
+                "yanchor": "bottom",
+            }
+            for x, text in zip(xs, labels, strict=True)
+        ]
+        if len(xs) <= max_labels
+        else []
+    )
+    fig.update_layout(shapes=[*fig.layout.shapes, *shapes], annotations=[*fig.layout.annotations, *notes])
+    return fig
+
+
+def sparkline(frame: pd.DataFrame, x: str, y: str, title: str) -> go.Figure:
+    fig = go.Figure(go.Scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode="lines", name=label(y)))
+    fig.update_layout(title=title, height=140, margin={"l": 0, "r": 0, "t": 30, "b": 0}, showlegend=False)
+    fig.update_xaxes(visible=False)
+    return fig
+
+
+def waterfall(spans: pd.DataFrame) -> go.Figure:
+    """One rollout's spans as horizontal bars on a time axis (seconds from the rollout's start)."""
+    rows = spans.reset_index(drop=True)
+    names = [_span_label(r) for r in rows.itertuples()]
+    # Instantaneous spans (a sample decision) get a sliver of width so they stay visible; hover shows the truth.
+    sliver = max(float(rows["end_s"].max() - rows["start_s"].min()), 1.0) / 300 if len(rows) else 0.0
+    fig = _figure("Rollout waterfall", "seconds from the rollout's start", "", height=120 + 28 * len(rows))
+    for kind, group in rows.groupby("kind", sort=False):
+        fig.add_bar(
+            y=[names[i] for i in group.index],
+            x=(group["end_s"] - group["start_s"]).clip(lower=sliver).tolist(),
+            base=group["start_s"].tolist(),
+            orientation="h",
+            name=kind,
+            marker_color=KIND_COLORS.get(kind, KIND_COLORS["other"]),
+            customdata=group[["duration_s"]].to_numpy(),
+            hovertemplate="%{y}: %{customdata[0]:.2f} s<extra></extra>",
+        )
+    fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=names)
+    return fig
+
+
+def _span_label(row) -> str:
+    """A readable, unique row label: what the span is, then its position."""
+    detail = {
+        "turn": f"turn {_int(row.turn_index)}",
+        "tool": f"tool {row.tool_name}",
+        "reward": f"reward {row.reward_name or ''}".strip(),
+        "train_step": f"train step {_int(row.train_step)}",
+        "sample": f"sample ({row.sample_decision})",
+    }.get(row.kind, row.kind if row.kind != "other" else row.name)
+    return f"{row.Index + 1:>2}. {detail}"
+
+
+def _int(value) -> str:
+    return "?" if missing(value) else str(int(value))

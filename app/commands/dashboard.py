@@ -1,0 +1,80 @@
+"""`rollscope dashboard`: the browser dashboard, ``streamlit run app/dashboard.py`` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+APP = Path(__file__).resolve().parent.parent / "dashboard.py"
+DEFAULT_PORT = 8501
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "dashboard",
+        help="open the browser dashboard on 127.0.0.1 (live while the run writes)",
+        description="Serve the dashboard (Streamlit) on http://127.0.0.1:PORT. Pages refresh by themselves "
+        "while a run writes into the store.",
+    )
+    p.add_argument(
+        "--store",
+        default=None,
+        metavar="DIR",
+        help="store directory (default: the shipped sample_data/ with its sample run)",
+    )
+    p.add_argument(
+        "--port", type=_port, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})"
+    )
+    p.set_defaults(func=run)
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"a port is 1-65535, not {text!r}")
+    return int(text)
+
+
+def streamlit_command(store: Path | None, port: int) -> list[str]:
+    """Headless, local only, no usage statistics, no browser opened, no file watching."""
+    command = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+        "--server.runOnSave",
+        "false",
+        "--global.developmentMode",
+        "false",
+        "--client.toolbarMode",
+        "minimal",
+        "--theme.base",
+        "light",
+    ]
+    return command + (["--", "--store", str(store)] if store is not None else [])
+
+
+def run(args) -> int:
+    from queries.errors import StoreError
+
+    store = Path(args.store).resolve() if args.store else None  # None: the app opens sample_data/
+    if store is not None and store.exists() and not store.is_dir():
+        raise StoreError("Not a store", f"{store} is a file, not a rollscope store directory")
+    where = store or "the shipped sample_data/"
+    print(
+        f"rollscope dashboard: http://127.0.0.1:{args.port}  (store {where}; Ctrl-C stops)", file=sys.stderr
+    )
+    command = streamlit_command(store, args.port)
+    os.execv(command[0], command)  # the server replaces this process: one pid, signals go straight to it

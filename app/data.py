@@ -1,0 +1,379 @@
+"""What the pages read, and the frame every page shares (filters, live refresh, clear empty states).
+
+Pages hold no SQL: they ask this module for frames and dicts computed by ``queries`` and draw them. One
+materialized ``queries.Reader`` per store serves every browser session (``st.cache_resource``); a live refresh
+copies only the segments published since the last one, and results are cached per run and per set of that
+run's segments (``st.cache_data``), so a refresh that found nothing new costs one directory listing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from queries import analyses
+from queries import store as layout
+from queries.catalog import VIEW_DOCS
+from queries.errors import RollscopeError, UnknownRunError
+from queries.schema import DATASETS
+from queries.trace import SEARCH_LIMIT
+
+SAMPLE_STORE = Path(__file__).resolve().parent.parent / "sample_data"
+LIVE_CHOICES_S = (2, 5, 10, 30)
+MIN_REFRESH_S = 1.0  # sessions refreshing the same store more often than this share one refresh
+FILTERS = "_rollscope_filters"
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The sidebar's choices, the same for every page."""
+
+    store: str
+    run_id: str
+    runs: tuple[str, ...]
+    steps: tuple[int, int] | None  # None: every step, including those still to come
+    environment: str | None  # None: every environment
+    live_s: int | None  # None: live refresh off
+
+
+class NothingToShow(Exception):  # noqa: N818 (not an error: a page with no data for this selection yet)
+    """Raised by a page section when the selection has nothing for it; the page shows the message instead."""
+
+
+class MissingAnalysis(RollscopeError):
+    """The page needs an analysis this version of ``queries.analyses`` does not have."""
+
+
+class LiveStore:
+    """A materialized Reader shared by every session, and a signature per run that changes with its data.
+
+    Results are cached per run signature (the names of the run's live segments), so a finished run stays
+    cached while another run of the store writes. New data is taken in no more often than the figures of
+    the previous change took to compute: on a store where recomputing takes longer than the live interval,
+    the dashboard spends at most half its time computing and stays responsive.
+    """
+
+    def __init__(self, path: str):
+        from queries.reader import Reader
+
+        self.reader = Reader(path, materialize=True)
+        self.checked_at = self.changed_at = time.time()
+        self.busy_s = 0.0  # seconds spent computing figures since the last change
+        self._lock = threading.Lock()
+        self._signatures = self._sign()
+
+    def refresh(self) -> None:
+        """Read the segments published since the last refresh (rate-limited as above)."""
+        with self._lock:
+            now = time.time()
+            if now - self.checked_at < MIN_REFRESH_S or now - self.changed_at < self.busy_s:
+                return
+            self.checked_at = now
+            listed = self._sign()  # listed before reading, so every segment a signature names is loaded
+            self.reader.refresh()
+            if listed != self._signatures:
+                self._signatures, self.changed_at, self.busy_s = listed, now, 0.0
+
+    def _sign(self) -> dict[str, int]:
+        return {
+            run: hash(
+                tuple(
+                    p.name for dataset in DATASETS for p in layout.segments(self.reader.store, dataset, run)
+                )
+            )
+            for run in layout.run_ids(self.reader.store)
+        }
+
+    def signature(self, run_id: str) -> int | None:
+        return self._signatures.get(run_id)
+
+    def computed(self, seconds: float) -> None:
+        with self._lock:
+            self.busy_s += seconds
+
+    def cursor(self):
+        return self.reader.cursor()
+
+
+@st.cache_resource(show_spinner="Loading the store…", max_entries=8)
+def live_store(path: str) -> LiveStore:
+    return LiveStore(path)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def sandbox(path: str):
+    """The SQL explorer's locked-down connection for this store (one, shared; queries run one at a time)."""
+    from queries.sandbox import Sandbox
+
+    return Sandbox(path)
+
+
+# --- the store and its filters ----------------------------------------------------------------------------
+
+
+def store_path() -> Path:
+    """``--store`` after ``streamlit run app/dashboard.py --``; tests set it in session state."""
+    if "store" in st.session_state:
+        return Path(st.session_state["store"])
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--store")
+    given, _ = parser.parse_known_args(sys.argv[1:])
+    return Path(given.store) if given.store else SAMPLE_STORE
+
+
+def sidebar() -> None:
+    """Draw the filters and keep them in session state for the page (None when there is nothing to show)."""
+    path = store_path()
+    st.sidebar.caption(f"Store `{path}`")
+    runs = layout.run_ids(path) if path.is_dir() else []
+    st.session_state[FILTERS] = _filters(path, runs) if runs else None
+
+
+def _filters(path: Path, runs: list[str]) -> Filters | None:
+    requested = st.query_params.get("run")
+    if requested is not None and requested not in runs:
+        st.session_state[FILTERS] = None
+        raise UnknownRunError(
+            "Unknown run", f"no run {requested!r} in this store; it holds {', '.join(runs)}"
+        )
+    if requested is not None and st.session_state.get("run") not in runs:
+        st.session_state["run"] = requested
+    if st.session_state.get("run") not in runs:
+        st.session_state["run"] = runs[-1]
+    run = st.sidebar.selectbox("Run", runs, key="run")
+    st.query_params["run"] = run
+    store = str(path)
+    bounds = call(store, "analyses", "steps", run)
+    environment = st.sidebar.selectbox(
+        "Environment",
+        [None, *call(store, "analyses", "environments", run)],
+        format_func=lambda e: "all environments" if e is None else e,
+        key=f"environment:{run}",
+    )
+    return Filters(store, run, tuple(runs), _step_range(run, bounds), environment, _live_choice())
+
+
+def _step_range(run: str, bounds: tuple[int, int] | None) -> tuple[int, int] | None:
+    if bounds is None or bounds[0] == bounds[1]:
+        return None
+    chosen = st.sidebar.slider("Train steps", bounds[0], bounds[1], value=bounds, key=f"steps:{run}:{bounds}")
+    return None if tuple(chosen) == tuple(bounds) else tuple(chosen)
+
+
+def _live_choice() -> int | None:
+    on = st.sidebar.toggle(
+        "Live refresh", value=True, key="live", help="Re-read new segments while the run writes"
+    )
+    every = st.sidebar.selectbox("Every (seconds)", LIVE_CHOICES_S, key="live_s", disabled=not on)
+    return every if on else None
+
+
+# --- page frame -------------------------------------------------------------------------------------------
+
+
+def page(title: str, what: str) -> Filters:
+    """The page's title and one-line purpose, then its filters; stops with a message when there are none."""
+    st.title(title)
+    st.caption(what)
+    filters = st.session_state.get(FILTERS)
+    if filters is None:
+        _explain_no_runs(store_path())
+        st.stop()
+    return filters
+
+
+def _explain_no_runs(path: Path) -> None:
+    if not path.exists():
+        st.error(f"No store at `{path}`: nothing has been written there yet.")
+    elif not path.is_dir():
+        st.error(f"`{path}` is a file, not a rollscope store directory.")
+        return
+    else:
+        st.info(f"The store at `{path}` holds no runs yet.")
+    st.caption(
+        "Start a job with `attach(store=...)` or `rollscope simulate`; this page checks every few seconds."
+    )
+    _wait_for_runs(str(path))
+
+
+@st.fragment(run_every=2)
+def _wait_for_runs(path: str) -> None:
+    if Path(path).is_dir() and layout.run_ids(path):
+        st.rerun()
+
+
+def live(body: Callable[[Filters], None], filters: Filters) -> None:
+    """Run ``body`` in a fragment that re-reads new segments and redraws every ``live_s`` seconds."""
+
+    @st.fragment(run_every=filters.live_s)
+    def refreshed() -> None:
+        store = live_store(filters.store)
+        store.refresh()
+        try:
+            body(filters)
+        except NothingToShow as message:
+            st.info(str(message))
+        except RollscopeError as e:
+            st.error(f"**{e.title}**: {e}")
+            return
+        if filters.live_s:
+            st.caption(_live_line(store, filters.live_s))
+
+    refreshed()
+
+
+def _live_line(store: LiveStore, every_s: int) -> str:
+    stamp = time.strftime("%H:%M:%S", time.localtime(store.checked_at))
+    line = f"Live: {store.reader.segment_count():,} segments read, checked {stamp}, every {every_s} s."
+    if store.busy_s > every_s:
+        line += (
+            f" Recomputing takes about {store.busy_s:.0f} s here, so new data is taken in at most that often."
+        )
+    return line
+
+
+def show_error(error: RollscopeError) -> None:
+    st.error(f"**{error.title}**: {error}")
+
+
+# --- calling queries --------------------------------------------------------------------------------------
+
+
+@st.cache_data(show_spinner=False, max_entries=2048)
+def _cached(store: str, signature: int | None, module: str, name: str, args: tuple, options: tuple):
+    function = getattr(importlib.import_module(f"queries.{module}"), name)
+    live, started = live_store(store), time.perf_counter()
+    result = function(live.cursor(), *args, **dict(options))
+    live.computed(time.perf_counter() - started)
+    return result
+
+
+def call(store: str, module: str, name: str, run_id: str, *args, **options):
+    """``queries.<module>.<name>(con, run_id, *args, **options)``, cached until that run's data changes."""
+    if not hasattr(importlib.import_module(f"queries.{module}"), name):
+        raise MissingAnalysis("Not available yet", f"queries.{module}.{name} does not exist in this version")
+    signature = live_store(store).signature(run_id)
+    return _cached(store, signature, module, name, (run_id, *args), tuple(sorted(options.items())))
+
+
+def analysis(name: str, filters: Filters, run_id: str | None = None, **options):
+    """``queries.analyses.<name>`` for the page's run, step range and environment."""
+    return scoped("analyses", name, filters, run_id, **options)
+
+
+def report(filters: Filters, run_id: str | None = None) -> dict:
+    """``queries.report.report``: the nested dict ``rollscope report --json`` prints."""
+    return scoped("report", "report", filters, run_id)
+
+
+def scoped(module: str, name: str, filters: Filters, run_id: str | None = None, **options):
+    """``queries.<module>.<name>(con, run, ...)``, passing the step range and environment where it takes them."""
+    function = getattr(importlib.import_module(f"queries.{module}"), name, None)
+    if function is None:
+        raise MissingAnalysis("Not available yet", f"queries.{module}.{name} does not exist in this version")
+    accepted = inspect.signature(function).parameters
+    scope = {"steps": filters.steps, "environment": filters.environment}
+    options = {**{k: v for k, v in scope.items() if k in accepted}, **options}
+    return call(filters.store, module, name, run_id or filters.run_id, **options)
+
+
+def checks(filters: Filters) -> pd.DataFrame:
+    """``queries.checks.run_checks`` as a table: one row per rule, ✓ or ✗ first."""
+    results = scoped("checks", "run_checks", filters)
+    return pd.DataFrame(
+        {
+            "": ["✓" if r.ok else "✗" for r in results],
+            "check": [r.name for r in results],
+            "value": [r.value for r in results],
+            "threshold": [r.threshold for r in results],
+            "message": [r.message for r in results],
+        }
+    )
+
+
+def report_table(reports: dict[str, dict]) -> pd.DataFrame:
+    """Reports of two runs, one row per figure (dotted path), and the change from the first to the second."""
+    flat = {run: flatten(report) for run, report in reports.items()}
+    first, second = flat.values()
+    keys = [k for k in first | second if k not in ("run_id",)]
+    table = pd.DataFrame({"figure": keys, **{run: [cell(f.get(k)) for k in keys] for run, f in flat.items()}})
+    table["change"] = [cell(_change(first.get(k), second.get(k))) for k in keys]
+    return table
+
+
+def cell(value) -> str:
+    """A report value as the Compare table shows it: integers exact, other numbers to 4 significant digits."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) or float(value).is_integer() else f"{value:,.4g}"
+
+
+def flatten(value, prefix: str = "") -> dict:
+    """A nested report as ``{"funnel.rates.completion": 0.95, ...}``; lists become one readable cell."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in flatten(item, f"{prefix}{key}.").items()}
+    if isinstance(value, list):
+        value = "; ".join(
+            ", ".join(f"{k}={v}" for k, v in x.items()) if isinstance(x, dict) else str(x) for x in value
+        )
+    return {prefix.rstrip("."): value}
+
+
+def _change(a, b):
+    numeric = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (a, b))
+    return b - a if numeric else None
+
+
+def views() -> dict[str, str]:
+    """The documented views and what each holds, for the SQL explorer."""
+    return dict(VIEW_DOCS)
+
+
+def what_if(dispatched: int, rates: dict, new_rates: dict) -> dict:
+    return analyses.what_if(dispatched, rates, new_rates)
+
+
+def rollouts(filters: Filters, **search) -> object:
+    """``trace.search`` for the page's run, step range and environment."""
+    return call(
+        filters.store,
+        "trace",
+        "search",
+        filters.run_id,
+        environment=filters.environment,
+        steps=filters.steps,
+        limit=SEARCH_LIMIT,
+        **search,
+    )
+
+
+def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object]:
+    """One rollout's outcome and consumer, and its spans for the waterfall."""
+    return (
+        call(filters.store, "trace", "rollout", filters.run_id, rollout_id),
+        call(filters.store, "trace", "spans", filters.run_id, rollout_id),
+    )
+
+
+def sql_example() -> str:
+    """The explorer's first query (``queries/sql/sandbox/example.sql``)."""
+    from queries import sqlfiles
+
+    return sqlfiles.load("sandbox/example")
+
+
+def run_sql(filters: Filters, sql: str):
+    """The SQL explorer's query, in the sandbox (QueryError on refusal, failure or time limit)."""
+    return sandbox(filters.store).query(sql)

@@ -1,0 +1,98 @@
+"""Compare runs: two runs side by side on every analysis, with the same filters applied to both."""
+
+import streamlit as st
+
+from app import charts, data
+
+
+def pick_other(filters: data.Filters) -> str:
+    others = [run for run in filters.runs if run != filters.run_id]
+    if not others:
+        raise data.NothingToShow(f"This store holds one run ({filters.run_id}); comparing needs a second.")
+    return st.selectbox(f"Compare {filters.run_id} with", others, key="compare-with")
+
+
+def figures(filters: data.Filters, other: str) -> None:
+    reports = {run: data.report(filters, run_id=run) for run in (filters.run_id, other)}
+    st.dataframe(data.report_table(reports), hide_index=True, height=420, width="stretch")
+    st.caption(
+        "Every figure of `rollscope report` for both runs; change = second − first. What to look for: "
+        "rates and shares that moved, more than counts (runs differ in length)."
+    )
+
+
+def funnels(filters: data.Filters, runs: tuple[str, str]) -> None:
+    for column, run in zip(st.columns(2), runs, strict=True):
+        frame = data.analysis("funnel", filters, run_id=run)
+        with column:
+            if frame.empty:
+                st.caption(f"{run}: no rollouts in this selection.")
+                continue
+            fig = charts.funnel(frame.iloc[0].to_dict()).update_layout(
+                title=f"{run}: rollouts per funnel stage"
+            )
+            st.plotly_chart(fig, key=f"compare-funnel-{run}")
+    st.caption("What to look for: the stage where one run keeps more of its rollouts than the other.")
+
+
+def overlays(filters: data.Filters, runs: tuple[str, str]) -> None:
+    left, right = st.columns(2)
+    with left:
+        frames = {
+            run: data.analysis("compute_terms", filters, run_id=run).query("term != 'env'") for run in runs
+        }
+        st.plotly_chart(
+            charts.by_run(
+                frames, "term", "device_seconds", "Accelerator time per term", "term", "device-seconds"
+            ),
+            key="compare-compute",
+        )
+        st.caption("What to look for: which term one run spends more on.")
+    with right:
+        frames = {run: data.analysis("prefill_decode", filters, run_id=run, by="turn_index") for run in runs}
+        st.plotly_chart(
+            charts.by_run(
+                frames,
+                "turn_index",
+                "prefill_decode_ratio",
+                "New prefill : decode by turn",
+                "turn index",
+                "new prefill tokens per decoded token",
+                kind="line",
+            ),
+            key="compare-pd",
+        )
+        st.caption("What to look for: the run whose ratio climbs with turns re-prefills its history.")
+    frames = {
+        run: data.analysis("funnel", filters, run_id=run, by="step").dropna(subset=["step"]) for run in runs
+    }
+    st.plotly_chart(
+        charts.by_run(
+            frames,
+            "step",
+            "usable_rate",
+            "Usable share of dispatched rollouts per step",
+            "train step",
+            "usable rate",
+            kind="line",
+            percent=True,
+        ),
+        key="compare-usable",
+    )
+    st.caption("What to look for: one run turning a larger share of its rollouts into training data.")
+
+
+def body(filters: data.Filters) -> None:
+    other = pick_other(filters)
+    figures(filters, other)
+    funnels(filters, (filters.run_id, other))
+    overlays(filters, (filters.run_id, other))
+
+
+data.live(
+    body,
+    data.page(
+        "Compare runs",
+        "Two runs side by side on every analysis (the sidebar's step range and environment apply to both).",
+    ),
+)

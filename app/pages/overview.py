@@ -1,0 +1,95 @@
+"""Overview: the headline figures of `rollscope report`, the funnel in one line, checks and trends."""
+
+import streamlit as st
+
+from app import charts, data
+
+TRENDS = {
+    "usable": "Usable rollouts per step (count)",
+    "nonzero_signal_rate": "Nonzero-signal rate per step",
+    "acceptance_rate": "Spec-decode acceptance per step",
+    "prefill_decode_ratio": "New prefill : decode per step",
+    "trainer_idle_fraction": "Trainer idle fraction per step",
+    "staleness_mean": "Mean staleness per step (versions)",
+}
+
+
+def headline(report: dict) -> None:
+    funnel, compute = report["funnel"], report["compute"]
+    row = st.columns(4)
+    row[0].metric("Rollouts dispatched", charts.count(funnel["dispatched"]))
+    row[1].metric("Usable rollouts", charts.count(funnel["usable"]), help="Reached the trainer and counted.")
+    row[2].metric("Usable rate", charts.rate(funnel["rates"]["usable"]))
+    row[3].metric(
+        "Wasted compute",
+        charts.rate(compute["wasted_compute_share"]),
+        help="Share of rollout + judge + teacher FLOPs spent on rollouts that never became usable.",
+    )
+    row = st.columns(4)
+    row[0].metric(
+        "Accelerator time",
+        charts.seconds(compute["device_seconds"]["total"]),
+        help="Device-seconds of rollout, train, teacher and judge processes.",
+    )
+    row[1].metric("New prefill : decode", charts.ratio(report["prefill_decode"]["ratio"]))
+    row[2].metric("Spec-decode acceptance", charts.rate(report["spec_decode"]["acceptance_rate"]))
+    row[3].metric("Trainer idle", charts.rate(report["trainer"]["idle_fraction"]))
+
+
+def funnel_line(funnel: dict) -> str:
+    stages = [f"**{charts.count(funnel['dispatched'])}** dispatched"]
+    for stage, rate in (
+        ("completed", "completion"),
+        ("scored", "scoring"),
+        ("nonzero_signal", "nonzero_signal"),
+        ("fresh", "freshness"),
+    ):
+        stages.append(
+            f"**{charts.count(funnel[stage])}** {charts.label(stage)} ({charts.rate(funnel['rates'][rate])})"
+        )
+    return " → ".join(stages) + f" = **{charts.count(funnel['usable'])}** usable"
+
+
+def checks(filters: data.Filters) -> None:
+    results = data.checks(filters)
+    st.subheader("Checks")
+    st.caption("What to look for: any ✗ — each check names the threshold it compares with.")
+    st.dataframe(results, hide_index=True, width="stretch")
+
+
+def trends(filters: data.Filters) -> None:
+    st.subheader("Trends")
+    st.caption(
+        "What to look for: a rate sliding step after step (the workload drifting as the policy learns)."
+    )
+    columns = st.columns(3)
+    for i, (metric, title) in enumerate(TRENDS.items()):
+        series = data.analysis("trend", filters, metric=metric)
+        with columns[i % 3]:
+            if series.empty:
+                st.caption(f"{title}: no steps yet")
+            else:
+                st.plotly_chart(charts.sparkline(series, "step", metric, title), key=f"trend-{metric}")
+
+
+def body(filters: data.Filters) -> None:
+    report = data.report(filters)
+    if not report["funnel"]["dispatched"]:
+        st.info(
+            f"No rollouts in run {filters.run_id} for this selection yet: figures fill in as rollout "
+            "spans arrive."
+        )
+    headline(report)
+    st.markdown(funnel_line(report["funnel"]))
+    st.caption("What to look for: the stage with the lowest rate is where experience is lost (see Funnel).")
+    checks(filters)
+    trends(filters)
+
+
+data.live(
+    body,
+    data.page(
+        "Overview",
+        "The run at a glance: experience, compute and the trainer, as `rollscope report` prints them.",
+    ),
+)

@@ -1,0 +1,96 @@
+"""Rollouts: find rollouts, and open one as a waterfall of its turns, tools, rewards and judges."""
+
+import streamlit as st
+
+from app import charts, data
+
+STATUSES = [None, "ok", "infra_error", "aborted"]
+COLUMNS = [
+    "rollout_id",
+    "environment",
+    "task_id",
+    "rollout_status",
+    "reward",
+    "policy_version",
+    "train_step",
+    "sample_decision",
+    "sample_staleness",
+    "duration_s",
+    "start_time",
+]
+
+
+def search(filters: data.Filters):
+    cols = st.columns([3, 2, 1, 1])
+    text = cols[0].text_input("Rollout or task id contains", key="rollout-text")
+    status = cols[1].selectbox(
+        "Status", STATUSES, key="rollout-status", format_func=lambda s: "any status" if s is None else s
+    )
+    low = cols[2].number_input("Reward ≥", value=None, key="rollout-reward-min")
+    high = cols[3].number_input("Reward ≤", value=None, key="rollout-reward-max")
+    reward = None if low is None and high is None else (low, high)
+    found = data.rollouts(filters, text=text or None, status=status, reward=reward)
+    st.caption(
+        f"{charts.count(len(found))} rollouts (newest first, at most {data.SEARCH_LIMIT}); the sidebar's "
+        "environment and step range apply."
+    )
+    st.dataframe(found[COLUMNS], hide_index=True, height=240, width="stretch")
+    return found
+
+
+def outcome(rollout: dict) -> None:
+    st.markdown(
+        f"Environment **{rollout['environment'] or '—'}** · task `{rollout['task_id']}` · group "
+        f"`{rollout['group_id']}`"
+    )
+    cols = st.columns(4)
+    cols[0].metric("Status", rollout["rollout_status"])
+    cols[1].metric("Reward", charts.number(rollout["reward"]))
+    cols[2].metric(
+        "Policy version", charts.count(rollout["policy_version"]), help="The policy that generated it."
+    )
+    cols[3].metric("Duration", charts.seconds(rollout["duration_s"]))
+    if rollout["train_step"] is None:
+        st.info("Not consumed by the trainer yet (no `rl.sample` span names this rollout).")
+    else:
+        st.success(
+            f"Consumed by train step **{rollout['train_step']}**, which trained policy version "
+            f"**{charts.count(rollout['trained_policy_version'])}**: decision "
+            f"**{rollout['sample_decision']}**, staleness {charts.count(rollout['sample_staleness'])} "
+            "versions."
+        )
+
+
+def trace(filters: data.Filters, rollout_id: str) -> None:
+    rollout, spans = data.rollout(filters, rollout_id)
+    if rollout is None:
+        st.warning(f"Rollout {rollout_id!r} is not in run {filters.run_id}.")
+        return
+    outcome(rollout)
+    st.plotly_chart(charts.waterfall(spans), key="waterfall")
+    st.caption(
+        "What to look for: gaps between turns (tool or queue waits), a judge or reward long after the "
+        "last turn, and how long the rollout waited before a train step consumed it."
+    )
+    with st.expander("Spans"):
+        st.dataframe(spans, hide_index=True, width="stretch")
+
+
+def body(filters: data.Filters) -> None:
+    found = search(filters)
+    if found.empty:
+        st.info("No rollout matches these filters.")
+        return
+    st.subheader("One rollout")
+    rollout_id = st.selectbox("Open rollout", found["rollout_id"].tolist(), key="open-rollout")
+    trace(filters, rollout_id)
+
+
+data.live(
+    body,
+    data.page(
+        "Rollouts",
+        "Search the run's rollouts and open one: every span of it on one time "
+        "axis, and the train step that consumed it.",
+    ),
+)

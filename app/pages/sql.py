@@ -1,0 +1,56 @@
+"""SQL: an explorer over the documented views, sandboxed (read-only, the store only, row and time limits)."""
+
+import streamlit as st
+
+from app import charts, data
+from queries.errors import QueryError
+
+RESULT = "sql-result"
+
+
+def views() -> None:
+    st.markdown("**Views**")
+    for view, what in data.views().items():
+        st.markdown(f"- `{view}`: {what}")
+    st.caption("Columns: `DESCRIBE <view>`; definitions: docs/metrics.md and docs/semconv.md.")
+
+
+def run(filters: data.Filters, sql: str) -> None:
+    try:
+        st.session_state[RESULT] = (sql, data.run_sql(filters, sql))
+    except QueryError as error:
+        st.session_state[RESULT] = (sql, error)
+
+
+def show(filters: data.Filters) -> None:
+    sql, result = st.session_state[RESULT]
+    if isinstance(result, QueryError):
+        data.show_error(result)
+        return
+    limits = data.sandbox(filters.store)
+    st.caption(
+        f"{charts.count(len(result.frame))} rows in {charts.seconds(result.seconds)}"
+        + (f", cut at the row limit ({charts.count(limits.row_limit)})" if result.truncated else "")
+    )
+    st.dataframe(result.frame, hide_index=True, width="stretch")
+
+
+filters = data.page("SQL", "Ask the views anything: the same SQL as `rollscope sql`, in a read-only sandbox.")
+limits = data.sandbox(filters.store)
+st.caption(
+    f"Sandboxed: reads only this store's views, writes nothing, returns at most "
+    f"{charts.count(limits.row_limit)} rows and stops a query after {limits.time_limit_s:g} s."
+)
+left, right = st.columns([3, 1])
+with right:
+    views()
+with left:
+    with st.form("sql-form"):
+        text = st.text_area("SQL", value=data.sql_example(), height=180, key="sql-text")
+        submitted = st.form_submit_button("Run", type="primary")
+    if submitted:
+        run(filters, text)
+    if RESULT in st.session_state:
+        show(filters)
+    else:
+        st.caption("Edit the query and press Run (the first query reads every segment of the store once).")

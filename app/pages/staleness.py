@@ -1,0 +1,106 @@
+"""Staleness & throughput: how far behind the policy samples are, and whether the trainer waits for data."""
+
+import streamlit as st
+
+from app import charts, data
+
+
+def staleness(filters: data.Filters) -> None:
+    summary = data.analysis("staleness_summary", filters)
+    if not summary["samples"]:
+        st.info("No consumed samples in this selection: the trainer records no `rl.sample` spans yet.")
+        return
+    cols = st.columns(4)
+    cols[0].metric("Mean staleness (policy versions)", charts.number(summary["mean"]))
+    cols[1].metric("Max staleness (policy versions)", charts.count(summary["max"]))
+    cols[2].metric(
+        "Within the bound",
+        charts.rate(summary["freshness_rate"]),
+        help=f"Share of consumed samples at most {summary['bound']} versions behind.",
+    )
+    cols[3].metric(
+        "Bound violations (samples)",
+        charts.count(summary["violations"]),
+        help="Samples trained on although beyond the bound.",
+    )
+    frame = data.analysis("staleness", filters)
+    st.plotly_chart(
+        charts.histogram(
+            frame,
+            "staleness",
+            "samples",
+            "Consumed samples by staleness",
+            "policy versions behind",
+            "samples",
+            bound=summary["bound"],
+            bound_label=f"bound = {summary['bound']}",
+        ),
+        key="staleness",
+    )
+    st.caption(
+        "What to look for: mass right of the bound is experience thrown away (or, if trained on, off-policy)."
+    )
+
+
+def trainer(filters: data.Filters, figures: dict) -> None:
+    st.subheader("Trainer")
+    cols = st.columns(2)
+    cols[0].metric(
+        "Trainer idle fraction",
+        charts.rate(figures["trainer_idle_fraction"]),
+        help="Σ train_wait_s / Σ train step duration.",
+    )
+    cols[1].metric("Decode throughput (tokens/s)", charts.number(figures["rollout_tokens_per_s"], 0))
+    frame = data.analysis("trainer_steps", filters)
+    if not frame.empty:
+        st.plotly_chart(
+            charts.lines(
+                frame,
+                "step",
+                ["trainer_idle_fraction"],
+                "Trainer idle fraction per step",
+                "train step",
+                "share of the step spent waiting",
+                percent=True,
+            ),
+            key="idle-by-step",
+        )
+        st.caption("What to look for: a trainer waiting for data means rollouts are the bottleneck.")
+
+
+def tails(figures: dict) -> None:
+    st.subheader("Rollout length tail and tool waits")
+    lengths, durations = st.columns(4), st.columns(4)
+    for i, q in enumerate(("p50", "p90", "p99")):
+        lengths[i].metric(f"Rollout length {q} (tokens)", charts.count(figures[f"length_{q}"]))
+        durations[i].metric(f"Rollout duration {q}", charts.seconds(figures[f"duration_{q}_s"]))
+    lengths[3].metric(
+        "Time in tools",
+        charts.rate(figures["tool_wait_share"]),
+        help="Share of rollout time spent waiting on tool and sandbox calls.",
+    )
+    st.caption(
+        "What to look for: p99 far above p50 means a few long rollouts hold back each step; a large "
+        "tool share means sandboxes, not the model, set the pace."
+    )
+    if figures.get("dropped_spans") or figures.get("failed_spans"):
+        st.warning(
+            f"The collectors lost spans: {charts.count(figures['dropped_spans'])} dropped, "
+            f"{charts.count(figures['failed_spans'])} failed; figures undercount."
+        )
+
+
+def body(filters: data.Filters) -> None:
+    staleness(filters)
+    figures = data.analysis("throughput", filters)
+    trainer(filters, figures)
+    tails(figures)
+
+
+data.live(
+    body,
+    data.page(
+        "Staleness & throughput",
+        "Asynchronous RL trades freshness for throughput: how stale samples are, and who waits for whom.",
+    ),
+)

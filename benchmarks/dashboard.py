@@ -1,0 +1,173 @@
+"""Dashboard speed on a large store: each page's render time, and the cost of one live refresh.
+
+Builds (or reuses, with ``--store``) a store of about ``--spans`` spans of one run, written through
+``attach()`` by ``--workers`` processes as a job would, plus a small second run for the Compare page. Then:
+
+1. initial load: a materialized Reader over the whole store (what a dashboard process pays once);
+2. per page: one render in Streamlit's AppTest, on the warm Reader with the result caches cleared (what a
+   user waits for when new data has arrived and every figure is recomputed);
+3. live refresh: a writer publishes about ``--new-spans`` more spans, then ``Reader.refresh()`` reads them.
+   Its cost is printed against the initial load and against a refresh that found nothing new (the
+   baselines, measured in the same run), next to the share of the store that is new.
+
+Usage: python benchmarks/dashboard.py [--spans 10000000] [--new-spans 10000] [--store DIR] [--workers N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from queries import store as layout  # noqa: E402
+from queries.store import segments  # noqa: E402
+from tests.test_dashboard_fixtures import RunWriter, write_run  # noqa: E402
+
+RUN = "bench"
+PAGES = (
+    "overview",
+    "compute",
+    "funnel",
+    "prefill_decode",
+    "spec_decode",
+    "staleness",
+    "rollouts",
+    "compare",
+    "sql",
+)
+GROUPS_PER_STEP = 64
+
+
+def _write_share(args: tuple[str, int, int, int]) -> int:
+    """One worker process: rollout groups step after step until it has written its share of spans."""
+    store, worker, workers, target = args
+    writer = RunWriter(Path(store), RUN, seed=worker, prefix=f"w{worker}-", trainer=worker == 0)
+    written = 0
+    while written < target // workers:
+        writer.write_step(groups=GROUPS_PER_STEP)
+        written = sum(rl.stats["spans_received"] for rl in writer.processes())
+    writer.shutdown()
+    return sum(rl.stats["spans_exported"] for rl in writer.processes())
+
+
+def build(store: Path, spans: int, workers: int) -> int:
+    started = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        written = sum(pool.map(_write_share, [(str(store), w, workers, spans) for w in range(workers)]))
+    write_run(store, "bench-small", seed=11, steps=5)
+    print(f"built {written:,} spans in {time.perf_counter() - started:.0f} s with {workers} workers")
+    return written
+
+
+def span_rows(store: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(p).num_rows for p in segments(store, "spans"))
+
+
+def filters(store: Path, run: str = RUN):
+    """The sidebar's default choices for ``run`` (every step, every environment, live off)."""
+    from app import data
+
+    return data.Filters(str(store), run, tuple(layout.run_ids(store)), None, None, None)
+
+
+def render(store: Path, page: str) -> tuple[float, float]:
+    """Seconds of one run of the page alone (its sidebar is timed apart) with cached results cleared (cold),
+    then of a second run that finds them cached (warm: a revisit, or a refresh that found nothing new)."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from app import data
+
+    at = AppTest.from_file(str(ROOT / "app" / "pages" / f"{page}.py"), default_timeout=1200)
+    at.session_state["store"] = str(store)
+    at.session_state[data.FILTERS] = filters(store)
+    st.cache_data.clear()
+    cold, _ = timed(at.run)
+    assert not at.exception and not at.error, (page, [e.value for e in [*at.exception, *at.error]])
+    warm, _ = timed(at.run)
+    return cold, warm
+
+
+def sidebar_seconds(store: Path) -> float:
+    """The sidebar's own queries: the run's step range and environments."""
+    import streamlit as st
+
+    from app import data
+
+    st.cache_data.clear()
+    started = time.perf_counter()
+    data.call(str(store), "analyses", "steps", RUN)
+    data.call(str(store), "analyses", "environments", RUN)
+    return time.perf_counter() - started
+
+
+def timed(function):
+    started = time.perf_counter()
+    result = function()
+    return time.perf_counter() - started, result
+
+
+def main() -> int:
+    logging.disable(logging.WARNING)  # AppTest and caches outside a server warn about it on every run
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spans", type=int, default=10_000_000)
+    parser.add_argument("--new-spans", type=int, default=10_000)
+    parser.add_argument("--store", type=Path, help="reuse (or build into) this store")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--build-only", action="store_true", help="build the store and stop")
+    parser.add_argument(
+        "--pages", nargs="+", choices=PAGES, default=PAGES, help="pages to render (default all)"
+    )
+    args = parser.parse_args()
+    store = args.store or Path(tempfile.mkdtemp(prefix="rollscope-bench-")) / "store"
+    if not segments(store, "spans"):
+        build(store, args.spans, args.workers)
+        if args.build_only:
+            return 0
+    rows = span_rows(store)
+    print(f"store {store}: {rows:,} spans in {len(segments(store, 'spans'))} segments")
+
+    from app import data
+
+    load_s, live = timed(lambda: data.live_store(str(store)))
+    print(f"initial load (materialize every span): {load_s:.2f} s")
+
+    print(f"sidebar (step range, environments): {sidebar_seconds(store):.2f} s")
+    print("page render (AppTest, warm reader, result caches cleared); target ≤ 1 s:")
+    for page in args.pages:
+        cold, warm = render(store, page)
+        print(
+            f"  {page:<15} cold {cold:7.2f} s = {cold / load_s:6.3f} × initial load;  warm {warm:5.2f} s",
+            flush=True,
+        )
+
+    idle_s, _ = timed(live.reader.refresh)  # the baseline: a refresh that finds nothing new
+    writer = RunWriter(store, RUN, seed=99, prefix="live-", trainer=False)
+    before = span_rows(store)
+    while span_rows(store) - before < args.new_spans:
+        writer.write_step(groups=GROUPS_PER_STEP)
+        writer.flush()
+    new = span_rows(store) - before
+    refresh_s, added = timed(live.reader.refresh)
+    writer.shutdown()
+    print(
+        f"live refresh after {new:,} new spans ({added} new segments, {new / (before + new):.3%} of the store): "
+        f"{refresh_s:.3f} s = {refresh_s / load_s:.4f} × initial load; a refresh with nothing new: "
+        f"{idle_s * 1000:.1f} ms"
+    )
+    print(f"Overview re-render after that refresh: {render(store, 'overview')[0]:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

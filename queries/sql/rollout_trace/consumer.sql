@@ -1,0 +1,22 @@
+-- One rollout's identity and outcome, with the train step that consumed it and the policy version that step
+-- trained (step s trains version s and produces s + 1; docs/metrics.md).
+WITH sample AS (
+    SELECT arg_max(train_step, start_ns) AS train_step,
+        arg_max(sample_decision, start_ns) AS sample_decision,
+        arg_max(sample_staleness, start_ns) AS sample_staleness
+    FROM samples
+    WHERE run_id = $run_id AND rollout_id = $rollout_id
+)
+SELECT
+    r.rollout_id, r.environment, r.task_id, r.group_id, r.rollout_status, r.reward,
+    r.policy_version, r.start_time, r.duration_s,
+    s.train_step, s.sample_decision, s.sample_staleness,
+    coalesce(st.policy_version - 1, s.train_step) AS trained_policy_version,
+    st.policy_version AS produced_policy_version
+FROM rollouts AS r
+CROSS JOIN sample AS s
+LEFT JOIN (
+    SELECT train_step, max(policy_version) AS policy_version FROM train_steps WHERE run_id = $run_id GROUP BY ALL
+) AS st ON st.train_step = s.train_step
+WHERE r.run_id = $run_id AND r.rollout_id = $rollout_id
+LIMIT 1

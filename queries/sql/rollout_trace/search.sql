@@ -1,0 +1,33 @@
+-- Rollouts of one run matching the Rollouts page's filters, newest first, with the train step that consumed
+-- each (its rl.sample span; NULL = not consumed yet). NULL filters match everything; a step filter keeps
+-- only consumed rollouts, as the analyses do. Without a step filter only the newest $limit rollouts are
+-- looked up in samples.
+WITH matched AS MATERIALIZED (
+    SELECT * FROM rollouts AS r
+    WHERE r.run_id = $run_id
+      AND ($environment IS NULL OR r.environment = $environment)
+      AND ($status IS NULL OR r.rollout_status = $status)
+      AND ($text IS NULL OR r.rollout_id ILIKE '%' || $text || '%' OR r.task_id ILIKE '%' || $text || '%')
+      AND ($reward_min IS NULL OR r.reward >= $reward_min)
+      AND ($reward_max IS NULL OR r.reward <= $reward_max)
+    ORDER BY r.start_ns DESC, r.rollout_id
+    LIMIT CASE WHEN $step_lo IS NULL AND $step_hi IS NULL THEN $limit END
+),
+consumed AS (
+    SELECT rollout_id,
+        arg_max(train_step, start_ns) AS train_step,
+        arg_max(sample_decision, start_ns) AS sample_decision,
+        arg_max(sample_staleness, start_ns) AS sample_staleness
+    FROM samples
+    WHERE run_id = $run_id AND rollout_id IN (SELECT rollout_id FROM matched)
+    GROUP BY rollout_id
+)
+SELECT
+    m.rollout_id, m.environment, m.task_id, m.group_id, m.rollout_status, m.reward, m.policy_version,
+    c.train_step, c.sample_decision, c.sample_staleness, m.start_time, m.duration_s
+FROM matched AS m
+LEFT JOIN consumed AS c USING (rollout_id)
+WHERE ($step_lo IS NULL OR c.train_step >= $step_lo)
+  AND ($step_hi IS NULL OR c.train_step <= $step_hi)
+ORDER BY m.start_ns DESC, m.rollout_id
+LIMIT $limit

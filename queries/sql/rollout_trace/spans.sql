@@ -1,0 +1,50 @@
+-- One rollout as a waterfall: its own spans (those carrying its rl.rollout.id: turns, tools, rewards, judges,
+-- teachers, the trainer's sample), spans of its trace without a rollout id when the trace holds only this
+-- rollout (e.g. vLLM's llm_request), and the train step that consumed it. Times are seconds from the
+-- rollout's start.
+WITH target AS (
+    SELECT trace_id, start_ns FROM spans
+    WHERE run_id = $run_id AND name = 'rl.rollout' AND rollout_id = $rollout_id
+    LIMIT 1
+),
+own_trace AS (
+    SELECT t.trace_id FROM target AS t
+    WHERE (SELECT count(*) FROM spans AS r
+           WHERE r.run_id = $run_id AND r.name = 'rl.rollout' AND r.trace_id = t.trace_id) = 1
+),
+consumers AS (
+    SELECT DISTINCT train_step FROM spans WHERE run_id = $run_id AND name = 'rl.sample' AND rollout_id = $rollout_id
+),
+members AS (  -- three selective scans; one OR of them would scan every span
+    SELECT * FROM spans WHERE run_id = $run_id AND rollout_id = $rollout_id
+    UNION ALL
+    SELECT * FROM spans
+    WHERE run_id = $run_id AND rollout_id IS NULL AND trace_id IN (SELECT trace_id FROM own_trace)
+    UNION ALL
+    SELECT * FROM spans
+    WHERE run_id = $run_id AND name = 'rl.train_step' AND train_step IN (SELECT train_step FROM consumers)
+)
+SELECT
+    CASE
+        WHEN m.name = 'rl.rollout' THEN 'rollout'
+        WHEN m.name IN ('rl.turn', 'llm_request') OR m.operation_name IN ('chat', 'text_completion') THEN 'turn'
+        WHEN m.name LIKE 'execute_tool%' THEN 'tool'
+        WHEN m.name = 'rl.reward' THEN 'reward'
+        WHEN m.name = 'rl.judge' THEN 'judge'
+        WHEN m.name = 'rl.teacher' THEN 'teacher'
+        WHEN m.name = 'rl.sample' THEN 'sample'
+        WHEN m.name = 'rl.train_step' THEN 'train_step'
+        ELSE 'other'
+    END AS kind,
+    m.name,
+    (m.start_ns - t.start_ns) / 1e9 AS start_s,
+    (m.end_ns - t.start_ns) / 1e9 AS end_s,
+    m.duration_s,
+    m.turn_index, m.input_tokens, m.cached_input_tokens, m.output_tokens,
+    m.spec_draft_tokens, m.spec_accepted_tokens,
+    m.tool_name, m.tool_exit_code, m.observation_tokens,
+    m.reward_name, m.reward, m.judge_status, m.teacher_tokens,
+    m.policy_version, m.train_step, m.sample_decision, m.sample_staleness,
+    m.status_code, m.service_name, m.span_id, m.parent_span_id
+FROM members AS m, target AS t
+ORDER BY m.start_ns, m.end_ns DESC, m.name

@@ -1,0 +1,76 @@
+"""One rollout at a time: finding rollouts, and the spans of one laid out as a waterfall.
+
+The SQL is in ``queries/sql/rollout_trace/``; these functions bind its ``$parameters`` and return frames, so the
+Rollouts page shows nothing ``rollscope sql`` could not.
+"""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+import pandas as pd
+
+from queries import sqlfiles
+from queries.errors import QueryError
+
+_PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+SEARCH_LIMIT = 500
+
+
+def _query(con, name: str, **params) -> pd.DataFrame:
+    sql = sqlfiles.load(f"rollout_trace/{name}")
+    bound = {key: params.get(key) for key in dict.fromkeys(_PARAMETER.findall(sql))}
+    try:
+        return con.execute(sql, bound).df()
+    except duckdb.Error as e:
+        raise QueryError("Rollout query failed", str(e).strip().splitlines()[0], sql=sql, params=bound) from e
+
+
+def search(
+    con,
+    run_id: str,
+    *,
+    environment: str | None = None,
+    status: str | None = None,
+    text: str | None = None,
+    reward: tuple[float, float] | None = None,
+    steps: tuple[int, int] | None = None,
+    limit: int = SEARCH_LIMIT,
+) -> pd.DataFrame:
+    """Rollouts of ``run_id`` matching every filter given (``text`` matches rollout or task id), newest first."""
+    reward_min, reward_max = reward if reward is not None else (None, None)
+    step_lo, step_hi = steps if steps is not None else (None, None)
+    return _query(
+        con,
+        "search",
+        run_id=run_id,
+        environment=environment,
+        status=status,
+        text=text or None,
+        reward_min=reward_min,
+        reward_max=reward_max,
+        step_lo=step_lo,
+        step_hi=step_hi,
+        limit=limit,
+    )
+
+
+def rollout(con, run_id: str, rollout_id: str) -> dict | None:
+    """The rollout's identity and outcome, and the train step (and policy version) that consumed it."""
+    frame = _query(con, "consumer", run_id=run_id, rollout_id=rollout_id)
+    if frame.empty:
+        return None
+    return {k: _plain(v) for k, v in frame.iloc[0].items()}
+
+
+def spans(con, run_id: str, rollout_id: str) -> pd.DataFrame:
+    """Every span of the rollout in start order, with ``kind``, ``start_s`` and ``end_s`` from its start."""
+    return _query(con, "spans", run_id=run_id, rollout_id=rollout_id)
+
+
+def _plain(value):
+    """numpy and pandas scalars as plain Python values; missing ones as None."""
+    if value is None or value is pd.NaT or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    return value.item() if hasattr(value, "item") and not isinstance(value, pd.Timestamp) else value

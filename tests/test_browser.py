@@ -1,0 +1,176 @@
+"""The real dashboard in a real browser: `rollscope dashboard` serves it, headless Chromium visits every page,
+and while a job writes into the store the Overview's rollout count grows without a reload.
+
+Needs Debian's chromium (``apt-get install chromium``) and the ``playwright`` package; skipped without them.
+Screenshots land in tests/artifacts/ (git-ignored) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.test_dashboard_fixtures import RunWriter
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PAGES = {
+    "": "Overview",
+    "compute": "Compute",
+    "funnel": "Funnel",
+    "prefill_decode": "Prefill / decode",
+    "spec_decode": "Speculative decoding",
+    "staleness": "Staleness & throughput",
+    "rollouts": "Rollouts",
+    "compare": "Compare runs",
+    "sql": "SQL",
+}
+ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
+RUN = "exp-7"
+
+playwright = pytest.importorskip("playwright.sync_api")
+if not Path(CHROMIUM).exists():
+    # CI installs Chromium (.ci/run): there, a missing browser is a failure, not a skip.
+    if os.environ.get("CI"):
+        raise RuntimeError("CI must install chromium (apt-get install chromium); the browser test cannot run")
+    pytest.skip("no chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, server: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the dashboard exited with {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"the dashboard did not answer at {url}")
+
+
+@pytest.fixture(scope="module")
+def writer(tmp_path_factory):
+    """A run in progress: two steps written, more to come during the live test."""
+    store = tmp_path_factory.mktemp("browser") / "store"
+    writer = RunWriter(store, RUN, seed=7)
+    for _ in range(2):
+        writer.write_step()
+    writer.flush()
+    RunWriter(store, "exp-8", seed=8, spec=False).write_step()
+    yield writer
+    writer.shutdown()
+
+
+@pytest.fixture(scope="module")
+def dashboard(writer):
+    """`rollscope dashboard --store DIR --port P`, as a user starts it; stopped by its pid afterwards."""
+    port = free_port()
+    store = writer.rollout.settings.store
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = open(ARTIFACTS / "dashboard.log", "w")  # noqa: SIM115 (closed below, after the server)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "dashboard", "--store", str(store), "--port", str(port)],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, server)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def settle(page, title: str) -> None:
+    """The page's title is drawn and its live fragment has finished (its last line is the 'Live:' caption)."""
+    page.get_by_role("heading", name=title, exact=True).wait_for(timeout=30_000)
+    if title != "SQL":
+        page.get_by_text("Live:").first.wait_for(timeout=30_000)
+    page.wait_for_timeout(300)
+
+
+def full_screenshot(page, path: Path) -> None:
+    """Streamlit scrolls inside its main block, so grow the viewport to the page's height first."""
+    height = page.evaluate("document.querySelector('[data-testid=stMain]').scrollHeight")
+    page.set_viewport_size({"width": 1400, "height": min(height + 40, 8000)})
+    page.wait_for_timeout(400)
+    page.screenshot(path=str(path))
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_every_page_renders_without_an_error(dashboard, browser):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    for path, title in PAGES.items():
+        page.goto(f"{dashboard}/{path}?run={RUN}")
+        settle(page, title)
+        assert page.locator(ERRORS).count() == 0, f"{title}: {page.locator(ERRORS).first.inner_text()}"
+        if title not in ("SQL",):
+            assert page.locator('[data-testid="stPlotlyChart"]').count() > 0, title
+        full_screenshot(page, ARTIFACTS / f"{path or 'overview'}.png")
+    page.close()
+
+
+def dispatched(page) -> int:
+    metric = page.locator('[data-testid="stMetric"]', has_text="Rollouts dispatched")
+    return int(metric.locator('[data-testid="stMetricValue"]').inner_text().replace(",", ""))
+
+
+def test_overview_counts_new_rollouts_without_a_reload(dashboard, browser, writer):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{dashboard}/?run={RUN}")
+    settle(page, "Overview")
+    before = dispatched(page)
+    assert before == writer.rollouts
+    page.evaluate("window.__rollscopeSameDocument = true")  # gone if the page reloads
+    writer.write_step()  # the job goes on; its exporter publishes a segment within ~2 s
+    writer.flush()
+    deadline = time.monotonic() + 15  # ~2 s to publish + the 2 s interval, with room for a loaded CI machine
+    while dispatched(page) == before and time.monotonic() < deadline:
+        page.wait_for_timeout(250)
+    assert dispatched(page) == writer.rollouts > before
+    assert page.evaluate("window.__rollscopeSameDocument === true")
+    page.close()

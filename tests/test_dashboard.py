@@ -1,0 +1,341 @@
+"""The dashboard as a user sees it (Streamlit's AppTest): every page runs on a real store, every figure it shows
+is what ``queries`` computes for the same run and filters, and empty or wrong stores get a message, never a
+traceback."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app import charts, data
+from queries import analyses, trace
+from queries import store as layout
+from queries.checks import run_checks
+from queries.reader import Reader
+from queries.report import report
+from tests.test_dashboard_fixtures import RunWriter
+
+pytest_plugins = ("tests.test_dashboard_fixtures",)  # sample_store, empty_store
+APP = Path(__file__).resolve().parent.parent / "app" / "dashboard.py"
+PAGES = {
+    "overview": "Overview",
+    "compute": "Compute",
+    "funnel": "Funnel",
+    "prefill_decode": "Prefill / decode",
+    "spec_decode": "Speculative decoding",
+    "staleness": "Staleness & throughput",
+    "rollouts": "Rollouts",
+    "compare": "Compare runs",
+    "sql": "SQL",
+}
+RUN = "exp-7"
+
+
+def open_page(store: Path, page: str = "overview", run: str | None = RUN, **state) -> AppTest:
+    """The dashboard opened on ``store`` (as ``--store``), at ``?run=``, on one page."""
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.session_state["store"] = str(store)
+    for key, value in state.items():
+        at.session_state[key] = value
+    if run is not None:
+        at.query_params["run"] = run
+    at.run()
+    if page != "overview":
+        at.switch_page(f"pages/{page}.py").run()
+    return at
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def figure(at: AppTest, key: str) -> dict:
+    """The plotly figure drawn with ``key``, as the JSON the browser receives."""
+    found = [el for el in at.get("plotly_chart") if el.proto.id.endswith(f"-{key}")]
+    assert len(found) == 1, f"no figure {key!r}"
+    return json.loads(found[0].proto.spec)
+
+
+def same_cell(a: str, b: str) -> bool:
+    try:
+        return float(a.replace(",", "")) == pytest.approx(float(b.replace(",", "")), rel=5e-3, abs=0.5)
+    except ValueError:
+        return a == b
+
+
+def traces(fig: dict) -> dict[str, dict]:
+    return {t.get("name"): t for t in fig["data"]}
+
+
+@pytest.fixture(scope="module")
+def con(sample_store):
+    """The expected figures come from a separate, plain reader of the same store."""
+    return Reader(sample_store).con
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs_on_the_sample_run(sample_store, page):
+    at = open_page(sample_store, page)
+    assert_clean(at)
+    assert at.title[0].value == PAGES[page]
+    assert at.caption[0].value  # the page says what it is for
+
+
+@pytest.mark.skipif(not layout.run_ids(data.SAMPLE_STORE), reason="sample_data/ holds no run yet")
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs_on_the_shipped_sample(page):
+    at = open_page(data.SAMPLE_STORE, page, run=None)  # what `rollscope dashboard` opens by default
+    assert_clean(at)
+    if page == "overview":
+        run = layout.run_ids(data.SAMPLE_STORE)[-1]
+        expected = report(Reader(data.SAMPLE_STORE).con, run)["funnel"]["dispatched"]
+        assert metrics(at)["Rollouts dispatched"] == charts.count(expected)
+
+
+def test_overview_shows_the_report_the_checks_and_the_trends(sample_store, con):
+    at = open_page(sample_store)
+    expected = report(con, RUN)
+    funnel = expected["funnel"]
+    shown = metrics(at)
+    seconds = float(shown.pop("Accelerator time").removesuffix(" s").replace(",", ""))
+    assert seconds == pytest.approx(expected["compute"]["device_seconds"]["total"], rel=5e-3)  # (see Compare)
+    assert shown == {
+        "Rollouts dispatched": charts.count(funnel["dispatched"]),
+        "Usable rollouts": charts.count(funnel["usable"]),
+        "Usable rate": charts.rate(funnel["rates"]["usable"]),
+        "Wasted compute": charts.rate(expected["compute"]["wasted_compute_share"]),
+        "New prefill : decode": charts.ratio(expected["prefill_decode"]["ratio"]),
+        "Spec-decode acceptance": charts.rate(expected["spec_decode"]["acceptance_rate"]),
+        "Trainer idle": charts.rate(expected["trainer"]["idle_fraction"]),
+    }
+    assert metrics(at)["Rollouts dispatched"] == "80"
+    assert f"= **{funnel['usable']}** usable" in at.markdown[0].value
+    checks = at.dataframe[0].value
+    assert checks["check"].tolist() == [r.name for r in run_checks(con, RUN)]
+    assert checks[""].tolist() == ["✓" if r.ok else "✗" for r in run_checks(con, RUN)]
+    usable = analyses.trend(con, RUN, "usable")
+    assert traces(figure(at, "trend-usable"))["usable"]["y"] == usable["usable"].tolist()
+
+
+def test_funnel_page_draws_the_funnel_and_answers_what_if(sample_store, con):
+    at = open_page(sample_store, "funnel")
+    assert_clean(at)
+    row = analyses.funnel(con, RUN).iloc[0]
+    assert figure(at, "funnel")["data"][0]["x"] == [row[s] for s in charts.STAGES]
+    by_step = analyses.funnel(con, RUN, by="step").dropna(subset=["step"])
+    shown = traces(figure(at, "rates-by-step"))
+    assert shown["nonzero signal rate"]["y"] == pytest.approx(by_step["nonzero_signal_rate"].tolist())
+    losses = analyses.funnel_losses(con, RUN)
+    assert figure(at, "losses")["data"][0]["x"] == losses["lost"].tolist()
+
+    at.slider(key="what-if-nonzero_signal").set_value(0.8).run()
+    rates = {k: float(row[f"{k}_rate"]) for k in ("completion", "scoring", "nonzero_signal", "freshness")}
+    expected = analyses.what_if(int(row["dispatched"]), rates, {"nonzero_signal": 0.8})
+    assert metrics(at)["Usable with these rates"] == charts.number(expected["new_usable"], 0)
+    assert metrics(at)["Worth a decode-throughput increase of"] == charts.rate(expected["throughput_gain"])
+
+
+def test_compute_page_stacks_terms_per_step_in_either_unit(sample_store, con):
+    at = open_page(sample_store, "compute")
+    terms = analyses.compute_terms(con, RUN, by="step")
+    step0 = terms[terms["step"] == 0].set_index("term")
+    shown = traces(figure(at, "compute-by-step"))
+    assert shown["rollout"]["x"][0] == "0"
+    assert shown["rollout"]["y"][0] == pytest.approx(step0.at["rollout", "device_seconds"], rel=5e-3)
+    at.segmented_control(key="compute-measure").set_value("FLOPs").run()
+    shown = traces(figure(at, "compute-by-step"))
+    assert shown["train"]["y"][0] == pytest.approx(step0.at["train", "flops"])
+    work = analyses.token_work(con, RUN)
+    assert metrics(at)["Times trained"] == charts.number(work["trained"])
+
+
+def test_prefill_decode_page_shows_ratios_and_the_disaggregation_verdict(sample_store, con):
+    at = open_page(sample_store, "prefill_decode")
+    overall = analyses.prefill_decode(con, RUN).iloc[0]
+    assert metrics(at)["New prefill : decode"] == charts.ratio(overall["prefill_decode_ratio"])
+    by_env = analyses.prefill_decode(con, RUN, by="environment")
+    shown = traces(figure(at, "pd-env"))
+    assert shown["decode tokens"]["x"] == by_env["environment"].tolist()
+    assert shown["decode tokens"]["y"] == by_env["decode_tokens"].tolist()
+    reasons = analyses.disaggregation(con, RUN)["reasons"]
+    assert any(md.value == "\n".join(f"- {r}" for r in reasons) for md in at.markdown)
+
+
+def test_spec_decode_page_warns_about_drift_and_draws_acceptance(sample_store, con):
+    at = open_page(sample_store, "spec_decode")
+    assert_clean(at)
+    assert "Drafter d0 is drifting" in at.warning[0].value
+    by_version = analyses.spec_decode(con, RUN, by="policy_version")
+    shown = figure(at, "spec-version")
+    assert shown["data"][0]["x"] == by_version["policy_version"].tolist()
+    assert shown["data"][0]["y"] == pytest.approx(by_version["acceptance_rate"].tolist())
+    refresh = shown["layout"]["shapes"][0]  # the drafter rebuilt at policy version 4 is marked
+    assert (refresh["x0"], shown["layout"]["annotations"][0]["text"]) == (4, "drafter d4")
+
+
+def test_staleness_page_draws_the_distribution_against_the_bound(sample_store, con):
+    at = open_page(sample_store, "staleness")
+    summary = analyses.staleness_summary(con, RUN)
+    assert metrics(at)["Bound violations (samples)"] == charts.count(summary["violations"])
+    dist = analyses.staleness(con, RUN)
+    shown = figure(at, "staleness")
+    assert shown["data"][0]["y"] == dist["samples"].tolist()
+    assert shown["layout"]["shapes"][0]["x0"] == summary["bound"] + 0.5
+    throughput = analyses.throughput(con, RUN)
+    assert metrics(at)["Rollout length p99 (tokens)"] == charts.count(throughput["length_p99"])
+
+
+def test_rollouts_page_finds_rollouts_and_opens_one_as_a_waterfall(sample_store, con):
+    at = open_page(sample_store, "rollouts")
+    found = trace.search(con, RUN)
+    assert at.dataframe[0].value["rollout_id"].tolist() == found["rollout_id"].tolist()
+    at.text_input(key="rollout-text").input("s1-g0").run()
+    assert (
+        at.dataframe[0].value["rollout_id"].tolist()
+        == trace.search(con, RUN, text="s1-g0")["rollout_id"].tolist()
+    )
+    at.selectbox(key="open-rollout").set_value("s1-g0-0").run()
+    spans = trace.spans(con, RUN, "s1-g0-0")
+    bars = sum(len(t["y"]) for t in figure(at, "waterfall")["data"])
+    assert bars == len(spans)
+    consumer = trace.rollout(con, RUN, "s1-g0-0")
+    assert f"Consumed by train step **{consumer['train_step']}**" in at.success[0].value
+
+
+def test_compare_page_puts_two_reports_side_by_side(sample_store, con):
+    at = open_page(sample_store, "compare")
+    assert_clean(at)
+    expected = data.report_table({RUN: report(con, RUN), "exp-8": report(con, "exp-8")})
+    shown = at.dataframe[0].value
+    assert shown["figure"].tolist() == expected["figure"].tolist()
+    for run in (RUN, "exp-8", "change"):  # numbers to 0.5 %: compute_terms' busy time wobbles (see report)
+        assert [same_cell(a, b) for a, b in zip(shown[run], expected[run], strict=True)] == [True] * len(
+            shown
+        )
+    dispatched = shown.set_index("figure").loc["funnel.dispatched"]
+    assert (dispatched[RUN], dispatched["exp-8"], dispatched["change"]) == ("80", "48", "-32")
+
+
+def test_sql_page_runs_the_example_and_refuses_writes(sample_store, con):
+    at = open_page(sample_store, "sql")
+    assert_clean(at)
+    at.button[0].click().run()
+    expected = Reader(sample_store).sql(data.sql_example())
+    assert at.dataframe[0].value.to_dict("list") == expected.to_dict("list")
+    at.text_area(key="sql-text").input("COPY rollouts TO 'out.csv'")
+    at.button[0].click().run()
+    assert "Read-only" in at.error[0].value
+
+
+def test_sidebar_filters_apply_to_every_figure(sample_store, con):
+    # (AppTest does not see the sidebar of an st.navigation app after its first run, so the filters are
+    # chosen before it, as a user arriving with them set.)
+    at = open_page(sample_store, **{f"environment:{RUN}": "swe"})
+    swe = report(con, RUN, environment="swe")
+    assert metrics(at)["Rollouts dispatched"] == charts.count(swe["funnel"]["dispatched"]) == "40"
+    at = open_page(sample_store, "funnel", **{f"environment:{RUN}": "swe", f"steps:{RUN}:(0, 4)": (1, 2)})
+    row = analyses.funnel(con, RUN, steps=(1, 2), environment="swe").iloc[0]
+    assert figure(at, "funnel")["data"][0]["x"] == [row[s] for s in charts.STAGES]
+    assert row["dispatched"] < swe["funnel"]["dispatched"]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_an_empty_store_explains_itself_on_every_page(empty_store, page):
+    at = open_page(empty_store, page, run=None)
+    assert not at.exception
+    assert "holds no runs yet" in at.info[0].value
+
+
+def test_a_missing_store_is_an_error_message_not_a_traceback(tmp_path):
+    at = open_page(tmp_path / "nowhere", run=None)
+    assert not at.exception
+    assert "No store at" in at.error[0].value
+
+
+def test_an_unknown_run_in_the_address_is_named(sample_store):
+    at = open_page(sample_store, run="exp-99")
+    assert not at.exception
+    assert "Unknown run" in at.error[0].value and "exp-7, exp-8" in at.error[0].value
+
+
+def test_a_run_without_speculative_decoding_says_so(sample_store):
+    at = open_page(sample_store, "spec_decode", run="exp-8")
+    assert_clean(at)
+    assert "No speculative decoding" in at.info[0].value
+
+
+def test_a_run_without_turns_says_so(tmp_path):
+    store = tmp_path / "store"
+    writer = RunWriter(store, "trainer-only", seed=1)
+    with writer.train.train_step(0, policy_version=1, train_wait_s=1.0):
+        pass
+    writer.shutdown()
+    expected = {
+        "prefill_decode": "No turns",
+        "spec_decode": "No speculative decoding",
+        "overview": "No rollouts",
+        "funnel": "No rollouts",
+        "rollouts": "No rollout matches",
+    }
+    for page, message in expected.items():
+        at = open_page(store, page, run="trainer-only")
+        assert_clean(at)
+        assert message in at.info[0].value, page
+
+
+def test_new_spans_appear_on_a_later_refresh_which_reads_only_new_segments(tmp_path):
+    store = tmp_path / "live"
+    writer = RunWriter(store, "live-1", seed=3)
+    writer.write_step()
+    writer.flush()
+    at = open_page(store, run="live-1")
+    before = int(metrics(at)["Rollouts dispatched"])
+    live = data.live_store(str(store))
+    segments = live.reader.segment_count()
+    writer.write_step()
+    writer.flush()
+    deadline = time.monotonic() + 10
+    while int(metrics(at)["Rollouts dispatched"]) == before and time.monotonic() < deadline:
+        time.sleep(0.5)  # what the page's live fragment does every interval
+        at.run()
+    assert int(metrics(at)["Rollouts dispatched"]) == before + 16 == writer.rollouts
+    new_files = len(list((store / "spans").rglob("*.parquet"))) - segments
+    assert live.reader.segment_count() - segments == new_files > 0
+    writer.shutdown()
+
+
+def test_the_command_serves_locally_headless_without_usage_stats(tmp_path):
+    from app.commands.dashboard import streamlit_command
+
+    command = streamlit_command(tmp_path, 8600)
+    flags = dict(zip(command[5::2], command[6::2], strict=False))
+    assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("app/dashboard.py")
+    assert {
+        k: flags[k]
+        for k in ("--server.address", "--server.port", "--server.headless", "--browser.gatherUsageStats")
+    } == {
+        "--server.address": "127.0.0.1",
+        "--server.port": "8600",
+        "--server.headless": "true",
+        "--browser.gatherUsageStats": "false",
+    }
+    assert command[-3:] == ["--", "--store", str(tmp_path)]
+    assert "--" not in streamlit_command(None, 8600)  # no --store: the app opens sample_data/
+
+
+def test_the_command_refuses_a_file_for_a_store(tmp_path):
+    from tests.conftest import rollscope
+
+    not_a_store = tmp_path / "runs.txt"
+    not_a_store.write_text("")
+    code, _, err = rollscope("dashboard", "--store", not_a_store)
+    assert code == 1 and "Not a store" in err
