@@ -1,0 +1,49 @@
+"""`rollscope check`: a run's health rules, one line each, exit status 1 when any fails (for cron and CI)."""
+
+from __future__ import annotations
+
+import argparse
+
+from app.commands._common import add_store, store_of
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "check",
+        help="health rules for a run (exit 1 when one fails)",
+        description="Check a run: drafter log-probs, acceptance drift, staleness violations, nonzero-signal "
+        "collapse, dropped spans. One PASS/FAIL line per rule; exit status 1 when any fails.",
+    )
+    add_store(p)
+    p.add_argument("--run", required=True, metavar="ID", help="run id (`rollscope runs` lists them)")
+    p.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=_threshold,
+        help="change one rule's threshold, e.g. acceptance-drift=15 (repeatable; see docs/report.md)",
+    )
+    p.set_defaults(func=run)
+
+
+def _threshold(text: str) -> tuple[str, float]:
+    from queries.checks import THRESHOLDS
+
+    name, sep, value = text.partition("=")
+    if not sep or name not in THRESHOLDS:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with NAME one of {', '.join(THRESHOLDS)}")
+    try:
+        return name, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name}: {value!r} is not a number") from None
+
+
+def run(args) -> int:
+    from queries import connect
+    from queries.checks import run_checks
+
+    results = run_checks(connect(store_of(args)), args.run, dict(args.threshold))
+    for result in results:
+        print(result.line())
+    return 0 if all(r.ok for r in results) else 1

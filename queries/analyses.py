@@ -1,0 +1,352 @@
+"""Every analysis of docs/metrics.md as a function of a DuckDB connection, a run id and optional filters.
+
+The SQL lives in ``queries/sql/analyses/<name>.sql`` (one file per analysis) on top of the views; the
+functions here only bind parameters and shape results, so every figure can be reproduced with
+``rollscope sql``. Shared building blocks (``rollout_steps(run)``, ``rollout_stages(run)``) are DuckDB table
+macros in ``queries/sql/analyses/macros``, created on a connection the first time an analysis needs them.
+
+Filters: ``steps=(lo, hi)`` keeps rollouts consumed by train steps lo..hi (inclusive; rollouts not consumed
+yet drop out), and train steps, samples in that range; ``environment=`` keeps one environment's rollouts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import duckdb
+import pandas as pd
+
+from queries import sqlfiles
+from queries.errors import QueryError, UnknownRunError
+
+_PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_COMMENT = re.compile(r"--[^\n]*")
+_MACROS = ("rollout_steps", "rollout_stages")
+
+
+# --- running analysis SQL ---------------------------------------------------------------------------------
+
+
+def install_macros(con) -> None:
+    """Create the shared table macros on ``con``'s database (visible to its cursors too).
+
+    Two threads may race to create them on first use; the loser's conflict is harmless, the macro exists.
+    """
+    for name in sqlfiles.folder("analyses/macros"):
+        try:
+            con.execute(sqlfiles.load(name))
+        except duckdb.TransactionException:
+            pass
+
+
+def query(con, name: str, run_id: str, **params) -> pd.DataFrame:
+    """Run ``analyses/<name>.sql``, passing only the ``$parameters`` its text names."""
+    sql = sqlfiles.load(f"analyses/{name}")
+    values = {"run_id": run_id, **params}
+    names = _PARAMETER.findall(_COMMENT.sub("", sql))
+    bound = {key: values.get(key) for key in dict.fromkeys(names)}
+    try:
+        return _execute(con, sql, bound)
+    except duckdb.Error as e:
+        raise QueryError(
+            f"Analysis {name} failed", str(e).strip().splitlines()[0], sql=sql, params=bound
+        ) from e
+
+
+def _execute(con, sql: str, params: dict) -> pd.DataFrame:
+    try:
+        return con.execute(sql, params).df()
+    except duckdb.CatalogException as e:
+        if not any(macro in str(e) for macro in _MACROS):
+            raise
+        install_macros(con)
+        return con.execute(sql, params).df()
+
+
+def require_run(con, run_id: str) -> str:
+    """Raise UnknownRunError unless the store holds spans of ``run_id``."""
+    if not query(con, "run_exists", run_id).iat[0, 0]:
+        raise UnknownRunError("Unknown run", f"no run {run_id!r} in this store (`rollscope runs` lists them)")
+    return run_id
+
+
+def _filters(steps: tuple[int, int] | None, environment: str | None) -> dict:
+    lo, hi = steps if steps is not None else (None, None)
+    return {"step_lo": lo, "step_hi": hi, "environment": environment}
+
+
+def _by(by: str | None, allowed: tuple[str, ...]) -> str | None:
+    if by is not None and by not in allowed:
+        raise ValueError(f"by must be one of {', '.join(allowed)} (or None), not {by!r}")
+    return by
+
+
+def _keep_by(frame: pd.DataFrame, by: str | None, keys: tuple[str, ...]) -> pd.DataFrame:
+    """Analyses group by one of several key columns; keep only the one asked for."""
+    return frame.drop(columns=[k for k in keys if k != by])
+
+
+def record(frame: pd.DataFrame) -> dict:
+    """A one-row frame as a dict of plain Python values (NaN and NA become None)."""
+    if frame.empty:
+        return {}
+    return {column: plain(frame[column].iloc[0]) for column in frame.columns}
+
+
+def plain(value):
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+# --- filters ----------------------------------------------------------------------------------------------
+
+
+def steps(con, run_id: str) -> tuple[int, int] | None:
+    """The first and last train step of the run (None when the trainer has recorded none)."""
+    row = record(query(con, "step_range", require_run(con, run_id)))
+    return None if row.get("first_step") is None else (row["first_step"], row["last_step"])
+
+
+def environments(con, run_id: str) -> list[str]:
+    """The environments the run's rollouts name, sorted."""
+    return query(con, "environments", require_run(con, run_id))["environment"].tolist()
+
+
+# --- usable-experience funnel -----------------------------------------------------------------------------
+
+_FUNNEL_KEYS = ("step", "environment", "task")
+
+
+def funnel(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+    """Rollouts dispatched → completed → scored → nonzero_signal → fresh = usable, with each stage's rate."""
+    by = _by(by, _FUNNEL_KEYS)
+    frame = query(con, "funnel", require_run(con, run_id), by=by, **_filters(steps, environment))
+    return _keep_by(frame, by, _FUNNEL_KEYS)
+
+
+def funnel_losses(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
+    """Per stage, how many rollouts were lost there and why."""
+    return query(con, "funnel_losses", require_run(con, run_id), **_filters(steps, environment))
+
+
+def what_if(dispatched: int, rates: dict, new_rates: dict) -> dict:
+    """Usable experience under changed stage rates, and the decode-throughput increase worth the same.
+
+    ``rates`` holds the current rate of each stage (completion, scoring, nonzero_signal, freshness);
+    ``new_rates`` the ones that change. usable′ / usable − 1 is the throughput gain (docs/metrics.md).
+    """
+    merged = {**rates, **new_rates}
+    if any(rate is None for rate in merged.values()):  # a stage with nothing in it yet
+        return {"usable": None, "new_usable": None, "throughput_gain": None}
+    usable = dispatched * math.prod(rates.values())
+    new_usable = dispatched * math.prod(merged.values())
+    gain = new_usable / usable - 1 if usable else None
+    return {"usable": usable, "new_usable": new_usable, "throughput_gain": gain}
+
+
+# --- compute ----------------------------------------------------------------------------------------------
+
+
+def compute_terms(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+    """FLOPs and device-seconds of rollout, train, teacher, judge and env (env: CPU seconds, no FLOPs)."""
+    by = _by(by, ("step",))
+    frame = query(con, "compute_terms", require_run(con, run_id), by=by, **_filters(steps, environment))
+    return _keep_by(frame, by, ("step",))
+
+
+def token_work(con, run_id: str, steps=None, environment=None) -> dict:
+    """Per usable generated token: times generated, re-prefilled, trained, teacher-scored; wasted share."""
+    return record(query(con, "token_work", require_run(con, run_id), **_filters(steps, environment)))
+
+
+# --- prefill : decode -------------------------------------------------------------------------------------
+
+_PREFILL_KEYS = ("environment", "turn_index", "step")
+
+# When prefill-decode disaggregation pays (see docs/report.md): a large imbalance, stable across steps, at
+# turn latencies long enough to limit rollout throughput, in multi-turn work on a model big enough that
+# moving its KV cache costs less than the stalls it removes.
+DISAGGREGATION = {
+    "min_ratio": 4.0,
+    "max_step_cv": 0.25,
+    "min_steps": 3,
+    "min_turn_latency_s": 1.0,
+    "min_turns_per_rollout": 2.0,
+    "min_model_parameters": 7e9,
+}
+
+
+def prefill_decode(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+    """New / cached prefill and decode tokens, their ratio, cache hit rate, re-prefill waste, seconds."""
+    by = _by(by, _PREFILL_KEYS)
+    frame = query(con, "prefill_decode", require_run(con, run_id), by=by, **_filters(steps, environment))
+    return _keep_by(frame, by, _PREFILL_KEYS)
+
+
+def disaggregation(con, run_id: str, steps=None, environment=None) -> dict:
+    """Whether prefill-decode disaggregation would pay, with one reason per criterion and the figures."""
+    figures = record(query(con, "disaggregation", require_run(con, run_id), **_filters(steps, environment)))
+    checks = _disaggregation_checks(figures, DISAGGREGATION)
+    reasons = [("yes: " if ok else "no: ") + text for ok, text in checks]
+    return {"verdict": bool(checks) and all(ok for ok, _ in checks), "reasons": reasons, **figures}
+
+
+def _disaggregation_checks(f: dict, t: dict) -> list[tuple[bool, str]]:
+    if f.get("prefill_decode_ratio") is None:
+        return [(False, "no turns with decode tokens recorded")]
+    params = f.get("model_parameters")
+    checks = [
+        _at_least(
+            f["prefill_decode_ratio"], t["min_ratio"], "new-prefill:decode is {v:.1f}:1 (large from {t:g}:1)"
+        ),
+        _stable(f.get("steps") or 0, f.get("step_ratio_cv"), t),
+        _at_least(
+            f.get("turn_latency_p50_s"),
+            t["min_turn_latency_s"],
+            "median turn latency is {v:.1f} s (limits throughput from {t:g} s)",
+        ),
+        _at_least(
+            f.get("turns_per_rollout"),
+            t["min_turns_per_rollout"],
+            "{v:.1f} turns per rollout (multi-turn from {t:g})",
+        ),
+    ]
+    if params is not None:  # unknown size: no verdict on it either way
+        checks.append(
+            _at_least(
+                params / 1e9,
+                t["min_model_parameters"] / 1e9,
+                "the model has {v:.1f}B parameters (KV transfer pays from {t:g}B)",
+            )
+        )
+    return checks
+
+
+def _at_least(value: float | None, limit: float, text: str) -> tuple[bool, str]:
+    if value is None:
+        return False, text.split(" is ")[0].split(" (")[0] + " not recorded"
+    return value >= limit, text.format(v=value, t=limit)
+
+
+def _stable(n_steps: int, cv: float | None, t: dict) -> tuple[bool, str]:
+    if n_steps < t["min_steps"] or cv is None:
+        return False, f"{n_steps} consumed steps: too few to call the ratio stable (needs {t['min_steps']})"
+    return cv <= t["max_step_cv"], (
+        f"the ratio varies by {cv:.0%} across {n_steps} steps (stable up to {t['max_step_cv']:.0%})"
+    )
+
+
+# --- speculative decoding ---------------------------------------------------------------------------------
+
+_SPEC_KEYS = (
+    "policy_version",
+    "drafter_version",
+    "versions_since_refresh",
+    "environment",
+    "length_bucket",
+    "step",
+)
+
+
+def spec_decode(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+    """Drafted / accepted tokens, verify steps, acceptance rate, mean accepted length, expected speedup."""
+    by = _by(by, _SPEC_KEYS)
+    frame = query(con, "spec_decode", require_run(con, run_id), by=by, **_filters(steps, environment))
+    return _keep_by(frame, by, _SPEC_KEYS)
+
+
+def spec_drift(
+    con, run_id: str, steps=None, environment=None, *, baseline_versions: int = 2, drop_points: float = 10.0
+) -> pd.DataFrame:
+    """Per drafter version: acceptance over its first policy versions vs its latest, and the drop in points."""
+    return query(
+        con,
+        "spec_drift",
+        require_run(con, run_id),
+        baseline_versions=baseline_versions,
+        drop_points=drop_points,
+        **_filters(steps, environment),
+    )
+
+
+def logprob_lint(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
+    """Turns whose training log-probabilities came from the drafter, by step / policy version / environment."""
+    return query(con, "logprob_lint", require_run(con, run_id), **_filters(steps, environment))
+
+
+# --- staleness and throughput -----------------------------------------------------------------------------
+
+
+def staleness(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
+    """Consumed samples per staleness (policy versions behind), within the bound or not, violations."""
+    return query(con, "staleness", require_run(con, run_id), **_filters(steps, environment))
+
+
+def staleness_summary(con, run_id: str, steps=None, environment=None) -> dict:
+    """Mean and max staleness, the share within the bound, samples beyond it (violations) and how many of
+    those the trainer used anyway, over consumed samples."""
+    dist = staleness(con, run_id, steps, environment)
+    n = int(dist["samples"].sum())
+    if not n:
+        return {
+            "samples": 0,
+            "mean": None,
+            "max": None,
+            "freshness_rate": None,
+            "violations": 0,
+            "used_beyond_bound": 0,
+            "bound": None,
+        }
+    return {
+        "samples": n,
+        "mean": float((dist["staleness"] * dist["samples"]).sum() / n),
+        "max": int(dist["staleness"].max()),
+        "freshness_rate": float(dist.loc[dist["within_bound"], "samples"].sum() / n),
+        "violations": int(dist["violations"].sum()),
+        "used_beyond_bound": int(dist.loc[~dist["within_bound"], "used"].sum()),
+        "bound": plain(dist["staleness_bound"].iloc[0]),
+    }
+
+
+def throughput(con, run_id: str, steps=None, environment=None) -> dict:
+    """Trainer idle fraction, decoded tokens per second, rollout-length tail, tool wait share, lost spans."""
+    return record(query(con, "throughput", require_run(con, run_id), **_filters(steps, environment)))
+
+
+def trainer_steps(con, run_id: str, steps=None) -> pd.DataFrame:
+    """Per train step: seconds, seconds waiting for data, idle fraction, samples and tokens."""
+    return query(con, "trainer_by_step", require_run(con, run_id), **_filters(steps, None))
+
+
+# --- per-step series --------------------------------------------------------------------------------------
+
+
+def staleness_by_step(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
+    """Per consuming step: samples, mean and max staleness, share within the bound, violations."""
+    return query(con, "staleness_by_step", require_run(con, run_id), **_filters(steps, environment))
+
+
+# metric -> (by-step analysis, its column)
+TRENDS = {
+    "usable": (lambda con, run, s, e: funnel(con, run, "step", s, e), "usable"),
+    "nonzero_signal_rate": (lambda con, run, s, e: funnel(con, run, "step", s, e), "nonzero_signal_rate"),
+    "acceptance_rate": (lambda con, run, s, e: spec_decode(con, run, "step", s, e), "acceptance_rate"),
+    "prefill_decode_ratio": (
+        lambda con, run, s, e: prefill_decode(con, run, "step", s, e),
+        "prefill_decode_ratio",
+    ),
+    "trainer_idle_fraction": (lambda con, run, s, e: trainer_steps(con, run, s), "trainer_idle_fraction"),
+    "staleness_mean": (staleness_by_step, "mean_staleness"),
+}
+
+
+def trend(con, run_id: str, metric: str, steps=None, environment=None) -> pd.DataFrame:
+    """One figure per consuming step (columns step, <metric>), for the overview's sparklines."""
+    if metric not in TRENDS:
+        raise ValueError(f"metric must be one of {', '.join(TRENDS)}, not {metric!r}")
+    analysis, column = TRENDS[metric]
+    frame = analysis(con, run_id, steps, environment)
+    series = frame.loc[frame["step"].notna(), ["step", column]].rename(columns={column: metric})
+    return series.reset_index(drop=True)

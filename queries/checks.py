@@ -1,0 +1,126 @@
+"""Health rules for a run, cheap enough to run from cron or CI while the run goes on (`rollscope check`).
+
+Each rule reads one analysis and compares one figure with a threshold; thresholds are documented in
+docs/report.md and can be changed per call (``--threshold NAME=VALUE``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from queries import analyses
+
+THRESHOLDS = {
+    "drafter-logprobs": 0,  # most turns allowed to record the drafter's log-probabilities
+    "acceptance-drift": 10.0,  # most percentage points a drafter's acceptance may drop from its first versions
+    "staleness-violations": 0.25,  # largest share of samples beyond rl.staleness.bound in any window of steps
+    "staleness-window": 5,  # consecutive consumed steps per window
+    "nonzero-signal": 0.2,  # least nonzero-signal rate over the latest consumed steps
+    "nonzero-signal-window": 5,  # how many latest consumed steps that rate covers
+    "dropped-spans": 0,  # most spans the exporters may have dropped or failed to write
+}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    ok: bool
+    value: float | int | None
+    threshold: float | int
+    message: str
+
+    def line(self) -> str:
+        return f"{'PASS' if self.ok else 'FAIL'} {self.name}: {self.message}"
+
+
+def run_checks(con, run_id: str, thresholds: dict | None = None) -> list[CheckResult]:
+    """Every rule, in a fixed order; ``thresholds`` overrides some of THRESHOLDS."""
+    unknown = set(thresholds or {}) - set(THRESHOLDS)
+    if unknown:
+        raise ValueError(f"unknown threshold {', '.join(sorted(unknown))}; known: {', '.join(THRESHOLDS)}")
+    limits = {**THRESHOLDS, **(thresholds or {})}
+    analyses.require_run(con, run_id)
+    return [rule(con, run_id, limits) for rule in RULES]
+
+
+def drafter_logprobs(con, run_id: str, limits: dict) -> CheckResult:
+    lint = analyses.logprob_lint(con, run_id)
+    turns, limit = int(lint["turns"].sum()), limits["drafter-logprobs"]
+    if not turns:
+        return CheckResult(
+            "drafter-logprobs", True, 0, limit, "no turn recorded the drafter's log-probabilities"
+        )
+    where = f"steps {_span(lint['step'])}, policy versions {_span(lint['policy_version'])}"
+    message = f"{turns} turns recorded the drafter's log-probabilities ({where}; at most {limit:g} allowed)"
+    return CheckResult("drafter-logprobs", turns <= limit, turns, limit, message)
+
+
+def acceptance_drift(con, run_id: str, limits: dict) -> CheckResult:
+    limit = limits["acceptance-drift"]
+    drift = analyses.spec_drift(con, run_id, drop_points=limit)
+    if drift["drop_points"].isna().all():
+        return CheckResult("acceptance-drift", True, None, limit, "no speculative decoding recorded")
+    worst = drift.loc[drift["drop_points"].idxmax()]
+    message = (
+        f"drafter {worst['drafter_version']} acceptance {worst['baseline_acceptance']:.1%} → "
+        f"{worst['latest_acceptance']:.1%} from its first to its latest policy versions, "
+        f"a {worst['drop_points']:.1f}-point drop (at most {limit:g} allowed)"
+    )
+    return CheckResult(
+        "acceptance-drift", not drift["flagged"].any(), float(worst["drop_points"]), limit, message
+    )
+
+
+def staleness_violations(con, run_id: str, limits: dict) -> CheckResult:
+    """Some samples beyond the bound are normal in async RL; a window where many are is an excursion."""
+    limit, window = limits["staleness-violations"], int(limits["staleness-window"])
+    by_step = analyses.staleness_by_step(con, run_id)
+    if by_step.empty:
+        return CheckResult("staleness-violations", True, None, limit, "no consumed samples yet")
+    rolled = by_step[["samples", "violations"]].rolling(window, min_periods=1).sum()
+    share = rolled["violations"] / rolled["samples"]
+    worst, used = share.idxmax(), int(by_step["used_beyond_bound"].sum())
+    last_step = int(by_step.at[worst, "step"])
+    first_step = int(by_step["step"].iloc[max(0, worst - window + 1)])
+    message = (
+        f"steps {first_step}–{last_step}: {share[worst]:.0%} of consumed samples beyond the staleness bound "
+        f"{by_step['staleness_bound'].iloc[0]} (at most {limit:.0%} in any {window} steps); "
+        f"{used} used by the trainer anyway (none allowed)"
+    )
+    ok = share[worst] <= limit and used == 0
+    return CheckResult("staleness-violations", bool(ok), float(share[worst]), limit, message)
+
+
+def nonzero_signal(con, run_id: str, limits: dict) -> CheckResult:
+    limit, window = limits["nonzero-signal"], int(limits["nonzero-signal-window"])
+    by_step = analyses.funnel(con, run_id, by="step")
+    latest = by_step[by_step["step"].notna()].tail(window)
+    frame, where = (latest, f"the last {len(latest)} steps") if len(latest) else (by_step, "all rollouts")
+    scored = int(frame["scored"].sum())
+    if not scored:
+        return CheckResult("nonzero-signal", True, None, limit, "no scored rollouts yet")
+    rate = frame["nonzero_signal"].sum() / scored
+    message = f"nonzero-signal rate {rate:.1%} over {where} (at least {limit:.0%} required)"
+    return CheckResult("nonzero-signal", rate >= limit, float(rate), limit, message)
+
+
+def dropped_spans(con, run_id: str, limits: dict) -> CheckResult:
+    row = analyses.throughput(con, run_id)
+    dropped, failed, limit = (
+        row.get("dropped_spans") or 0,
+        row.get("failed_spans") or 0,
+        limits["dropped-spans"],
+    )
+    message = f"{dropped} spans dropped and {failed} failed by the exporters (at most {limit:g} allowed)"
+    return CheckResult("dropped-spans", dropped + failed <= limit, dropped + failed, limit, message)
+
+
+RULES = (drafter_logprobs, acceptance_drift, staleness_violations, nonzero_signal, dropped_spans)
+
+
+def _span(values) -> str:
+    values = values.dropna()
+    if values.empty:
+        return "unknown"
+    lo, hi = int(values.min()), int(values.max())
+    return str(lo) if lo == hi else f"{lo}–{hi}"

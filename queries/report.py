@@ -1,0 +1,122 @@
+"""The headline figures of a run as one nested dict: what `rollscope report --json` prints.
+
+Keys are stable and documented in docs/report.md; a figure that cannot be computed (no turns with
+speculative decoding, no trainer spans yet) is ``None``, never missing.
+"""
+
+from __future__ import annotations
+
+from queries import analyses
+
+TERMS = ("rollout", "train", "teacher", "judge")
+
+
+def report(con, run_id: str, steps=None, environment=None) -> dict:
+    """Funnel, compute, prefill:decode, speculative decoding, staleness, trainer and throughput figures."""
+    analyses.require_run(con, run_id)
+    filters = {"steps": steps, "environment": environment}
+    return {
+        "run_id": run_id,
+        "steps": _steps(con, run_id),
+        "environments": analyses.environments(con, run_id),
+        "funnel": _funnel(con, run_id, filters),
+        "compute": _compute(con, run_id, filters),
+        "prefill_decode": _prefill_decode(con, run_id, filters),
+        "spec_decode": _spec_decode(con, run_id, filters),
+        "staleness": analyses.staleness_summary(con, run_id, **filters),
+        **_throughput(con, run_id, filters),
+    }
+
+
+def _steps(con, run_id: str) -> dict:
+    bounds = analyses.steps(con, run_id)
+    return {"first": bounds[0] if bounds else None, "last": bounds[1] if bounds else None}
+
+
+def _funnel(con, run_id: str, filters: dict) -> dict:
+    row = analyses.record(analyses.funnel(con, run_id, **filters))
+    stages = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
+    rates = ("completion", "scoring", "nonzero_signal", "freshness", "usable")
+    losses = analyses.funnel_losses(con, run_id, **filters)
+    return {
+        **{stage: row.get(stage, 0) for stage in stages},
+        "rates": {rate: row.get(f"{rate}_rate") for rate in rates},
+        "losses": [analyses.record(losses.iloc[[i]]) for i in range(len(losses))],
+    }
+
+
+def _compute(con, run_id: str, filters: dict) -> dict:
+    terms = analyses.compute_terms(con, run_id, **filters).set_index("term")
+    flops = {t: analyses.plain(terms.at[t, "flops"]) for t in TERMS}
+    seconds = {t: analyses.plain(terms.at[t, "device_seconds"]) for t in TERMS}
+    work = analyses.token_work(con, run_id, **filters)
+    return {
+        "flops": {**flops, "total": sum(v for v in flops.values() if v is not None)},
+        "device_seconds": {**seconds, "total": sum(v for v in seconds.values() if v is not None)},
+        "env_cpu_seconds": analyses.plain(terms.at["env", "device_seconds"]),
+        "token_work": {k: v for k, v in work.items() if k != "wasted_compute_share"},
+        "wasted_compute_share": work.get("wasted_compute_share"),
+    }
+
+
+def _prefill_decode(con, run_id: str, filters: dict) -> dict:
+    row = analyses.record(analyses.prefill_decode(con, run_id, **filters))
+    verdict = analyses.disaggregation(con, run_id, **filters)
+    return {
+        "ratio": row.get("prefill_decode_ratio"),
+        "cache_hit_rate": row.get("cache_hit_rate"),
+        **{
+            k: row.get(k)
+            for k in (
+                "new_prefill_tokens",
+                "cached_prefill_tokens",
+                "decode_tokens",
+                "reprefill_waste_tokens",
+                "prefill_time_s",
+                "decode_time_s",
+            )
+        },
+        "disaggregation": {"verdict": verdict["verdict"], "reasons": verdict["reasons"]},
+    }
+
+
+def _spec_decode(con, run_id: str, filters: dict) -> dict:
+    row = analyses.record(analyses.spec_decode(con, run_id, **filters))
+    drift = analyses.spec_drift(con, run_id, **filters)
+    lint = analyses.logprob_lint(con, run_id, **filters)
+    return {
+        **{
+            k: row.get(k)
+            for k in (
+                "acceptance_rate",
+                "mean_accepted_length",
+                "expected_tokens_per_step",
+                "drafted",
+                "accepted",
+                "verify_steps",
+            )
+        },
+        "max_drift_points": analyses.plain(drift["drop_points"].max()) if len(drift) else None,
+        "drifted_drafters": drift.loc[drift["flagged"], "drafter_version"].tolist(),
+        "drafter_logprob_turns": int(lint["turns"].sum()),
+    }
+
+
+def _throughput(con, run_id: str, filters: dict) -> dict:
+    row = analyses.throughput(con, run_id, **filters)
+    keys = (
+        "rollout_tokens_per_s",
+        "length_p50",
+        "length_p90",
+        "length_p99",
+        "duration_p50_s",
+        "duration_p90_s",
+        "duration_p99_s",
+        "tool_wait_share",
+        "dropped_spans",
+        "failed_spans",
+    )
+    return {
+        "trainer": {"idle_fraction": row.get("trainer_idle_fraction"), "steps": row.get("train_steps")},
+        "throughput": {k: row.get(k) for k in keys},
+    }

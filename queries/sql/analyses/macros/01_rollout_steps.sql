@@ -1,0 +1,57 @@
+-- rollout_steps(run): one row per rollout with its consuming train step and staleness (docs/metrics.md,
+-- "Staleness"), plus the rollout's own columns, so analyses built on it need not join rollouts again.
+-- A recorded rl.sample wins. In a run whose trainer records no rl.sample spans, a rollout counts as consumed
+-- by the first train step whose data was ready (start + train_wait_s) at or after its group's last rollout
+-- ended: a group-based trainer takes a group once all of it is back, and waits until its batch is complete.
+-- The policy version a step starts from is its produced policy_version - 1, else its train_step.
+CREATE OR REPLACE MACRO rollout_steps(run) AS TABLE
+WITH recorded AS (
+    SELECT
+        rollout_id,
+        min(train_step) AS step,
+        arg_min(sample_decision, train_step) AS decision,
+        arg_min(sample_staleness, train_step) AS sample_staleness,
+        arg_min(sample_tokens, train_step) AS sample_tokens
+    FROM samples
+    WHERE run_id = run AND rollout_id IS NOT NULL
+    GROUP BY rollout_id
+),
+train AS (
+    SELECT
+        train_step,
+        coalesce(policy_version - 1, train_step) AS start_version,
+        start_ns + CAST(round(coalesce(train_wait_s, 0) * 1e9) AS BIGINT) AS ready_ns
+    FROM train_steps
+    WHERE run_id = run AND train_step IS NOT NULL
+),
+launched AS (
+    SELECT rollout_id, environment, task_id, group_id, policy_version, rollout_status, reward, end_ns
+    FROM rollouts
+    WHERE run_id = run
+),
+from_samples AS (
+    SELECT
+        l.* EXCLUDE (end_ns), s.step, s.decision, s.sample_tokens,
+        coalesce(s.sample_staleness, t.start_version - l.policy_version) AS staleness
+    FROM launched AS l
+    LEFT JOIN recorded AS s USING (rollout_id)
+    LEFT JOIN train AS t ON t.train_step = s.step
+    WHERE EXISTS (SELECT 1 FROM recorded)
+),
+group_ends AS (
+    SELECT
+        * EXCLUDE (end_ns),
+        CASE WHEN group_id IS NULL THEN end_ns ELSE max(end_ns) OVER (PARTITION BY group_id) END AS group_end_ns
+    FROM launched
+    WHERE NOT EXISTS (SELECT 1 FROM recorded)
+),
+from_timing AS (
+    SELECT
+        g.* EXCLUDE (group_end_ns), t.train_step AS step, NULL::VARCHAR AS decision, NULL::BIGINT AS sample_tokens,
+        t.start_version - g.policy_version AS staleness
+    FROM group_ends AS g
+    ASOF LEFT JOIN train AS t ON g.group_end_ns <= t.ready_ns
+)
+SELECT * FROM from_samples
+UNION ALL
+SELECT * FROM from_timing

@@ -1,0 +1,49 @@
+-- Drafter drift: per drafter version, acceptance over the first $baseline_versions policy versions it served
+-- (its baseline) against the latest $baseline_versions, the drop in percentage points, and whether the drop
+-- exceeds $drop_points.
+WITH consumed AS (
+    SELECT rollout_id, step
+    FROM rollout_steps($run_id)
+    WHERE $step_lo IS NOT NULL OR $step_hi IS NOT NULL
+),
+kept AS (
+    SELECT t.drafter_version, t.policy_version, t.spec_draft_tokens, t.spec_accepted_tokens
+    FROM turns AS t
+    LEFT JOIN consumed AS c USING (rollout_id)
+    WHERE t.run_id = $run_id
+      AND t.spec_draft_tokens IS NOT NULL AND t.drafter_version IS NOT NULL AND t.policy_version IS NOT NULL
+      AND ($step_lo IS NULL OR c.step >= $step_lo)
+      AND ($step_hi IS NULL OR c.step <= $step_hi)
+      AND ($environment IS NULL OR t.environment = $environment)
+),
+per_version AS (
+    SELECT drafter_version, policy_version, sum(spec_draft_tokens) AS drafted, sum(spec_accepted_tokens) AS accepted
+    FROM kept
+    GROUP BY ALL
+),
+ranked AS (
+    SELECT
+        *,
+        row_number() OVER (PARTITION BY drafter_version ORDER BY policy_version) AS from_first,
+        row_number() OVER (PARTITION BY drafter_version ORDER BY policy_version DESC) AS from_last
+    FROM per_version
+),
+compared AS (
+    SELECT
+        drafter_version,
+        min(policy_version) AS first_policy_version,
+        max(policy_version) AS last_policy_version,
+        count(*) AS policy_versions,
+        sum(accepted) FILTER (from_first <= $baseline_versions)
+            / nullif(sum(drafted) FILTER (from_first <= $baseline_versions), 0) AS baseline_acceptance,
+        sum(accepted) FILTER (from_last <= $baseline_versions)
+            / nullif(sum(drafted) FILTER (from_last <= $baseline_versions), 0) AS latest_acceptance
+    FROM ranked
+    GROUP BY drafter_version
+)
+SELECT
+    *,
+    100 * (baseline_acceptance - latest_acceptance) AS drop_points,
+    coalesce(100 * (baseline_acceptance - latest_acceptance) > $drop_points, false) AS flagged
+FROM compared
+ORDER BY first_policy_version, drafter_version

@@ -1,0 +1,14 @@
+-- Per train step: seconds, seconds waiting for data, the idle fraction, tokens and the version produced.
+SELECT
+    train_step AS step,
+    policy_version,
+    duration_s,
+    train_wait_s,
+    train_wait_s / nullif(duration_s, 0) AS trainer_idle_fraction,
+    train_samples,
+    train_tokens
+FROM train_steps
+WHERE run_id = $run_id
+  AND ($step_lo IS NULL OR train_step >= $step_lo)
+  AND ($step_hi IS NULL OR train_step <= $step_hi)
+ORDER BY train_step

@@ -1,0 +1,230 @@
+"""Every analysis on simulated runs, held to the simulator's ground truth (docs/simulator.md).
+
+Each run is simulated once per test session (``simulated()`` caches it); a run with ``rl.sample`` spans and
+the same run without them check both ways the funnel is computed: recorded decisions, and stages derived from
+rollouts, groups and policy versions.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from queries import analyses, connect
+from simulator import config, groundtruth, simulate
+
+# A small run with every feature: three environments, a teacher, a drafter refresh, the drafter-log-prob
+# misconfiguration for policy versions 8-9 and a staleness excursion.
+SMALL = {
+    "seed": 5,
+    "steps": 12,
+    "groups_per_step": 6,
+    "group_size": 4,
+    "rollout": {"count": 2},
+    "sandbox": {"count": 2},
+    "teacher": {"count": 1},
+    "drafter_refreshes": [0.5],
+    "logprob_drafter": [0.7, 0.8],
+    "staleness_excursion": [0.3, 0.5],
+}
+RUNS = {
+    "samples": ("default", SMALL),
+    "derived": ("default", {**SMALL, "emit_samples": False}),
+    "clean": ("default", {**SMALL, "logprob_drafter": None, "staleness_excursion": None}),
+    "sample-preset": ("sample", {"steps": 20, "groups_per_step": 4, "group_size": 4}),
+    "worked-example": ("worked-example", {}),
+    "worked-example-080": ("worked-example-080", {}),
+}
+STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
+
+
+@cache
+def _root() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="rollscope-simulated-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
+@cache
+def simulated(name: str) -> tuple[Path, dict]:
+    """(store, ground truth) of one of RUNS, simulated the first time a test asks for it."""
+    preset, knobs = RUNS[name]
+    store = _root() / name
+    simulate(store, name, config.resolve(preset, [knobs]), preset=preset, workers=2)
+    return store, groundtruth.load(store, name)
+
+
+@pytest.fixture(scope="session", params=["samples", "derived"])
+def run(request):
+    """A simulated run, with and without rl.sample spans: (connection, run id, ground truth)."""
+    store, truth = simulated(request.param)
+    return connect(store), request.param, truth
+
+
+# --- funnel ------------------------------------------------------------------------------------------------
+
+
+def test_funnel_counts_are_exact_and_rates_match(run):
+    con, run_id, truth = run
+    row = analyses.record(analyses.funnel(con, run_id))
+    expected = truth["run"]["funnel"]
+    assert {s: row[s] for s in STAGES} == {s: expected[s] for s in STAGES}
+    for rate in ("completion", "scoring", "nonzero_signal", "freshness"):
+        assert row[f"{rate}_rate"] == pytest.approx(expected["rates"][rate], rel=0.01)
+
+
+def test_funnel_per_step_and_environment_match(run):
+    con, run_id, truth = run
+    by_step = analyses.funnel(con, run_id, by="step")
+    assert by_step[["step", *STAGES]].to_dict("records") == [
+        {"step": s["train_step"], **{k: s["funnel"][k] for k in STAGES}} for s in truth["by_step"]
+    ]
+    by_env = analyses.funnel(con, run_id, by="environment").set_index("environment")
+    for env, piece in truth["by_environment"].items():
+        assert by_env.loc[env, list(STAGES)].to_dict() == {k: piece["funnel"][k] for k in STAGES}
+
+
+def test_funnel_losses_add_up_to_the_recorded_decisions(run):
+    con, run_id, truth = run
+    lost = analyses.funnel_losses(con, run_id).groupby("stage")["lost"].sum().to_dict()
+    decisions = truth["run"]["decisions"]
+    assert lost == {
+        "completed": decisions["invalid"],
+        "scored": decisions["unscored"],
+        "nonzero_signal": decisions["zero_signal"],
+        "fresh": decisions["stale"],
+    }
+
+
+def test_filters_select_the_same_rollouts_as_the_ground_truth(run):
+    con, run_id, truth = run
+    step = truth["by_step"][5]
+    row = analyses.record(analyses.funnel(con, run_id, steps=(step["train_step"], step["train_step"])))
+    assert row["usable"] == step["funnel"]["usable"]
+    cell = next(c for c in truth["by_step_environment"] if c["train_step"] == step["train_step"])
+    filtered = analyses.funnel(con, run_id, steps=(cell["train_step"],) * 2, environment=cell["environment"])
+    assert analyses.record(filtered)["dispatched"] == cell["funnel"]["dispatched"]
+
+
+# --- compute -----------------------------------------------------------------------------------------------
+
+
+def test_flop_terms_and_device_seconds_match(run):
+    con, run_id, truth = run
+    terms = analyses.compute_terms(con, run_id).set_index("term")
+    expected = truth["run"]["compute"]
+    for term in ("rollout", "train", "teacher", "judge"):
+        assert terms.at[term, "flops"] == pytest.approx(expected["flops"][term], rel=0.01)
+        assert terms.at[term, "device_seconds"] == pytest.approx(expected["device_seconds"][term], rel=0.01)
+        assert terms.at[term, "busy_s"] == pytest.approx(expected["busy_seconds"][term], rel=0.01)
+    assert terms.at["env", "device_seconds"] == pytest.approx(expected["env_cpu_seconds"], rel=0.01)
+
+
+def test_flops_per_step_match(run):
+    con, run_id, truth = run
+    by_step = analyses.compute_terms(con, run_id, by="step")
+    for piece in truth["by_step"]:
+        mine = by_step[by_step["step"] == piece["train_step"]].set_index("term")["flops"]
+        for term, flops in piece["compute"]["flops"].items():
+            if term != "total":
+                assert mine[term] == pytest.approx(flops, rel=0.01)
+
+
+def test_work_around_a_training_token_matches(run):
+    con, run_id, truth = run
+    work = analyses.token_work(con, run_id)
+    expected = truth["run"]["work_per_token"]
+    assert work["usable_tokens"] == expected["output_tokens"]
+    assert work["reprefill_waste_tokens"] == expected["reprefill_waste_tokens"]
+    assert work["train_tokens"] == expected["train_tokens"]
+    assert work["teacher_tokens"] == expected["teacher_tokens"]
+    assert work["wasted_compute_share"] == pytest.approx(truth["run"]["compute"]["wasted_share"], rel=0.01)
+
+
+# --- prefill : decode, speculative decoding ----------------------------------------------------------------
+
+
+def test_prefill_decode_matches_by_environment(run):
+    con, run_id, truth = run
+    by_env = analyses.prefill_decode(con, run_id, by="environment").set_index("environment")
+    for env, piece in truth["by_environment"].items():
+        expected = piece["prefill_decode"]
+        assert by_env.at[env, "new_prefill_tokens"] == expected["new_input_tokens"]
+        assert by_env.at[env, "reprefill_waste_tokens"] == expected["reprefill_waste_tokens"]
+        assert by_env.at[env, "prefill_decode_ratio"] == pytest.approx(expected["ratio"], rel=0.01)
+        assert by_env.at[env, "cache_hit_rate"] == pytest.approx(expected["cache_hit_rate"], rel=0.01)
+
+
+def test_acceptance_matches_within_half_a_point(run):
+    con, run_id, truth = run
+    whole = analyses.record(analyses.spec_decode(con, run_id))
+    assert whole["acceptance_rate"] == pytest.approx(
+        truth["run"]["spec_decode"]["acceptance_rate"], abs=0.005
+    )
+    assert whole["mean_accepted_length"] == pytest.approx(
+        truth["run"]["spec_decode"]["mean_accepted_length"], rel=0.01
+    )
+    by_version = analyses.spec_decode(con, run_id, by="policy_version").set_index("policy_version")
+    for row in truth["by_policy_version"]:
+        expected = row["spec_decode"]["acceptance_rate"]
+        assert by_version.at[row["policy_version"], "acceptance_rate"] == pytest.approx(expected, abs=0.005)
+
+
+def test_logprob_lint_finds_exactly_the_misconfigured_versions(run):
+    con, run_id, truth = run
+    lint = analyses.logprob_lint(con, run_id)
+    first, last = truth["events"]["logprob_drafter_policy_versions"]
+    assert int(lint["turns"].sum()) == truth["run"]["spec_decode"]["drafter_logprob_turns"]
+    assert sorted(lint["policy_version"].unique()) == list(range(first, last + 1))
+
+
+# --- staleness and throughput ------------------------------------------------------------------------------
+
+
+def test_staleness_distribution_is_exact(run):
+    con, run_id, truth = run
+    dist = analyses.staleness(con, run_id)
+    expected = truth["run"]["staleness"]
+    assert {str(s): n for s, n in zip(dist["staleness"], dist["samples"], strict=True)} == expected[
+        "histogram"
+    ]
+    summary = analyses.staleness_summary(con, run_id)
+    assert summary["mean"] == pytest.approx(expected["mean"])
+    assert summary["freshness_rate"] == pytest.approx(expected["freshness_rate"])
+    assert (summary["violations"], summary["bound"]) == (expected["violations"], expected["bound"])
+
+
+def test_trainer_idle_and_rollout_length_tail_match(run):
+    con, run_id, truth = run
+    figures = analyses.throughput(con, run_id)
+    assert figures["trainer_idle_fraction"] == pytest.approx(
+        truth["run"]["trainer"]["idle_fraction"], rel=0.01
+    )
+    lengths = truth["run"]["rollout_length"]
+    for q in ("p50", "p90", "p99"):
+        assert figures[f"length_{q}"] == pytest.approx(lengths["output_tokens"][q], rel=0.01)
+        assert figures[f"duration_{q}_s"] == pytest.approx(lengths["duration_s"][q], rel=0.01)
+    assert figures["dropped_spans"] == 0
+
+
+# --- the reference's worked example ------------------------------------------------------------------------
+
+
+def test_worked_example_gives_about_500_then_670_usable_and_a_third_more_throughput():
+    store, _ = simulated("worked-example")
+    row = analyses.record(analyses.funnel(connect(store), "worked-example"))
+    assert row["dispatched"] == 1000
+    assert row["usable"] == pytest.approx(500, abs=15)
+    rates = {r: row[f"{r}_rate"] for r in ("completion", "scoring", "nonzero_signal", "freshness")}
+    result = analyses.what_if(row["dispatched"], rates, {"nonzero_signal": 0.80})
+    assert result["new_usable"] == pytest.approx(670, abs=15)
+    assert result["throughput_gain"] == pytest.approx(1 / 3, abs=0.02)
+    better, _ = simulated("worked-example-080")
+    assert analyses.record(analyses.funnel(connect(better), "worked-example-080"))["usable"] == pytest.approx(
+        670, abs=15
+    )

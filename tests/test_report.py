@@ -1,0 +1,98 @@
+"""`rollscope report`: the figures a user reads, as text and as the stable JSON object of docs/report.md."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.conftest import ROOT, rollscope
+from tests.test_analyses_simulated import simulated
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return simulated("samples")
+
+
+def _flatten(value, prefix=""):
+    """JSON object → dotted keys; lists (losses, reasons, environments) are leaves."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    out = {}
+    for key, item in value.items():
+        out.update(_flatten(item, f"{prefix}.{key}" if prefix else key))
+    return out
+
+
+def test_json_report_holds_the_ground_truth(sample):
+    store, truth = sample
+    code, out, _ = rollscope("report", "--store", store, "--run", "samples", "--json")
+    assert code == 0
+    report = json.loads(out)
+    run = truth["run"]
+    assert {
+        k: report["funnel"][k]
+        for k in ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
+    } == {k: v for k, v in run["funnel"].items() if k != "rates"}
+    for rate in ("completion", "scoring", "nonzero_signal", "freshness"):
+        assert report["funnel"]["rates"][rate] == pytest.approx(run["funnel"]["rates"][rate], rel=0.01)
+    for term in ("rollout", "train", "teacher", "judge"):
+        assert report["compute"]["flops"][term] == pytest.approx(run["compute"]["flops"][term], rel=0.01)
+        assert report["compute"]["device_seconds"][term] == pytest.approx(
+            run["compute"]["device_seconds"][term], rel=0.01
+        )
+    assert report["compute"]["env_cpu_seconds"] == pytest.approx(run["compute"]["env_cpu_seconds"], rel=0.01)
+    assert report["prefill_decode"]["ratio"] == pytest.approx(run["prefill_decode"]["ratio"], rel=0.01)
+    assert report["prefill_decode"]["cache_hit_rate"] == pytest.approx(
+        run["prefill_decode"]["cache_hit_rate"]
+    )
+    assert report["spec_decode"]["acceptance_rate"] == pytest.approx(
+        run["spec_decode"]["acceptance_rate"], abs=0.005
+    )
+    assert report["spec_decode"]["mean_accepted_length"] == pytest.approx(
+        run["spec_decode"]["mean_accepted_length"]
+    )
+    assert report["staleness"]["mean"] == pytest.approx(run["staleness"]["mean"])
+    assert report["staleness"]["freshness_rate"] == pytest.approx(run["staleness"]["freshness_rate"])
+    assert report["trainer"]["idle_fraction"] == pytest.approx(run["trainer"]["idle_fraction"], rel=0.01)
+
+
+def test_every_json_key_is_documented_and_every_documented_key_exists(sample):
+    store, _ = sample
+    _, out, _ = rollscope("report", "--store", store, "--run", "samples", "--json")
+    keys = set(_flatten(json.loads(out)))
+    doc = (
+        (ROOT / "docs" / "report.md").read_text().split("## `report --json` keys", 1)[1].split("\n## ", 1)[0]
+    )
+    documented = {
+        key
+        for cell in re.findall(r"^\| (`[^|]+`) \|", doc, flags=re.M)
+        for key in re.findall(r"`([a-z_.0-9]+)`", cell)
+    }
+    assert keys == documented
+
+
+def test_text_report_reads_like_the_funnel(sample):
+    store, truth = sample
+    code, out, _ = rollscope("report", "--store", store, "--run", "samples")
+    assert code == 0
+    usable = truth["run"]["funnel"]["usable"]
+    assert re.search(rf"^  usable\s+{usable:,}\s", out, flags=re.M)
+    for section in (
+        "Usable-experience funnel",
+        "Compute",
+        "Prefill : decode",
+        "Speculative decoding",
+        "Staleness",
+        "Trainer and throughput",
+    ):
+        assert f"\n{section}\n" in out
+
+
+def test_unknown_run_is_one_clear_line(sample):
+    store, _ = sample
+    code, out, err = rollscope("report", "--store", store, "--run", "nope")
+    assert (code, out) == (1, "")
+    assert err.strip() == "rollscope: Unknown run: no run 'nope' in this store (`rollscope runs` lists them)"
