@@ -6,7 +6,9 @@ Two ways to hold the raw rows under the views, same views on top:
   loaded up front, so a one-off query starts at once; ``refresh()`` picks up segments published since.
 * ``materialize=True`` (the dashboard): rows are copied into a native DuckDB table, 2–4× faster to aggregate,
   and ``refresh()`` copies only the segments that are new and drops those a compaction replaced, in one
-  transaction, so a query sees every row exactly once.
+  transaction, so a query sees every row exactly once. The joined views ``rollouts`` and ``turns`` are kept
+  in native tables too, rebuilt in that transaction for the runs whose segments changed: a refresh costs
+  the new segments plus one pass over the changed runs, and every analysis then reads plain tables.
 """
 
 from __future__ import annotations
@@ -59,8 +61,11 @@ class Reader:
         for dataset in DATASETS:
             self._set_files(dataset, [])
         self.con.execute(sqlfiles.load("raw/native_tables" if materialize else "raw/point_view"))
-        self.refresh()
         sqlfiles.run_folder(self.con, "views")
+        sqlfiles.run_folder(self.con, "analyses/macros")
+        if materialize:
+            self.con.execute(sqlfiles.load("raw/derived_tables"))
+        self.refresh()
 
     @property
     def read_paths(self) -> list[str]:
@@ -110,6 +115,13 @@ class Reader:
                     "_segment_ids", pa.table({"filename": list(ids), "_segment": list(ids.values())})
                 )
                 cur.execute(sqlfiles.load(f"raw/load_{dataset}"), {"files": new})
+            if dataset == "spans":
+                runs = sorted({store.run_of(p) for p in [*new, *gone]})
+                for statement in sqlfiles.statements("raw/derive"):
+                    cur.execute(statement, {"runs": runs})
+                for run in runs:
+                    for statement in sqlfiles.statements("raw/derive_run"):
+                        cur.execute(statement, {"run": run})
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")

@@ -18,5 +18,6 @@ def views_script(store_dir: Path | str) -> str:
             raise StoreError("Empty store", f"{store_dir} has no {dataset} segments yet")
         quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
         lines.append(f"SET VARIABLE rollscope_{dataset}_files = [{quoted}];")
-    lines += [sqlfiles.load("raw/point_view"), *(sqlfiles.load(n) for n in sqlfiles.folder("views"))]
+    lines += [sqlfiles.load("raw/point_view")]
+    lines += [sqlfiles.load(n) for n in [*sqlfiles.folder("views"), *sqlfiles.folder("analyses/macros")]]
     return "\n".join(lines)

@@ -17,6 +17,15 @@ def load(name: str) -> str:
     return path.read_text()
 
 
+def statements(name: str) -> list[str]:
+    """The statements of one file, for running them one by one with parameters."""
+    return [part.strip() for part in load(name).split(";\n") if part.strip() and not _only_comments(part)]
+
+
+def _only_comments(text: str) -> bool:
+    return all(line.strip().startswith("--") or not line.strip() for line in text.splitlines())
+
+
 def folder(name: str) -> list[str]:
     """Names of a folder's files in the order they must run (file names sort by dependency)."""
     return [f"{name}/{p.stem}" for p in sorted((SQL_DIR / name).glob("*.sql"))]

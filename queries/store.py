@@ -132,6 +132,11 @@ def run_ids(store: Path | str, dataset: str = "spans") -> list[str]:
     )
 
 
+def run_of(segment: Path | str) -> str:
+    """The run a segment belongs to, from its partition directory."""
+    return Path(segment).parent.name[len(PARTITION_PREFIX) :]
+
+
 def _published(directory: Path) -> list[Path]:
     try:
         names = os.listdir(directory)

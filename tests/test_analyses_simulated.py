@@ -59,11 +59,17 @@ def simulated(name: str) -> tuple[Path, dict]:
     return store, groundtruth.load(store, name)
 
 
-@pytest.fixture(scope="session", params=["samples", "derived"])
+@pytest.fixture(
+    scope="session",
+    params=[("samples", False), ("derived", False), ("samples", True), ("derived", True)],
+    ids=["samples", "derived", "samples-materialized", "derived-materialized"],
+)
 def run(request):
-    """A simulated run, with and without rl.sample spans: (connection, run id, ground truth)."""
-    store, truth = simulated(request.param)
-    return connect(store), request.param, truth
+    """A simulated run, with and without rl.sample spans, read from Parquet directly and through the
+    dashboard's materialized reader: (connection, run id, ground truth)."""
+    name, materialize = request.param
+    store, truth = simulated(name)
+    return connect(store, materialize=materialize), name, truth
 
 
 # --- funnel ------------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 -- One row per rollout. reward is the rollout's own rl.reward.score, else the latest score of its rl.reward /
 -- rl.judge spans; rollout_status defaults to infra_error for a span that ended in error, else ok.
-CREATE OR REPLACE VIEW rollouts AS
+-- _rollouts_src is the definition; a materialized reader keeps it in a native table per run (reader.py),
+-- which is what `rollouts` reads there.
+CREATE OR REPLACE VIEW _rollouts_src AS
 WITH scores AS (
     SELECT run_id, rollout_id, arg_max(reward, end_ns) AS reward
     FROM raw_spans
@@ -12,8 +14,11 @@ SELECT
     coalesce(s.rollout_status, CASE WHEN s.status_code = 'error' THEN 'infra_error' ELSE 'ok' END)
         AS rollout_status,
     coalesce(s.reward, sc.reward) AS reward,
-    s.start_time, s.end_time, s.duration_s, s.start_ns, s.end_ns,
-    s.service_name, s.instance_id, s.trace_id, s.span_id, s.error_type, s.attributes
-FROM spans AS s
-LEFT JOIN scores AS sc USING (run_id, rollout_id)
+    make_timestamp_ns(s.start_ns) AS start_time, make_timestamp_ns(s.end_ns) AS end_time,
+    (s.end_ns - s.start_ns) / 1e9 AS duration_s, s.start_ns, s.end_ns,
+    s.service_name, s.instance_id, lower(hex(s.trace_id)) AS trace_id, s.span_id, s.error_type,
+    s.attributes::JSON AS attributes
+FROM raw_spans AS s
+LEFT JOIN scores AS sc ON sc.run_id = s.run_id AND sc.rollout_id = s.rollout_id AND s.reward IS NULL
 WHERE s.name = 'rl.rollout';
+CREATE OR REPLACE VIEW rollouts AS SELECT * FROM _rollouts_src;

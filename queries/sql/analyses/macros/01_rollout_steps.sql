@@ -4,7 +4,7 @@
 -- by the first train step whose data was ready (start + train_wait_s) at or after its group's last rollout
 -- ended: a group-based trainer takes a group once all of it is back, and waits until its batch is complete.
 -- The policy version a step starts from is its produced policy_version - 1, else its train_step.
-CREATE OR REPLACE MACRO rollout_steps(run) AS TABLE
+CREATE OR REPLACE MACRO _rollout_steps_src(run) AS TABLE
 WITH recorded AS (
     SELECT
         rollout_id,
@@ -54,4 +54,6 @@ from_timing AS (
 )
 SELECT * FROM from_samples
 UNION ALL
-SELECT * FROM from_timing
+SELECT * FROM from_timing;
+-- The public name; a materialized reader points it at a native table of _rollout_steps_src per run (reader.py).
+CREATE OR REPLACE MACRO rollout_steps(run) AS TABLE SELECT * FROM _rollout_steps_src(run);

@@ -2,7 +2,7 @@
 -- lost at and why. Recorded rl.sample decisions win; without one a stage is derived from the rollout's
 -- status, its reward, its group's rewards and its staleness. Groups are judged over the whole run, so a
 -- filter on step or environment never changes which rollouts have signal.
-CREATE OR REPLACE MACRO rollout_stages(run) AS TABLE
+CREATE OR REPLACE MACRO _rollout_stages_src(run) AS TABLE
 WITH bound AS (
     SELECT max(staleness_bound) AS bound FROM spans WHERE run_id = run
 ),
@@ -82,4 +82,6 @@ SELECT
         END
         WHEN NOT fresh THEN CASE WHEN staleness IS NULL THEN 'not consumed yet' ELSE 'stale' END
     END AS lost_reason
-FROM fresh
+FROM fresh;
+-- The public name; a materialized reader points it at a native table of _rollout_stages_src per run (reader.py).
+CREATE OR REPLACE MACRO rollout_stages(run) AS TABLE SELECT * FROM _rollout_stages_src(run);
