@@ -148,7 +148,8 @@ def test_every_page_renders_without_an_error(dashboard, browser):
         page.goto(f"{dashboard}/{path}?run={RUN}")
         settle(page, title)
         assert page.locator(ERRORS).count() == 0, f"{title}: {page.locator(ERRORS).first.inner_text()}"
-        if title not in ("SQL",):
+        if title not in ("SQL",):  # charts draw after the fragment's first run; give a loaded machine time
+            page.locator('[data-testid="stPlotlyChart"]').first.wait_for(timeout=30_000)
             assert page.locator('[data-testid="stPlotlyChart"]').count() > 0, title
         full_screenshot(page, ARTIFACTS / f"{path or 'overview'}.png")
     page.close()
