@@ -264,6 +264,39 @@ def test_busy_time_is_the_union_of_overlapping_and_chained_intervals(tiny):
     assert terms.at["train", "device_seconds"] == pytest.approx(4 * 16.0)
 
 
+def test_one_process_serving_two_roles_keeps_their_busy_times_apart(store):
+    # A colocated node: the same instance serves the policy (8 GPUs) and a judge (2 GPUs).
+    T0 = 1_700_000_000 * 10**9
+    node = {"service.instance.id": "node-1"}
+    policy = attach(
+        store=store,
+        run_id="colo",
+        role="rollout",
+        devices=8,
+        resource_attributes=node,
+        model_parameters=10**9,
+        set_global=False,
+    )
+    judge = attach(
+        store=store,
+        run_id="colo",
+        role="judge",
+        devices=2,
+        resource_attributes=node,
+        model_parameters=10**9,
+        set_global=False,
+    )
+    with policy.turn(0, start_time=T0, end_time=T0 + 10 * 10**9, input_tokens=1, output_tokens=1):
+        pass
+    with judge.judge(start_time=T0 + 5 * 10**9, end_time=T0 + 7 * 10**9, input_tokens=1, output_tokens=1):
+        pass
+    policy.shutdown()
+    judge.shutdown()
+    terms = analyses.compute_terms(connect(store), "colo").set_index("term")
+    assert terms.at["rollout", "device_seconds"] == pytest.approx(8 * 10.0)
+    assert terms.at["judge", "device_seconds"] == pytest.approx(2 * 2.0)
+
+
 def test_flops_follow_tokens_and_model_sizes(tiny):
     tiny.rollout(
         "r1",

@@ -79,7 +79,7 @@ swept AS (
             start_ns,
             coalesce(
                 max(end_ns) OVER (
-                    PARTITION BY key, instance_id ORDER BY start_ns
+                    PARTITION BY key, term, instance_id ORDER BY start_ns
                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
                 ),
                 start_ns
