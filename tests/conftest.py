@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -44,6 +45,13 @@ def rollscope(*args: str) -> tuple[int, str, str]:
     with redirect_stdout(out), redirect_stderr(err):
         code = main([str(a) for a in args])
     return code, out.getvalue(), err.getvalue()
+
+
+def sql_json(store, query: str) -> list[dict]:
+    """`rollscope sql --format json`, parsed: what a script reading the store would get."""
+    code, out, err = rollscope("sql", "--store", store, "--format", "json", query)
+    assert (code, err) == (0, ""), err
+    return json.loads(out)
 
 
 def python(code: str, *args: str, **kwargs) -> subprocess.Popen:

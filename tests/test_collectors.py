@@ -9,7 +9,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from collectors.exporter import StoreSpanExporter
-from tests.conftest import rollscope
+from tests.conftest import rollscope, sql_json
 
 
 def test_helpers_and_plain_spans_read_back_through_rollscope_sql(attached, store):
@@ -34,17 +34,12 @@ def test_helpers_and_plain_spans_read_back_through_rollscope_sql(attached, store
         pass
     assert rl.force_flush()
 
-    code, out, err = rollscope(
-        "sql",
-        "--store",
+    rows = sql_json(
         store,
-        "--format",
-        "json",
         "SELECT environment, count(*) AS turns, sum(new_input_tokens) AS new_prefill, sum(output_tokens) AS decode"
         " FROM turns GROUP BY environment",
     )
-    assert (code, err) == (0, "")
-    assert json.loads(out) == [{"environment": "swe", "turns": 2, "new_prefill": 450, "decode": 270}]
+    assert rows == [{"environment": "swe", "turns": 2, "new_prefill": 450, "decode": 270}]
     code, out, _ = rollscope(
         "sql",
         "--store",
@@ -69,15 +64,11 @@ def test_resource_describes_the_process(attached, store):
     with rl.judge(input_tokens=900, output_tokens=40, judge_status="ok", reward=1.0):
         pass
     rl.force_flush()
-    _, out, _ = rollscope(
-        "sql",
-        "--store",
+    rows = sql_json(
         store,
-        "--format",
-        "json",
         "SELECT role, devices, parameters, service_name, judge_status FROM judges",
     )
-    row = json.loads(out)[0]
+    row = rows[0]
     assert row == {
         "role": "judge",
         "devices": 2.0,
@@ -100,10 +91,7 @@ def test_wrong_typed_attributes_are_coerced_or_kept_never_fatal(attached, store)
     ):
         pass
     assert rl.force_flush()
-    _, out, _ = rollscope(
-        "sql", "--store", store, "--format", "json", "SELECT turn_index, input_tokens, attributes FROM turns"
-    )
-    row = json.loads(out)[0]
+    row = sql_json(store, "SELECT turn_index, input_tokens, attributes FROM turns")[0]
     assert row["turn_index"] == 2
     assert row["input_tokens"] is None
     assert json.loads(row["attributes"]) == {"gen_ai.usage.input_tokens": "lots", "custom.flag": True}
@@ -148,8 +136,7 @@ def test_an_exception_inside_a_rollout_marks_it_infra_error(attached, store):
     except TimeoutError:
         pass
     rl.force_flush()
-    _, out, _ = rollscope("sql", "--store", store, "--format", "json", "SELECT rollout_status FROM rollouts")
-    assert json.loads(out) == [{"rollout_status": "infra_error"}]
+    assert sql_json(store, "SELECT rollout_status FROM rollouts") == [{"rollout_status": "infra_error"}]
 
 
 def test_a_tight_loop_of_100k_spans_loses_nothing_silently(attached, store):
@@ -159,16 +146,12 @@ def test_a_tight_loop_of_100k_spans_loses_nothing_silently(attached, store):
         with tracer.start_as_current_span("rl.turn", attributes={"rl.turn.index": i}):
             pass
     rl.shutdown()
-    _, out, _ = rollscope(
-        "sql",
-        "--store",
+    rows = sql_json(
         store,
-        "--format",
-        "json",
         "SELECT (SELECT count(*) FROM turns) AS stored,"
         " (SELECT sum(spans_dropped) FROM collector_stats) AS dropped",
     )
-    figures = json.loads(out)[0]
+    figures = rows[0]
     assert figures["stored"] + figures["dropped"] == 100_000
     assert figures["stored"] > 0
 
@@ -184,15 +167,11 @@ def test_attach_joins_the_jobs_own_tracer_provider(store):
     ):
         pass
     provider.force_flush()
-    _, out, _ = rollscope(
-        "sql",
-        "--store",
+    rows = sql_json(
         store,
-        "--format",
-        "json",
         "SELECT train_step, train_tokens, service_name, role, devices FROM train_steps",
     )
-    assert json.loads(out) == [
+    assert rows == [
         {"train_step": 0, "train_tokens": 512, "service_name": "my-trainer", "role": "train", "devices": 4.0}
     ]
     rl.shutdown()
