@@ -96,6 +96,7 @@ class StoreSpanExporter(SpanExporter):
     def _init_process_state(self) -> None:
         """Per process: a forked child gets its own writer name, empty buffers and flush thread."""
         self._lock = threading.RLock()
+        self._publish_lock = threading.Lock()
         self._spans = SegmentWriter(self.store, "spans")
         self._stats_writer = SegmentWriter(self.store, "collector_stats")
         self._buffer: dict[str | None, list[pa.Table]] = {}
@@ -111,6 +112,7 @@ class StoreSpanExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._shutdown:
+            self.stats.add("spans_failed", len(spans))
             return SpanExportResult.FAILURE
         try:
             self.stats.add("spans_received", len(spans))
@@ -130,9 +132,10 @@ class StoreSpanExporter(SpanExporter):
     def shutdown(self) -> None:
         if self._shutdown:
             return
-        self._publish()
-        self._shutdown = True
+        self._shutdown = True  # the flush thread stops; the SDK has already handed over its last batch
         self._wake.set()
+        self._thread.join(timeout=30)
+        self._publish()
         self._write_stats(force=True)
 
     # --- buffering and publishing -------------------------------------------------------------------------
@@ -156,7 +159,15 @@ class StoreSpanExporter(SpanExporter):
         return True
 
     def _publish(self) -> bool:
-        """Publish everything buffered; on failure the spans are counted as failed, never raised."""
+        """Publish everything buffered; on failure the spans are counted as failed, never raised.
+
+        One publish at a time: a flush or shutdown that finds the buffer empty must still wait for the
+        flush thread's write in flight, or the process could exit before those spans reach the store.
+        """
+        with self._publish_lock:
+            return self._publish_buffer()
+
+    def _publish_buffer(self) -> bool:
         with self._lock:
             buffer, self._buffer = self._buffer, {}
             self._buffered, self._oldest = 0, None

@@ -194,3 +194,19 @@ def test_the_installed_console_script_reads_the_store(attached, store):
         check=True,
     )
     assert done.stdout.splitlines() == ["environment", "math"]
+
+
+def test_shutdown_waits_for_a_publish_already_in_flight(tmp_path):
+    from collectors import attach
+
+    # The background flush publishes every few milliseconds; a shutdown racing it must not report (or lose)
+    # the spans that publish was still writing.
+    for attempt in range(10):
+        store = tmp_path / f"s{attempt}"
+        rl = attach(store=store, run_id="race", segment_seconds=0.001, set_global=False)
+        for i in range(2_000):
+            with rl.tracer.start_as_current_span("rl.turn", attributes={"rl.turn.index": i}):
+                pass
+        rl.shutdown()
+        assert rl.stats["spans_exported"] == 2_000
+        assert sql_json(store, "SELECT count(*) AS n FROM turns") == [{"n": 2_000}]
