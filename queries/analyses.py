@@ -22,7 +22,7 @@ from queries.errors import QueryError, UnknownRunError
 
 _PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _COMMENT = re.compile(r"--[^\n]*")
-_MACROS = ("rollout_steps", "rollout_stages")
+_MACROS = ("rollout_steps", "rollout_stages", "consumed_samples")
 
 
 # --- running analysis SQL ---------------------------------------------------------------------------------
