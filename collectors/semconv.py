@@ -164,7 +164,11 @@ SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
     ),
     Attribute("gen_ai.operation.name", "operation_name", "str", "GenAI spans", "chat, text_completion, ..."),
     Attribute(
-        "gen_ai.response.id", "response_id", "str", "rl.turn, llm_request", "Inference server request id.",
+        "gen_ai.response.id",
+        "response_id",
+        "str",
+        "rl.turn, llm_request",
+        "Inference server request id.",
         ("gen_ai.request.id",),
     ),
     # speculative decoding

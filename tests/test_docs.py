@@ -52,3 +52,15 @@ def test_readme_gives_exactly_two_setup_commands_and_ci_runs_the_test_one():
     commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
     assert commands == ["make demo", "make test"]
     assert "\nmake test\n" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_names_every_table_macro_a_user_can_query():
+    from queries import sqlfiles
+
+    text = "".join(sqlfiles.load(n) for n in sqlfiles.folder("analyses/macros"))
+    public = {m for m in re.findall(r"CREATE OR REPLACE MACRO (\w+)\(", text) if not m.startswith("_")}
+    assert (
+        public
+        == set(re.findall(r"^\| `(\w+)\(", README, flags=re.M))
+        == {"rollout_steps", "rollout_stages", "consumed_samples"}
+    )
