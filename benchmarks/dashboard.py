@@ -6,11 +6,13 @@ Builds (or reuses, with ``--store``) a store of about ``--spans`` spans of one r
 1. initial load: a materialized Reader over the whole store (what a dashboard process pays once);
 2. per page: one render in Streamlit's AppTest, on the warm Reader with the result caches cleared (what a
    user waits for when new data has arrived and every figure is recomputed);
-3. live refresh: a writer publishes about ``--new-spans`` more spans, then ``Reader.refresh()`` reads them.
-   Its cost is printed against the initial load and against a refresh that found nothing new (the
-   baselines, measured in the same run), next to the share of the store that is new.
+3. live refresh: for each of ``--new-spans`` (default 1k, 10k, 100k), a writer publishes about that many more
+   spans, then ``Reader.refresh()`` reads them. Each cost is printed against the initial load and against a
+   refresh that found nothing new (the baselines, measured in the same run), and per 1,000 new spans: a
+   refresh proportional to new data keeps that last figure flat as the batch grows.
 
-Usage: python benchmarks/dashboard.py [--spans 10000000] [--new-spans 10000] [--store DIR] [--workers N]
+Usage: python benchmarks/dashboard.py [--spans 10000000] [--new-spans 1000 10000 100000] [--store DIR]
+       [--workers N] [--pages [PAGE ...]]   (``--pages`` alone: no page renders, only the refreshes)
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from queries import analyses  # noqa: E402
 from queries import store as layout  # noqa: E402
 from queries.store import segments  # noqa: E402
 from tests.test_dashboard_fixtures import RunWriter, write_run  # noqa: E402
@@ -117,16 +120,34 @@ def timed(function):
     return time.perf_counter() - started, result
 
 
+def live_refresh(store: Path, reader, writer, target: int, load_s: float) -> None:
+    """Publish about ``target`` new spans as a live job would, then time the refresh that reads them."""
+    before = span_rows(store)
+    while span_rows(store) - before < target:
+        writer.write_step(groups=max(1, min(GROUPS_PER_STEP, target // 150)))
+        writer.flush()
+    new = span_rows(store) - before
+    derivations = dict(reader.derivations)
+    refresh_s, added = timed(reader.refresh)
+    how = {k: v - derivations.get(k, 0) for k, v in reader.derivations.items() if v != derivations.get(k, 0)}
+    print(
+        f"live refresh after {new:>7,} new spans ({added} segments, {new / (before + new):.3%} of the store, "
+        f"derived {how}): {refresh_s:.3f} s = {refresh_s / load_s:.4f} × initial load, "
+        f"{refresh_s / new * 1000:.3f} s per 1,000 new spans",
+        flush=True,
+    )
+
+
 def main() -> int:
     logging.disable(logging.WARNING)  # AppTest and caches outside a server warn about it on every run
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=10_000_000)
-    parser.add_argument("--new-spans", type=int, default=10_000)
+    parser.add_argument("--new-spans", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--store", type=Path, help="reuse (or build into) this store")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--build-only", action="store_true", help="build the store and stop")
     parser.add_argument(
-        "--pages", nargs="+", choices=PAGES, default=PAGES, help="pages to render (default all)"
+        "--pages", nargs="*", choices=PAGES, default=PAGES, help="pages to render (default all)"
     )
     args = parser.parse_args()
     store = args.store or Path(tempfile.mkdtemp(prefix="rollscope-bench-")) / "store"
@@ -152,20 +173,14 @@ def main() -> int:
         )
 
     idle_s, _ = timed(live.reader.refresh)  # the baseline: a refresh that finds nothing new
+    print(f"live refresh with nothing new: {idle_s * 1000:.1f} ms")
     writer = RunWriter(store, RUN, seed=99, prefix="live-", trainer=False)
-    before = span_rows(store)
-    while span_rows(store) - before < args.new_spans:
-        writer.write_step(groups=GROUPS_PER_STEP)
-        writer.flush()
-    new = span_rows(store) - before
-    refresh_s, added = timed(live.reader.refresh)
+    writer.step = analyses.steps(live.reader.con, RUN)[1] + 1  # the job goes on where the run stands
+    for target in args.new_spans:
+        live_refresh(store, live.reader, writer, target, load_s)
     writer.shutdown()
-    print(
-        f"live refresh after {new:,} new spans ({added} new segments, {new / (before + new):.3%} of the store): "
-        f"{refresh_s:.3f} s = {refresh_s / load_s:.4f} × initial load; a refresh with nothing new: "
-        f"{idle_s * 1000:.1f} ms"
-    )
-    print(f"Overview re-render after that refresh: {render(store, 'overview')[0]:.2f} s")
+    if "overview" in args.pages:
+        print(f"Overview re-render after those refreshes: {render(store, 'overview')[0]:.2f} s")
     return 0
 
 

@@ -6,15 +6,21 @@ Two ways to hold the raw rows under the views, same views on top:
   loaded up front, so a one-off query starts at once; ``refresh()`` picks up segments published since.
 * ``materialize=True`` (the dashboard): rows are copied into a native DuckDB table, 2–4× faster to aggregate,
   and ``refresh()`` copies only the segments that are new and drops those a compaction replaced, in one
-  transaction, so a query sees every row exactly once. The joined views ``rollouts`` and ``turns`` are kept
-  in native tables too, rebuilt in that transaction for the runs whose segments changed: a refresh costs
-  the new segments plus one pass over the changed runs, and every analysis then reads plain tables.
+  transaction, so a query sees every row exactly once. The joined views ``rollouts`` and ``turns`` and the
+  funnel's per-rollout steps and stages are kept in native tables too, so every analysis reads plain tables.
+
+  Keeping those derived tables current is incremental: new spans name the rollouts they can change
+  (``sql/raw/derive_scope.sql``), and only those rollouts' rows are derived again, by the same view
+  definitions run in schema ``_delta`` over just their spans. A refresh therefore costs the new data, not
+  the run. A run is rebuilt whole only when a run-wide input changes (``sql/raw/derive_plan.sql``) or a
+  segment disappears other than by a compaction that kept its rows.
 """
 
 from __future__ import annotations
 
 import tempfile
 import threading
+from collections import Counter
 from functools import cache
 from pathlib import Path
 
@@ -58,6 +64,9 @@ class Reader:
         self._lock = threading.Lock()
         self._loaded: dict[str, dict[str, int]] = {name: {} for name in DATASETS}
         self._next_segment = 0
+        # How refreshes brought runs' derived tables up to date ("full", "delta", "regrouped"): for tests
+        # and benchmarks, which must tell an incremental refresh from a rebuild.
+        self.derivations: Counter[str] = Counter()
         for dataset in DATASETS:
             self._set_files(dataset, [])
         self.con.execute(sqlfiles.load("raw/native_tables" if materialize else "raw/point_view"))
@@ -65,7 +74,16 @@ class Reader:
         sqlfiles.run_folder(self.con, "analyses/macros")
         if materialize:
             self.con.execute(sqlfiles.load("raw/derived_tables"))
+            self._create_delta_schema()
         self.refresh()
+
+    def _create_delta_schema(self) -> None:
+        cur = self.con.cursor()
+        cur.execute(sqlfiles.load("raw/delta_schema"))
+        cur.execute("SET search_path = '_delta,main'")
+        sqlfiles.run_folder(cur, "views")
+        sqlfiles.run_folder(cur, "analyses/macros")
+        cur.execute(sqlfiles.load("raw/delta_views"))
 
     @property
     def read_paths(self) -> list[str]:
@@ -108,6 +126,7 @@ class Reader:
         cur = self.con.cursor()
         cur.execute("BEGIN TRANSACTION")
         try:
+            gone_rows = _rows_per_run(cur, {p: loaded[p] for p in gone}) if dataset == "spans" else {}
             if gone:
                 cur.execute(sqlfiles.load(f"raw/unload_{dataset}"), {"segments": [loaded[p] for p in gone]})
             if new:
@@ -116,12 +135,11 @@ class Reader:
                 )
                 cur.execute(sqlfiles.load(f"raw/load_{dataset}"), {"files": new})
             if dataset == "spans":
-                runs = sorted({store.run_of(p) for p in [*new, *gone]})
-                for statement in sqlfiles.statements("raw/derive"):
-                    cur.execute(statement, {"runs": runs})
-                for run in runs:
-                    for statement in sqlfiles.statements("raw/derive_run"):
-                        cur.execute(statement, {"run": run})
+                new_rows = _rows_per_run(cur, ids)
+                for run in sorted({store.run_of(p) for p in [*new, *gone]}):
+                    added = [i for p, i in ids.items() if store.run_of(p) == run]
+                    how = _derive(cur, run, added, regrouped=gone_rows.get(run) == new_rows.get(run, 0))
+                    self.derivations[how] += 1
             cur.execute("COMMIT")
         except BaseException:
             cur.execute("ROLLBACK")
@@ -151,6 +169,41 @@ class Reader:
 
     def segment_count(self, dataset: str = "spans") -> int:
         return len(self._loaded[dataset])
+
+
+def _rows_per_run(cur, segment_ids: dict[str, int]) -> dict[str, int]:
+    """Rows each run holds in the given loaded segments."""
+    runs: dict[str, list[int]] = {}
+    for path, segment in segment_ids.items():
+        runs.setdefault(store.run_of(path), []).append(segment)
+    query = sqlfiles.load("raw/segment_rows")
+    return {run: cur.execute(query, {"segments": ids}).fetchone()[0] for run, ids in runs.items()}
+
+
+def _derive(cur, run: str, added: list[int], *, regrouped: bool) -> str:
+    """Bring one run's derived tables up to date after its segments changed.
+
+    ``regrouped``: segments went away and the new ones hold exactly as many rows, which only a compaction
+    of the segments this reader had loaded produces; the rows are the same, so is everything derived.
+    """
+    if regrouped:
+        return "regrouped"
+    full, recorded = True, None
+    if added:
+        full, recorded = cur.execute(sqlfiles.load("raw/derive_plan"), {"run": run, "segments": added}).fetchone()
+    if full:
+        sqlfiles.run_statements(cur, "raw/derive_full", {"run": run})
+        return "full"
+    sqlfiles.run_statements(cur, "raw/derive_scope", {"run": run, "segments": added, "recorded": recorded})
+    cur.execute("SET search_path = '_delta,main'")
+    try:
+        sqlfiles.run_statements(cur, "raw/derive_delta", {"run": run, "segments": added})
+    finally:
+        cur.execute("SET search_path = 'main'")
+    steps = cur.execute(sqlfiles.load("raw/scope_steps")).fetchone()[0]
+    if steps:
+        sqlfiles.run_statements(cur, "raw/derive_steps", {"run": run, "steps": steps})
+    return "delta"
 
 
 def connect(store_dir: Path | str, *, materialize: bool = False) -> duckdb.DuckDBPyConnection:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 
@@ -20,6 +21,13 @@ def load(name: str) -> str:
 def statements(name: str) -> list[str]:
     """The statements of one file, for running them one by one with parameters."""
     return [part.strip() for part in load(name).split(";\n") if part.strip() and not _only_comments(part)]
+
+
+def run_statements(con, name: str, params: dict) -> None:
+    """Run a file's statements in order, each given the parameters it names (DuckDB refuses extra ones)."""
+    for statement in statements(name):
+        used = {k: v for k, v in params.items() if re.search(rf"\${k}\b", statement)}
+        con.execute(statement, used or None)
 
 
 def _only_comments(text: str) -> bool:

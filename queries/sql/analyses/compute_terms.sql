@@ -3,70 +3,43 @@
 -- is the length of the UNION of the process's work intervals (gaps and islands, below), so 64
 -- requests in flight on one server count once. env is CPU: device_seconds holds Σ execute_tool seconds and
 -- flops is NULL.
--- By step, a rollout's work counts at the step that consumed it and a train step at its own index. Train
--- steps belong to no environment: with an environment filter the train term is NULL.
-WITH consumed AS (
-    SELECT rollout_id, step
-    FROM rollout_steps($run_id)
-    WHERE $by = 'step' OR $step_lo IS NOT NULL OR $step_hi IS NOT NULL
+-- By step, a rollout's work counts at the step that consumed it and a train step at its own index
+-- (queries/sql/analyses/macros/04_compute_work.sql). Train steps belong to no environment: with an environment
+-- filter the train term is NULL.
+WITH unconsumed AS MATERIALIZED (
+    SELECT * FROM _compute_work($run_id) WHERE step IS NULL
 ),
-rollout_of AS (
-    SELECT rollout_id, environment FROM rollouts WHERE run_id = $run_id AND $environment IS NOT NULL
+sums AS (
+    SELECT term, step, environment, flops, span_seconds FROM _step_sums($run_id)
+    UNION ALL
+    SELECT term, step, environment, sum(flops), sum((end_ns - start_ns) / 1e9) FROM unconsumed GROUP BY ALL
 ),
-work AS (
-    SELECT
-        'rollout' AS term, t.role, t.instance_id, t.devices, t.start_ns, t.end_ns, c.step, t.environment,
-        2.0 * t.model_parameters * (coalesce(t.new_input_tokens, 0) + coalesce(t.output_tokens, 0)) AS flops
-    FROM turns AS t
-    LEFT JOIN consumed AS c USING (rollout_id)
-    WHERE t.run_id = $run_id
+-- Busy intervals: each process's own kind of work (a rollout process's turns, a trainer's steps, ...).
+intervals AS (
+    SELECT term, instance_id, devices, step, environment, start_ns, end_ns FROM _busy_intervals($run_id)
     UNION ALL
-    SELECT
-        'teacher', x.role, x.instance_id, x.devices, x.start_ns, x.end_ns, c.step, r.environment,
-        2.0 * x.parameters * coalesce(x.teacher_tokens, 0)
-    FROM teachers AS x
-    LEFT JOIN consumed AS c USING (rollout_id)
-    LEFT JOIN rollout_of AS r USING (rollout_id)
-    WHERE x.run_id = $run_id
-    UNION ALL
-    SELECT
-        'judge', j.role, j.instance_id, j.devices, j.start_ns, j.end_ns, c.step, r.environment,
-        2.0 * j.parameters * (coalesce(j.input_tokens, 0) + coalesce(j.output_tokens, 0))
-    FROM judges AS j
-    LEFT JOIN consumed AS c USING (rollout_id)
-    LEFT JOIN rollout_of AS r USING (rollout_id)
-    WHERE j.run_id = $run_id
-    UNION ALL
-    SELECT
-        'train', role, instance_id, devices,
-        start_ns + CAST(coalesce(train_wait_s, 0) * 1e9 AS BIGINT), end_ns, train_step, NULL,
-        6.0 * model_parameters * coalesce(train_tokens, 0)
-    FROM train_steps
-    WHERE run_id = $run_id AND $environment IS NULL
-    UNION ALL
-    SELECT 'env', 'env', x.instance_id, x.devices, x.start_ns, x.end_ns, c.step, r.environment, NULL
-    FROM tools AS x
-    LEFT JOIN consumed AS c USING (rollout_id)
-    LEFT JOIN rollout_of AS r USING (rollout_id)
-    WHERE x.run_id = $run_id
+    SELECT term, instance_id, devices, step, environment, start_ns, end_ns
+    FROM unconsumed
+    WHERE role = term AND term <> 'env' AND end_ns > start_ns
 ),
-kept AS (
+kept_sums AS (
     SELECT *, CASE WHEN $by = 'step' THEN step END AS key
-    FROM work
+    FROM sums
+    WHERE ($step_lo IS NULL OR step >= $step_lo)
+      AND ($step_hi IS NULL OR step <= $step_hi)
+      AND ($environment IS NULL OR environment = $environment)
+),
+kept_intervals AS (
+    SELECT *, CASE WHEN $by = 'step' THEN step END AS key
+    FROM intervals
     WHERE ($step_lo IS NULL OR step >= $step_lo)
       AND ($step_hi IS NULL OR step <= $step_hi)
       AND ($environment IS NULL OR environment = $environment)
 ),
 flops AS (
-    SELECT key, term, sum(flops) AS flops, sum((end_ns - start_ns) / 1e9) AS span_seconds
-    FROM kept
+    SELECT key, term, sum(flops) AS flops, sum(span_seconds) AS span_seconds
+    FROM kept_sums
     GROUP BY ALL
-),
--- Busy intervals: each process's own kind of work (a rollout process's turns, a trainer's steps, ...).
-intervals AS (
-    SELECT key, term, instance_id, devices, start_ns, end_ns
-    FROM kept
-    WHERE role = term AND term <> 'env' AND end_ns > start_ns
 ),
 -- The union of a process's intervals, as gaps and islands: in start order, a gap opens where an interval
 -- starts after the running max of the earlier intervals' ends (a window function); each interval adds only
@@ -79,13 +52,13 @@ swept AS (
             start_ns,
             coalesce(
                 max(end_ns) OVER (
-                    PARTITION BY key, term, instance_id ORDER BY start_ns
+                    PARTITION BY key, term, instance_id ORDER BY start_ns, end_ns
                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
                 ),
                 start_ns
             )
         ) AS new_from_ns
-    FROM intervals
+    FROM kept_intervals
 ),
 per_process AS (
     SELECT
@@ -107,7 +80,7 @@ terms AS (
     SELECT * FROM (VALUES ('rollout', 1), ('train', 2), ('teacher', 3), ('judge', 4), ('env', 5)) AS v(term, ord)
 ),
 keys AS (
-    SELECT DISTINCT key FROM kept
+    SELECT DISTINCT key FROM kept_sums
     UNION
     SELECT NULL WHERE $by IS NULL
 )

@@ -1,8 +1,10 @@
 -- Optimiser steps; policy_version is the version the step produced.
-CREATE OR REPLACE VIEW train_steps AS
+-- _train_steps_src is the definition; a materialized reader keeps it in a native table (reader.py).
+CREATE OR REPLACE VIEW _train_steps_src AS
 SELECT
     run_id, train_step, policy_version, train_samples, train_tokens, train_wait_s, train_loss,
     start_time, end_time, duration_s, start_ns, end_ns, status_code,
     service_name, instance_id, role, devices, model_name, model_parameters, trace_id, span_id, attributes
 FROM spans
 WHERE name = 'rl.train_step';
+CREATE OR REPLACE VIEW train_steps AS SELECT * FROM _train_steps_src;

@@ -1,0 +1,90 @@
+-- The work the compute terms count (docs/metrics.md, "Compute terms"; compute_terms.sql sums it).
+-- _work_rows_src(run): one row per span of work: generation (the rollout term, 2·P·(new prefill + decode
+-- tokens)), teacher scoring, judging, tool / sandbox calls (term env: CPU work, no FLOPs) and train steps
+-- (timed from when their data was ready), with the rollout, train step and trace each belongs to.
+CREATE OR REPLACE MACRO _work_rows_src(run) AS TABLE
+SELECT
+    'rollout' AS term, role, instance_id, devices, start_ns, end_ns, rollout_id, NULL::BIGINT AS train_step,
+    2.0 * model_parameters * (coalesce(new_input_tokens, 0) + coalesce(output_tokens, 0)) AS flops, trace_id
+FROM turns
+WHERE run_id = run
+UNION ALL
+SELECT
+    'teacher', role, instance_id, devices, start_ns, end_ns, rollout_id, NULL,
+    2.0 * parameters * coalesce(teacher_tokens, 0), trace_id
+FROM teachers
+WHERE run_id = run
+UNION ALL
+SELECT
+    'judge', role, instance_id, devices, start_ns, end_ns, rollout_id, NULL,
+    2.0 * parameters * (coalesce(input_tokens, 0) + coalesce(output_tokens, 0)), trace_id
+FROM judges
+WHERE run_id = run
+UNION ALL
+SELECT
+    'train', role, instance_id, devices, start_ns + CAST(coalesce(train_wait_s, 0) * 1e9 AS BIGINT), end_ns,
+    NULL, train_step, 6.0 * model_parameters * coalesce(train_tokens, 0), trace_id
+FROM train_steps
+WHERE run_id = run
+UNION ALL
+SELECT 'env', 'env', instance_id, devices, start_ns, end_ns, rollout_id, NULL, NULL, trace_id
+FROM tools
+WHERE run_id = run;
+-- The step a piece of work counts at: a rollout's work at the step that consumed the rollout (NULL: none yet),
+-- a train step's at its own index.
+CREATE OR REPLACE MACRO _work_step(term, train_step, consumed_step) AS
+    CASE WHEN term = 'train' THEN train_step ELSE consumed_step END;
+-- _compute_work_src(run): every piece of work with its step and its rollout's environment.
+CREATE OR REPLACE MACRO _compute_work_src(run) AS TABLE
+SELECT w.*, _work_step(w.term, w.train_step, c.step) AS step, c.environment
+FROM _work_rows_src(run) AS w
+LEFT JOIN rollout_steps(run) AS c USING (rollout_id);
+-- The name compute_terms.sql reads; a materialized reader keeps it in a native table (reader.py).
+CREATE OR REPLACE MACRO _compute_work(run) AS TABLE SELECT * FROM _compute_work_src(run);
+-- _step_sums_src(run, steps): FLOPs and span seconds of the consumed work per term, step and environment
+-- (steps: a list of steps, NULL for all).
+CREATE OR REPLACE MACRO _step_sums_src(run, steps) AS TABLE
+SELECT term, step, environment, sum(flops) AS flops, sum((end_ns - start_ns) / 1e9) AS span_seconds
+FROM _compute_work(run)
+WHERE step IS NOT NULL AND (steps IS NULL OR list_contains(steps, step))
+GROUP BY ALL;
+-- _step_islands_src(run, steps): when each process was busy with its own kind of work (a rollout server's
+-- turns, a trainer's steps, ...) per step and environment, as the union of its work intervals: overlapping
+-- intervals merged into one island. In start order an interval opens a new island when it starts after every
+-- earlier one ended, so 64 requests in flight on one server make one island.
+CREATE OR REPLACE MACRO _step_islands_src(run, steps) AS TABLE
+WITH intervals AS (
+    SELECT term, instance_id, devices, step, environment, start_ns, end_ns
+    FROM _compute_work(run)
+    WHERE step IS NOT NULL AND (steps IS NULL OR list_contains(steps, step))
+      AND role = term AND term <> 'env' AND end_ns > start_ns
+),
+reach AS (
+    SELECT
+        *,
+        max(end_ns) OVER (
+            PARTITION BY term, instance_id, step, environment ORDER BY start_ns, end_ns
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        ) AS earlier_end_ns
+    FROM intervals
+),
+numbered AS (
+    SELECT
+        *,
+        count(*) FILTER (WHERE earlier_end_ns IS NULL OR start_ns > earlier_end_ns) OVER (
+            PARTITION BY term, instance_id, step, environment ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING
+        ) AS island
+    FROM reach
+)
+SELECT
+    term, instance_id, step, environment, max(devices) AS devices, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+FROM numbered
+GROUP BY term, instance_id, step, environment, island;
+-- What compute_terms.sql reads for consumed work. Here: sums computed on the fly, and the busy intervals as
+-- they are (compute_terms.sql merges them). A materialized reader keeps both per step in native tables, the
+-- intervals already merged into islands (reader.py), so a query sweeps thousands of rows, not millions.
+CREATE OR REPLACE MACRO _step_sums(run) AS TABLE SELECT * FROM _step_sums_src(run, NULL);
+CREATE OR REPLACE MACRO _busy_intervals(run) AS TABLE
+SELECT term, instance_id, step, environment, devices, start_ns, end_ns
+FROM _compute_work(run)
+WHERE step IS NOT NULL AND role = term AND term <> 'env' AND end_ns > start_ns;

@@ -1,0 +1,51 @@
+"""Simulated runs shared by test modules, each simulated once per test session, the first time one asks."""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from functools import cache
+from pathlib import Path
+
+from simulator import config, groundtruth, simulate
+
+# A small run with every feature: three environments, a teacher, a drafter refresh, the drafter-log-prob
+# misconfiguration for policy versions 8-9 and a staleness excursion.
+SMALL = {
+    "seed": 5,
+    "steps": 12,
+    "groups_per_step": 6,
+    "group_size": 4,
+    "rollout": {"count": 2},
+    "sandbox": {"count": 2},
+    "teacher": {"count": 1},
+    "drafter_refreshes": [0.5],
+    "logprob_drafter": [0.7, 0.8],
+    "staleness_excursion": [0.3, 0.5],
+}
+RUNS = {
+    "samples": ("default", SMALL),
+    "derived": ("default", {**SMALL, "emit_samples": False}),
+    "clean": ("default", {**SMALL, "logprob_drafter": None, "staleness_excursion": None}),
+    "sample-preset": ("sample", {"steps": 20, "groups_per_step": 4, "group_size": 4}),
+    "worked-example": ("worked-example", {}),
+    "worked-example-080": ("worked-example-080", {}),
+}
+STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
+
+
+@cache
+def _root() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="rollscope-simulated-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
+@cache
+def simulated(name: str) -> tuple[Path, dict]:
+    """(store, ground truth) of one of RUNS, simulated the first time a test asks for it."""
+    preset, knobs = RUNS[name]
+    store = _root() / name
+    simulate(store, name, config.resolve(preset, [knobs]), preset=preset, workers=2)
+    return store, groundtruth.load(store, name)

@@ -1,0 +1,165 @@
+"""The dashboard's reader keeps rollouts, turns and the funnel's stages current without re-deriving a run.
+
+A live run's spans arrive in any order: a turn before its rollout, a reward or an rl.sample long after it,
+a vLLM request before the rollout whose trace it joins, a compaction in between. Whatever the order, a reader
+that refreshed after every segment must hold exactly what a reader opened once at the end derives.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from queries import Reader
+from queries.analyses import compute_terms
+from queries.store import SegmentWriter, compact, segments
+from tests.simulated_runs import simulated
+
+DERIVED = {
+    "rollouts": "SELECT * FROM rollouts WHERE run_id = $run",
+    "turns": "SELECT * FROM turns WHERE run_id = $run",
+    "train_steps": "SELECT * FROM train_steps WHERE run_id = $run",
+    "rollout_steps": "SELECT * FROM rollout_steps($run)",
+    "rollout_stages": "SELECT * FROM rollout_stages($run)",
+    "compute work": "SELECT * FROM _compute_work($run)",
+    "busy islands": "SELECT * FROM _busy_intervals($run)",
+    # Sums in another order differ in the last bits.
+    "step sums": "SELECT term, step, environment, round(flops, -3), round(span_seconds, 6) FROM _step_sums($run)",
+}
+
+
+def derived(reader: Reader, run: str) -> dict[str, list[tuple]]:
+    return {
+        name: reader.con.execute(f"SELECT * FROM ({query}) ORDER BY ALL", {"run": run}).fetchall()
+        for name, query in DERIVED.items()
+    }
+
+
+def stored_spans(store, run: str) -> pa.Table:
+    return pa.concat_tables([pq.read_table(p) for p in segments(store, "spans", run)], promote_options="default")
+
+
+def replay_shuffled(spans: pa.Table, run: str, target, *, pieces: int, seed: int, compact_at: int):
+    """Publish the spans into ``target`` in random order and random-sized segments, refreshing a live reader
+    after each; the trainer's steps arrive together halfway, after most of the rollouts they consumed, and a
+    compaction runs before piece ``compact_at``. Every few refreshes the live reader must hold what a fresh
+    one derives at that moment."""
+    rng = random.Random(seed)
+    is_step = pc.equal(spans["name"], "rl.train_step")
+    rest = spans.filter(pc.invert(is_step))
+    order = list(range(rest.num_rows))
+    rng.shuffle(order)
+    cuts = sorted(rng.sample(range(1, rest.num_rows), pieces - 1))
+    batches = [rest.take(order[lo:hi]) for lo, hi in zip([0, *cuts], [*cuts, rest.num_rows], strict=True)]
+    batches.insert(pieces // 2, spans.filter(is_step))
+    writer = SegmentWriter(target)
+    live = Reader(target, materialize=True)
+    for i, batch in enumerate(batches):
+        if i == compact_at:
+            compact(target, grace_seconds=0)
+            live.refresh()
+        writer.publish(run, batch)
+        live.refresh()
+        if i % 5 == 0 or i in (pieces // 2, len(batches) - 1):
+            assert derived(live, run) == derived(Reader(target, materialize=True), run), f"after piece {i}"
+    return live
+
+
+@pytest.mark.parametrize("name", ["samples", "derived"])
+def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive_in(name, tmp_path):
+    source, _ = simulated(name)
+    live = replay_shuffled(stored_spans(source, name), name, tmp_path, pieces=40, seed=3, compact_at=25)
+
+    assert live.derivations["delta"] >= 30  # refreshes re-derived only what their spans touched
+    assert live.derivations["regrouped"] == 1  # the compaction changed no derived row
+    assert derived(live, name) == derived(Reader(source, materialize=True), name)
+
+
+@pytest.mark.parametrize("rollouts_last", [True, False], ids=["requests-first", "rollouts-first"])
+def test_a_vllm_request_joins_its_rollout_whichever_arrives_first(rollouts_last, attached, store, tmp_path):
+    rl = attached()
+    for i in range(3):
+        with rl.rollout(f"r-{i}", environment="swe", group_id="g"):
+            with rl.turn(0, input_tokens=10, output_tokens=5):
+                pass
+            with rl.tracer.start_as_current_span("llm_request", attributes={"gen_ai.usage.input_tokens": 7}):
+                pass
+    rl.force_flush()
+    spans = stored_spans(store, "exp-7")
+    # Every span in its own segment, the rollout spans last or first.
+    order = sorted(range(spans.num_rows), key=lambda i: (spans["name"][i].as_py() == "rl.rollout") == rollouts_last)
+    writer, live = SegmentWriter(tmp_path), Reader(tmp_path, materialize=True)
+    for i in order:
+        writer.publish("exp-7", spans.take([i]))
+        live.refresh()
+
+    requests = live.con.execute(
+        "SELECT rollout_id, environment FROM turns WHERE name = 'llm_request' ORDER BY rollout_id"
+    ).fetchall()
+    assert requests == [("r-0", "swe"), ("r-1", "swe"), ("r-2", "swe")]
+    assert derived(live, "exp-7") == derived(Reader(tmp_path, materialize=True), "exp-7")
+
+
+S = 1_000_000_000  # ns per second
+
+
+def test_a_group_that_moves_to_a_later_step_leaves_the_earlier_steps_compute(attached, store):
+    """No rl.sample spans: a group counts at the first train step after its last rollout ended, so a late
+    group member moves the whole group, and its work, to a later step."""
+    rollouts = attached(role="rollout", devices=4, model_parameters=1e9)
+    trainer = attached(role="train", devices=8, model_parameters=1e9)
+    live = Reader(store, materialize=True)
+    with (
+        rollouts.rollout("a", group_id="g", start_time=0, end_time=10 * S),
+        rollouts.turn(0, input_tokens=100, output_tokens=50, start_time=1 * S, end_time=9 * S),
+    ):
+        pass
+    for step, start in ((0, 12), (1, 30)):
+        with trainer.train_step(step, train_tokens=10, start_time=start * S, end_time=(start + 5) * S):
+            pass
+    rollouts.force_flush(), trainer.force_flush()
+    live.refresh()
+    assert _by_step(live)[0, "rollout"] == 8.0 * 4  # a's turn, consumed by step 0
+
+    with (
+        rollouts.rollout("b", group_id="g", start_time=5 * S, end_time=20 * S),
+        rollouts.turn(0, input_tokens=100, output_tokens=50, start_time=6 * S, end_time=19 * S),
+    ):
+        pass
+    rollouts.force_flush()
+    live.refresh()
+
+    assert live.derivations["delta"] == 1
+    by_step = _by_step(live)
+    assert (by_step[0, "rollout"], by_step[1, "rollout"]) == (0.0, (19 - 1) * 4.0)  # the group moved to step 1
+    assert by_step == _by_step(Reader(store, materialize=True))
+
+
+def test_a_train_step_that_consumed_nothing_yet_still_counts_at_its_step(attached, store):
+    rollouts = attached(role="rollout", devices=4, model_parameters=1e9)
+    trainer = attached(role="train", devices=8, model_parameters=1e9)
+    live = Reader(store, materialize=True)
+    with rollouts.rollout("a", group_id="g", start_time=0, end_time=10 * S):
+        pass
+    with trainer.sample("a", 0, "used"), trainer.train_step(0, train_tokens=10, start_time=12 * S, end_time=17 * S):
+        pass
+    rollouts.force_flush(), trainer.force_flush()
+    live.refresh()
+    with trainer.train_step(1, train_tokens=10, start_time=20 * S, end_time=22 * S):
+        pass
+    trainer.force_flush()
+    live.refresh()
+
+    assert live.derivations["delta"] == 1
+    assert _by_step(live)[1, "train"] == 2.0 * 8
+    assert _by_step(live) == _by_step(Reader(store, materialize=True))
+
+
+def _by_step(reader: Reader) -> dict[tuple, float]:
+    """Device-seconds per (step, term) as the Compute page shows them."""
+    frame = compute_terms(reader.con, "exp-7", by="step")
+    return {(r.step, r.term): r.device_seconds for r in frame.itertuples()}
