@@ -6,20 +6,21 @@
 -- By step, a rollout's work counts at the step that consumed it and a train step at its own index
 -- (queries/sql/analyses/macros/04_compute_work.sql). Train steps belong to no environment: with an environment
 -- filter the train term is NULL.
-WITH unconsumed AS MATERIALIZED (
-    SELECT * FROM _compute_work($run_id) WHERE step IS NULL
+-- Per-step sums and busy intervals kept ahead of time, plus the pending work they do not hold (macros/04).
+WITH pending AS MATERIALIZED (
+    SELECT * FROM _pending_work($run_id)
 ),
 sums AS (
     SELECT term, step, environment, flops, span_seconds FROM _step_sums($run_id)
     UNION ALL
-    SELECT term, step, environment, sum(flops), sum((end_ns - start_ns) / 1e9) FROM unconsumed GROUP BY ALL
+    SELECT term, step, environment, sum(flops), sum((end_ns - start_ns) / 1e9) FROM pending GROUP BY ALL
 ),
 -- Busy intervals: each process's own kind of work (a rollout process's turns, a trainer's steps, ...).
 intervals AS (
     SELECT term, instance_id, devices, step, environment, start_ns, end_ns FROM _busy_intervals($run_id)
     UNION ALL
     SELECT term, instance_id, devices, step, environment, start_ns, end_ns
-    FROM unconsumed
+    FROM pending
     WHERE role = term AND term <> 'env' AND end_ns > start_ns
 ),
 kept_sums AS (

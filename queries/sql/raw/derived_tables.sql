@@ -25,3 +25,5 @@ CREATE OR REPLACE MACRO _step_sums(run) AS TABLE
 CREATE TABLE _step_islands_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _step_islands_src('', NULL) LIMIT 0;
 CREATE OR REPLACE MACRO _busy_intervals(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _step_islands_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _pending_work(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _work_mat WHERE run_id = run AND step IS NULL;

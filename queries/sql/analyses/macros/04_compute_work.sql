@@ -80,11 +80,16 @@ SELECT
     term, instance_id, step, environment, max(devices) AS devices, min(start_ns) AS start_ns, max(end_ns) AS end_ns
 FROM numbered
 GROUP BY term, instance_id, step, environment, island;
--- What compute_terms.sql reads for consumed work. Here: sums computed on the fly, and the busy intervals as
--- they are (compute_terms.sql merges them). A materialized reader keeps both per step in native tables, the
--- intervals already merged into islands (reader.py), so a query sweeps thousands of rows, not millions.
-CREATE OR REPLACE MACRO _step_sums(run) AS TABLE SELECT * FROM _step_sums_src(run, NULL);
+-- What compute_terms.sql reads: FLOP sums and busy intervals per step kept ahead of time, and the work not kept
+-- in them, which it sums and sweeps itself. Here nothing is kept ahead, so every piece of work is pending and
+-- computed once per query. A materialized reader keeps the consumed work's sums and busy islands per step in
+-- native tables (reader.py), leaving only unconsumed work pending: a query sweeps thousands of rows, not millions.
+CREATE OR REPLACE MACRO _step_sums(run) AS TABLE
+SELECT NULL::VARCHAR AS term, NULL::BIGINT AS step, NULL::VARCHAR AS environment, NULL::DOUBLE AS flops,
+       NULL::DOUBLE AS span_seconds
+WHERE false;
 CREATE OR REPLACE MACRO _busy_intervals(run) AS TABLE
-SELECT term, instance_id, step, environment, devices, start_ns, end_ns
-FROM _compute_work(run)
-WHERE step IS NOT NULL AND role = term AND term <> 'env' AND end_ns > start_ns;
+SELECT NULL::VARCHAR AS term, NULL::VARCHAR AS instance_id, NULL::BIGINT AS step, NULL::VARCHAR AS environment,
+       NULL::BIGINT AS devices, NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns
+WHERE false;
+CREATE OR REPLACE MACRO _pending_work(run) AS TABLE SELECT * FROM _compute_work(run);
