@@ -3,7 +3,10 @@
 Pages hold no SQL: they ask this module for frames and dicts computed by ``queries`` and draw them. One
 materialized ``queries.Reader`` per store serves every browser session (``st.cache_resource``); a live refresh
 copies only the segments published since the last one, and results are cached per run and per set of that
-run's segments (``st.cache_data``), so a refresh that found nothing new costs one directory listing.
+run's segments (``st.cache_data``), so a refresh that found nothing new costs one directory listing. Below that
+cache, the analyses of one run and set of segments are computed once for every page and call that reads them
+(``queries.analyses.Shared``): the Overview's checks and trends reuse what its report computed, the Compare
+page the compute terms and funnel of both reports.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import inspect
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +33,7 @@ from queries.schema import DATASETS
 from queries.trace import SEARCH_LIMIT
 
 SAMPLE_STORE = Path(__file__).resolve().parent.parent / "sample_data"
+SHARED_MODULES = ("analyses", "report", "checks")  # their functions take an analyses.Shared
 LIVE_CHOICES_S = (2, 5, 10, 30)
 MIN_REFRESH_S = 1.0  # sessions refreshing the same store more often than this share one refresh
 FILTERS = "_rollscope_filters"
@@ -71,6 +76,8 @@ class LiveStore:
         self.busy_s = 0.0  # seconds spent computing figures since the last change
         self._lock = threading.Lock()
         self._signatures = self._sign()
+        self._shared: dict[str, tuple[tuple, analyses.Shared]] = {}
+        self._shared_lock = threading.Lock()  # not the refresh's: a refresh must not hold up the figures
 
     def refresh(self) -> None:
         """Read the segments published since the last refresh (rate-limited as above)."""
@@ -96,6 +103,16 @@ class LiveStore:
 
     def signature(self, run_id: str) -> int | None:
         return self._signatures.get(run_id)
+
+    def shared(self, run_id: str, generation: str) -> analyses.Shared:
+        """The analyses computed so far on ``run_id``'s current segments, kept until they change or the
+        result cache is cleared (a new ``generation``)."""
+        with self._shared_lock:
+            key = (self._signatures.get(run_id), generation)
+            kept = self._shared.get(run_id)
+            if kept is None or kept[0] != key:
+                kept = self._shared[run_id] = (key, analyses.Shared(self.reader.cursor))
+            return kept[1]
 
     def computed(self, seconds: float) -> None:
         with self._lock:
@@ -249,11 +266,18 @@ def show_error(error: RollscopeError) -> None:
 # --- calling queries --------------------------------------------------------------------------------------
 
 
+@st.cache_data(show_spinner=False)
+def _generation(store: str) -> str:
+    """A new token each time the result cache is cleared, so that the analyses kept under it go too."""
+    return uuid.uuid4().hex
+
+
 @st.cache_data(show_spinner=False, max_entries=2048)
 def _cached(store: str, signature: int | None, module: str, name: str, args: tuple, options: tuple):
     function = getattr(importlib.import_module(f"queries.{module}"), name)
     live, started = live_store(store), time.perf_counter()
-    result = function(live.cursor(), *args, **dict(options))
+    con = live.shared(args[0], _generation(store)) if module in SHARED_MODULES else live.cursor()
+    result = function(con, *args, **dict(options))
     live.computed(time.perf_counter() - started)
     return result
 

@@ -7,12 +7,17 @@ macros in ``queries/sql/analyses/macros``, created on a connection the first tim
 
 Filters: ``steps=(lo, hi)`` keeps rollouts consumed by train steps lo..hi (inclusive; rollouts not consumed
 yet drop out), and train steps, samples in that range; ``environment=`` keeps one environment's rollouts.
+
+Every function also accepts a ``Shared`` in place of the connection: results are then kept, and an analysis
+asked for again with the same parameters is not run again (a report, the checks and the trends share them).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import threading
+from collections.abc import Callable
 
 import duckdb
 import pandas as pd
@@ -46,6 +51,12 @@ def query(con, name: str, run_id: str, **params) -> pd.DataFrame:
     values = {"run_id": run_id, **params}
     names = _PARAMETER.findall(_COMMENT.sub("", sql))
     bound = {key: values.get(key) for key in dict.fromkeys(names)}
+    if isinstance(con, Shared):
+        return con.result((name, *bound.items()), lambda cursor: _run(cursor, name, sql, bound))
+    return _run(con, name, sql, bound)
+
+
+def _run(con, name: str, sql: str, bound: dict) -> pd.DataFrame:
     try:
         return _execute(con, sql, bound)
     except duckdb.Error as e:
@@ -69,6 +80,48 @@ def require_run(con, run_id: str) -> str:
     if not query(con, "run_exists", run_id).iat[0, 0]:
         raise UnknownRunError("Unknown run", f"no run {run_id!r} in this store (`rollscope runs` lists them)")
     return run_id
+
+
+class Shared:
+    """A connection that keeps what the analyses computed on it, so that each runs once per parameters.
+
+    A report, the checks and the overview's trends read several of the same analyses (the funnel by step,
+    the log-prob lint, the staleness by step, the compute terms); handed one Shared they compute each once.
+    Keep one only while the data it reads stays the same: the dashboard keeps one per run and set of
+    segments. ``cursor`` gives the connection each analysis runs on; a second thread asking for an analysis
+    being computed waits for it rather than computing it too.
+    """
+
+    MAX_RESULTS = 1024  # the oldest are forgotten beyond this (a slider dragged across many step ranges)
+
+    def __init__(self, cursor: Callable[[], duckdb.DuckDBPyConnection]):
+        self._cursor = cursor
+        self._lock = threading.Lock()
+        self._slots: dict[tuple, _Slot] = {}
+
+    def result(
+        self, key: tuple, compute: Callable[[duckdb.DuckDBPyConnection], pd.DataFrame]
+    ) -> pd.DataFrame:
+        """``compute``'s frame for ``key``, computed at most once; each caller gets its own copy."""
+        with self._lock:
+            slot = self._slots.setdefault(key, _Slot())
+            while len(self._slots) > self.MAX_RESULTS:
+                del self._slots[next(iter(self._slots))]
+        with slot.lock:
+            if slot.frame is None:
+                slot.frame = compute(self._cursor())
+            return slot.frame.copy()
+
+
+class _Slot:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.frame: pd.DataFrame | None = None
+
+
+def shared(con) -> Shared:
+    """``con`` itself when it is already a Shared, else a Shared running every analysis on ``con``."""
+    return con if isinstance(con, Shared) else Shared(lambda: con)
 
 
 def _filters(steps: tuple[int, int] | None, environment: str | None) -> dict:
@@ -313,6 +366,11 @@ def staleness_summary(con, run_id: str, steps=None, environment=None) -> dict:
 def throughput(con, run_id: str, steps=None, environment=None) -> dict:
     """Trainer idle fraction, decoded tokens per second, rollout-length tail, tool wait share, lost spans."""
     return record(query(con, "throughput", require_run(con, run_id), **_filters(steps, environment)))
+
+
+def lost_spans(con, run_id: str) -> dict:
+    """Spans the run's exporters dropped or failed to write (what throughput reports, without its scans)."""
+    return record(query(con, "lost_spans", require_run(con, run_id)))
 
 
 def trainer_steps(con, run_id: str, steps=None) -> pd.DataFrame:

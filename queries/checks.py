@@ -39,6 +39,7 @@ def run_checks(con, run_id: str, thresholds: dict | None = None) -> list[CheckRe
     if unknown:
         raise ValueError(f"unknown threshold {', '.join(sorted(unknown))}; known: {', '.join(THRESHOLDS)}")
     limits = {**THRESHOLDS, **(thresholds or {})}
+    con = analyses.shared(con)  # rules reading one analysis (or a shared report's) run it once
     analyses.require_run(con, run_id)
     return [rule(con, run_id, limits) for rule in RULES]
 
@@ -105,7 +106,7 @@ def nonzero_signal(con, run_id: str, limits: dict) -> CheckResult:
 
 
 def dropped_spans(con, run_id: str, limits: dict) -> CheckResult:
-    row = analyses.throughput(con, run_id)
+    row = analyses.lost_spans(con, run_id)
     dropped, failed, limit = (
         row.get("dropped_spans") or 0,
         row.get("failed_spans") or 0,

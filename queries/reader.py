@@ -57,9 +57,11 @@ def _schema_file(dataset: str) -> str:
 class Reader:
     """A store opened for reading. Thread-safe: each query runs on its own cursor."""
 
-    def __init__(self, store_dir: Path | str, *, materialize: bool = False):
+    def __init__(self, store_dir: Path | str, *, materialize: bool = False, run_id: str | None = None):
+        """``run_id``: read only that run's segments, for a command about one run in a store of many."""
         self.store = Path(store_dir)
         self.materialize = materialize
+        self.run_id = run_id
         self.con = duckdb.connect(":memory:")
         self._lock = threading.Lock()
         self._loaded: dict[str, dict[str, int]] = {name: {} for name in DATASETS}
@@ -100,7 +102,7 @@ class Reader:
 
     def _refresh_dataset(self, dataset: str) -> int:
         for attempt in range(_RETRIES):
-            current = [str(p) for p in store.segments(self.store, dataset)]
+            current = [str(p) for p in store.segments(self.store, dataset, self.run_id)]
             try:
                 return self._load_new(dataset, current) if self.materialize else self._point(dataset, current)
             except duckdb.IOException:
@@ -206,9 +208,11 @@ def _derive(cur, run: str, added: list[int], *, regrouped: bool) -> str:
     return "delta"
 
 
-def connect(store_dir: Path | str, *, materialize: bool = False) -> duckdb.DuckDBPyConnection:
+def connect(
+    store_dir: Path | str, *, materialize: bool = False, run_id: str | None = None
+) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every documented view over ``store_dir`` (empty store: empty views)."""
-    return Reader(store_dir, materialize=materialize).con
+    return Reader(store_dir, materialize=materialize, run_id=run_id).con
 
 
 def _first_line(error: Exception) -> str:

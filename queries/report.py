@@ -1,7 +1,8 @@
 """The headline figures of a run as one nested dict: what `rollscope report --json` prints.
 
 Keys are stable and documented in docs/report.md; a figure that cannot be computed (no turns with
-speculative decoding, no trainer spans yet) is ``None``, never missing.
+speculative decoding, no trainer spans yet) is ``None``, never missing. Every analysis runs once per report
+(``analyses.Shared``); hand it a Shared to share them with the checks and other pages too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ TERMS = ("rollout", "train", "teacher", "judge")
 
 def report(con, run_id: str, steps=None, environment=None) -> dict:
     """Funnel, compute, prefill:decode, speculative decoding, staleness, trainer and throughput figures."""
+    con = analyses.shared(con)
     analyses.require_run(con, run_id)
     filters = {"steps": steps, "environment": environment}
     return {

@@ -368,6 +368,39 @@ def test_token_work_and_wasted_compute(tiny):
     assert work["wasted_compute_share"] == pytest.approx(1 / 3)
 
 
+def test_without_sample_tokens_a_usable_rollout_trains_on_its_final_context(tiny):
+    two_turns = [
+        {"start": 0, "end": 5, "input_tokens": 1000, "cached_input_tokens": 0, "output_tokens": 100},
+        {"start": 5, "end": 10, "input_tokens": 1600, "cached_input_tokens": 600, "output_tokens": 100},
+    ]
+    tiny.rollout("r1", "g", 1.0, turns=two_turns)
+    tiny.rollout("r2", "g", 0.0, turns=two_turns)
+    tiny.rollout("r3", "g", None, status="infra_error", turns=two_turns)
+    with tiny.teacher_pool.teacher(
+        teacher_tokens=1700, attributes={"rl.rollout.id": "r1"}, start_time=at(10), end_time=at(11)
+    ):
+        pass
+    tiny.train_step(0, 11, 20)  # no rl.sample: the stages and the consuming step are derived
+    con = tiny.done()
+    work = analyses.token_work(con, "tiny")
+    assert work["train_tokens"] == 2 * 1700  # each usable rollout's largest input + output
+    assert work["trained"] == pytest.approx(2 * 1700 / 400)
+    assert work["teacher_scored"] == pytest.approx(1700 / 400)
+    # FLOPs: each rollout's turns 2·P·(1100 + 1100), the teacher 2·4P·1700; r3 never became usable
+    assert work["wasted_compute_share"] == pytest.approx(4400 / (3 * 4400 + 13600))
+
+
+def test_token_work_with_no_usable_rollout_has_no_ratios_but_counts_the_waste(tiny):
+    tiny.rollout("r1", "g", None, status="infra_error")
+    tiny.rollout("r2", "g", None, status="infra_error")
+    con = tiny.done()
+    work = analyses.token_work(con, "tiny")
+    assert (work["usable_tokens"], work["trained"], work["generated_per_usable_token"]) == (None, None, None)
+    assert work["generated_tokens"] == 100
+    assert work["wasted_compute_share"] == pytest.approx(1.0)
+    assert analyses.token_work(con, "tiny", environment="swe")["generated_tokens"] is None
+
+
 # --- prefill : decode --------------------------------------------------------------------------------------
 
 
@@ -499,6 +532,40 @@ def test_throughput_trainer_idle_and_length_tail(tiny):
         0.4,
         0.1,
     ]
+
+
+def test_the_length_tail_and_tool_share_cover_finished_rollouts_of_the_filter(tiny):
+    for i, env in enumerate(["math", "math", "math", "math", "swe"]):
+        rl = tiny.server
+        with rl.rollout(
+            f"r{i}",
+            group_id="g",
+            environment=env,
+            policy_version=0,
+            reward=float(i % 2),
+            start_time=at(0),
+            end_time=at(10),
+        ):
+            with rl.turn(
+                0, output_tokens=100 * (i + 1) if env == "math" else 1000, start_time=at(0), end_time=at(5)
+            ):
+                pass
+            with rl.tool("bash", start_time=at(5), end_time=at(5 + (1 if env == "math" else 8))):
+                pass
+    # a rollout still running: its turn is recorded, its rl.rollout span is not (yet)
+    with tiny.server.turn(
+        0, output_tokens=5000, attributes={"rl.rollout.id": "r9"}, start_time=at(0), end_time=at(5)
+    ):
+        pass
+    con = tiny.done()
+    every = analyses.throughput(con, "tiny")
+    assert every["length_p50"] == pytest.approx(300.0)  # 100, 200, 300, 400, 1000; not r9's 5000
+    assert every["tool_wait_share"] == pytest.approx((4 * 1 + 8) / 50)
+    math = analyses.throughput(con, "tiny", environment="math")
+    assert math["length_p50"] == pytest.approx(250.0)
+    assert math["duration_p90_s"] == pytest.approx(10.0)
+    assert math["tool_wait_share"] == pytest.approx(4 / 40)
+    assert math["rollout_tokens_per_s"] == pytest.approx(1000 / 5)
 
 
 def test_trends_give_one_point_per_consuming_step(tiny):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from queries import analyses, connect
 from queries.schema import COLLECTOR_STATS_SCHEMA
 from queries.store import SegmentWriter
 from tests.conftest import rollscope
@@ -72,6 +73,28 @@ def test_nonzero_signal_collapse_and_dropped_spans_fail(store):
     assert lines["nonzero-signal"].startswith("FAIL nonzero-signal: nonzero-signal rate 0.0%")
     assert lines["dropped-spans"] == (
         "FAIL dropped-spans: 7 spans dropped and 0 failed by the exporters (at most 0 allowed)"
+    )
+
+
+def test_dropped_spans_are_the_spans_the_throughput_figures_call_lost(store):
+    run = TinyRun(store)
+    run.rollout("r1", "g", 1.0)
+    run.done()
+    stats = {f.name: [None if pa.types.is_string(f.type) else 0] * 2 for f in COLLECTOR_STATS_SCHEMA}
+    stats.update(
+        time_ns=[1, 1],
+        instance_id=["rollout-0", "judge-0"],
+        source=["exporter", "exporter"],
+        pid=[1, 2],
+        spans_dropped=[3, 0],
+        spans_failed=[1, 1],
+    )
+    SegmentWriter(store, "collector_stats").publish("tiny", pa.table(stats, schema=COLLECTOR_STATS_SCHEMA))
+    code, lines, _ = check(store, "tiny")
+    figures = analyses.throughput(connect(store), "tiny")
+    assert (figures["dropped_spans"], figures["failed_spans"]) == (3, 2)
+    assert lines["dropped-spans"] == (
+        "FAIL dropped-spans: 3 spans dropped and 2 failed by the exporters (at most 0 allowed)"
     )
 
 

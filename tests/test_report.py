@@ -7,6 +7,9 @@ import re
 
 import pytest
 
+from queries import analyses, connect
+from queries.checks import run_checks
+from queries.report import report
 from tests.conftest import ROOT, rollscope
 from tests.test_analyses_simulated import simulated
 
@@ -96,3 +99,21 @@ def test_unknown_run_is_one_clear_line(sample):
     code, out, err = rollscope("report", "--store", store, "--run", "nope")
     assert (code, out) == (1, "")
     assert err.strip() == "rollscope: Unknown run: no run 'nope' in this store (`rollscope runs` lists them)"
+
+
+def test_a_report_and_the_checks_on_one_shared_connection_run_each_analysis_once(sample):
+    store, _ = sample
+    con = connect(store)
+    runs = []  # one entry per analysis actually run
+    shared = analyses.Shared(lambda: runs.append(1) or con)
+    figures = report(shared, "samples")
+    plain = _flatten(report(con, "samples"))
+    assert _flatten(figures) == {k: pytest.approx(v) if isinstance(v, float) else v for k, v in plain.items()}
+    ran = len(runs)
+    assert report(shared, "samples") == figures and len(runs) == ran  # kept, not run again
+    assert [r.line() for r in run_checks(shared, "samples")] == [r.line() for r in run_checks(con, "samples")]
+    # the checks ran only what the report had not: staleness and the funnel by step, the lost spans
+    assert len(runs) - ran == 3
+    frame = analyses.funnel(shared, "samples", by="step")
+    frame["usable"] = -1  # a caller changing its copy changes nobody else's
+    assert (analyses.funnel(shared, "samples", by="step")["usable"] >= 0).all()
