@@ -102,7 +102,7 @@ class Reader:
 
     def _refresh_dataset(self, dataset: str) -> int:
         for attempt in range(_RETRIES):
-            current = [str(p) for p in store.segments(self.store, dataset, self.run_id)]
+            current = [str(p) for p in self._segments(dataset)]
             try:
                 return self._load_new(dataset, current) if self.materialize else self._point(dataset, current)
             except duckdb.IOException:
@@ -110,6 +110,13 @@ class Reader:
                 if attempt == _RETRIES - 1:
                     raise
         return 0
+
+    def _segments(self, dataset: str) -> list[Path]:
+        if self.run_id is None:
+            return store.segments(self.store, dataset)
+        if self.run_id not in store.run_ids(self.store, dataset):
+            return []  # unknown (or not a run id at all): empty views, and the analyses say "Unknown run"
+        return store.segments(self.store, dataset, self.run_id)
 
     def _point(self, dataset: str, current: list[str]) -> int:
         added = len(set(current) - set(self._loaded[dataset]))
@@ -192,7 +199,9 @@ def _derive(cur, run: str, added: list[int], *, regrouped: bool) -> str:
         return "regrouped"
     full, recorded = True, None
     if added:
-        full, recorded = cur.execute(sqlfiles.load("raw/derive_plan"), {"run": run, "segments": added}).fetchone()
+        full, recorded = cur.execute(
+            sqlfiles.load("raw/derive_plan"), {"run": run, "segments": added}
+        ).fetchone()
     if full:
         sqlfiles.run_statements(cur, "raw/derive_full", {"run": run})
         return "full"

@@ -12,6 +12,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+from queries import connect
 from queries import store as layout
 from queries.reader import Reader
 from tests.conftest import python, rollscope
@@ -161,6 +162,19 @@ def test_runs_are_partitioned_and_listed(attached, store):
     assert layout.delete_run(store, "exp-1")
     _, out, _ = rollscope("runs", "--store", store, "--format", "json")
     assert [r["run_id"] for r in json.loads(out)] == ["exp-2"]
+
+
+@pytest.mark.parametrize("materialize", [False, True], ids=["parquet", "materialized"])
+def test_a_reader_for_one_run_reads_only_that_run(attached, store, materialize):
+    for run, rollouts in (("exp-1", 3), ("exp-2", 5)):
+        rl = attached(run_id=run)
+        for i in range(rollouts):
+            with rl.rollout(f"{run}-{i}"):
+                pass
+        rl.force_flush()
+    con = connect(store, materialize=materialize, run_id="exp-2")
+    assert con.execute("SELECT run_id, count(*) FROM rollouts GROUP BY ALL").fetchall() == [("exp-2", 5)]
+    assert connect(store, run_id="../elsewhere").execute("SELECT count(*) FROM spans").fetchone() == (0,)
 
 
 def test_views_script_works_in_a_plain_duckdb_client(attached, store, tmp_path):
