@@ -19,6 +19,7 @@ from queries.analyses import compute_terms
 from queries.store import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
 
+# Every derived table, compared exactly (their sums are integers: arrival order cannot change them).
 DERIVED = {
     "rollouts": "SELECT * FROM rollouts WHERE run_id = $run",
     "turns": "SELECT * FROM turns WHERE run_id = $run",
@@ -26,9 +27,9 @@ DERIVED = {
     "rollout_steps": "SELECT * FROM rollout_steps($run)",
     "rollout_stages": "SELECT * FROM rollout_stages($run)",
     "compute work": "SELECT * FROM _compute_work($run)",
+    "rollout work": "SELECT * FROM _rollout_work($run)",
     "busy islands": "SELECT * FROM _busy_intervals($run)",
-    # Sums in another order differ in the last bits.
-    "step sums": "SELECT term, step, environment, round(flops, -3), round(span_seconds, 6) FROM _step_sums($run)",
+    "step sums": "SELECT * FROM _step_sums($run)",
 }
 
 
@@ -101,6 +102,32 @@ def test_a_vllm_request_joins_its_rollout_whichever_arrives_first(rollouts_last,
         "SELECT rollout_id, environment FROM turns WHERE name = 'llm_request' ORDER BY rollout_id"
     ).fetchall()
     assert requests == [("r-0", "swe"), ("r-1", "swe"), ("r-2", "swe")]
+    assert derived(live, "exp-7") == derived(Reader(tmp_path, materialize=True), "exp-7")
+
+
+def test_a_second_rollout_in_a_trace_unlinks_the_request_that_joined_the_first(attached, store, tmp_path):
+    """A span without rl.rollout.id joins the one rollout of its trace; once a trace holds two, it joins none."""
+    rl = attached()
+    with rl.tracer.start_as_current_span("episode"):
+        with (
+            rl.rollout("x", group_id="g"),
+            rl.tracer.start_as_current_span("llm_request", attributes={"gen_ai.usage.output_tokens": 9}),
+        ):
+            pass
+        with rl.rollout("z", group_id="h"):
+            pass
+    rl.force_flush()
+    spans = stored_spans(store, "exp-7")
+    is_z = pc.fill_null(pc.equal(spans["rollout_id"], "z"), False)
+    writer, live = SegmentWriter(tmp_path), Reader(tmp_path, materialize=True)
+    writer.publish("exp-7", spans.filter(pc.invert(is_z)))
+    live.refresh()
+    assert live.con.execute("SELECT rollout_id, generated FROM _rollout_work('exp-7')").fetchall() == [("x", 9)]
+
+    writer.publish("exp-7", spans.filter(is_z))
+    live.refresh()
+
+    assert live.con.execute("SELECT rollout_id FROM turns").fetchall() == [(None,)]
     assert derived(live, "exp-7") == derived(Reader(tmp_path, materialize=True), "exp-7")
 
 

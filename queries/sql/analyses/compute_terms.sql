@@ -11,9 +11,9 @@ WITH pending AS MATERIALIZED (
     SELECT * FROM _pending_work($run_id)
 ),
 sums AS (
-    SELECT term, step, environment, flops, span_seconds FROM _step_sums($run_id)
+    SELECT term, step, environment, flops, span_ns FROM _step_sums($run_id)
     UNION ALL
-    SELECT term, step, environment, sum(flops), sum((end_ns - start_ns) / 1e9) FROM pending GROUP BY ALL
+    SELECT term, step, environment, sum(flops), sum(end_ns - start_ns) FROM pending GROUP BY ALL
 ),
 -- Busy intervals: each process's own kind of work (a rollout process's turns, a trainer's steps, ...).
 intervals AS (
@@ -38,7 +38,7 @@ kept_intervals AS (
       AND ($environment IS NULL OR environment = $environment)
 ),
 flops AS (
-    SELECT key, term, sum(flops) AS flops, sum(span_seconds) AS span_seconds
+    SELECT key, term, sum(flops)::DOUBLE AS flops, sum(span_ns) / 1e9 AS span_seconds
     FROM kept_sums
     GROUP BY ALL
 ),

@@ -8,10 +8,7 @@ WITH consumed AS (
     WHERE $by = 'step' OR $step_lo IS NOT NULL OR $step_hi IS NOT NULL
 ),
 lengths AS (
-    SELECT rollout_id, sum(output_tokens) AS decoded
-    FROM turns
-    WHERE run_id = $run_id AND $by = 'length_bucket'
-    GROUP BY rollout_id
+    SELECT rollout_id, generated AS decoded FROM _rollout_work($run_id) WHERE $by = 'length_bucket'
 ),
 kept AS (
     SELECT

@@ -1,9 +1,8 @@
 -- Throughput and waiting: trainer idle fraction (Σ train_wait_s / Σ step seconds), decoded tokens per second
 -- of rollout wall time, the rollout-length tail (decoded tokens and seconds per rollout), the share of rollout
 -- time spent in tool / sandbox calls, and the spans exporters dropped or failed to write.
--- Speed (issue 4: ≤ 3× a hand-written aggregate): turns are summed per rollout before the kept rollouts are
--- looked up, that look-up is one semi join for turns and tool calls together, and each tail is one
--- quantile_cont over a list of fractions (one sort, not three).
+-- Per-rollout turn and tool sums come from _rollout_work (macros/05); each tail is one quantile_cont over a
+-- list of fractions (one sort, not three).
 WITH consumed AS (
     SELECT rollout_id, step
     FROM rollout_steps($run_id)
@@ -18,27 +17,8 @@ kept_rollouts AS (
       AND ($step_hi IS NULL OR c.step <= $step_hi)
       AND ($environment IS NULL OR r.environment = $environment)
 ),
-work AS (  -- per rollout: decoded tokens and turn times, or one tool call's seconds
-    SELECT rollout_id, sum(output_tokens) AS tokens, min(start_ns) AS first_ns, max(end_ns) AS last_ns,
-        NULL::DOUBLE AS tool_s
-    FROM turns
-    WHERE run_id = $run_id
-      AND $step_lo IS NULL AND $step_hi IS NULL AND $environment IS NULL
-    GROUP BY rollout_id
-    UNION ALL  -- with a filter, most turns drop out: keep them before summing
-    SELECT t.rollout_id, sum(t.output_tokens), min(t.start_ns), max(t.end_ns), NULL
-    FROM turns AS t
-    SEMI JOIN kept_rollouts AS k USING (rollout_id)
-    WHERE t.run_id = $run_id
-      AND ($step_lo IS NOT NULL OR $step_hi IS NOT NULL OR $environment IS NOT NULL)
-    GROUP BY t.rollout_id
-    UNION ALL
-    SELECT rollout_id, NULL, NULL, NULL, duration_s
-    FROM tools
-    WHERE run_id = $run_id
-),
 kept_work AS (
-    SELECT * FROM work SEMI JOIN kept_rollouts USING (rollout_id)
+    SELECT * FROM _rollout_work($run_id) SEMI JOIN kept_rollouts USING (rollout_id)
 ),
 trainer AS (
     SELECT sum(train_wait_s) / nullif(sum(duration_s), 0) AS idle_fraction, count(*) AS train_steps
@@ -52,11 +32,12 @@ stats AS (
     FROM collector_stats
     WHERE run_id = $run_id
 ),
-lengths AS (  -- over kept rollouts with turns (a tool row has no tokens: quantile_cont skips it)
+lengths AS (  -- over kept rollouts with turns
     SELECT
-        sum(tokens) / nullif((max(last_ns) - min(first_ns)) / 1e9, 0) AS tokens_per_s,
-        quantile_cont(tokens, [0.5, 0.9, 0.99]) AS tokens,
-        sum(tool_s) AS tool_s
+        sum(generated) FILTER (turns > 0)
+            / nullif((max(last_turn_ns) - min(first_turn_ns)) / 1e9, 0) AS tokens_per_s,
+        quantile_cont(generated, [0.5, 0.9, 0.99]) FILTER (turns > 0) AS tokens,
+        sum(tool_ns) / 1e9 AS tool_s
     FROM kept_work
 ),
 durations AS (

@@ -1,10 +1,7 @@
 -- The work around a training token (docs/metrics.md): for usable rollouts, per generated (output) token, how
 -- often it was generated, prefilled again in later turns, evaluated by the trainer (the sample's tokens,
 -- else the rollout's final context) and scored by a teacher; and the share of rollout + judge + teacher
--- FLOPs spent on rollouts that never became usable.
--- Speed: turn, teacher and judge spans are summed straight into the totals after one join with their
--- rollout's stage, rather than each grouped per rollout and joined apart; only the final context (a max per
--- rollout) is grouped, and only for usable rollouts without a sample's token count.
+-- FLOPs spent on rollouts that never became usable. Per-rollout sums come from _rollout_work (macros/05).
 WITH stages AS (
     SELECT rollout_id, usable, sample_tokens
     FROM rollout_stages($run_id)
@@ -12,68 +9,27 @@ WITH stages AS (
       AND ($step_hi IS NULL OR step <= $step_hi)
       AND ($environment IS NULL OR environment = $environment)
 ),
-work AS (
+per_rollout AS (
     SELECT
-        rollout_id,
-        output_tokens AS generated,
-        greatest(0, coalesce(context_tokens, 0) - coalesce(cached_input_tokens, 0)) AS reprefilled,
-        NULL::BIGINT AS teacher_scored,
-        2 * model_parameters::DOUBLE * (coalesce(new_input_tokens, 0) + coalesce(output_tokens, 0)) AS flops
-    FROM turns
-    WHERE run_id = $run_id
-    UNION ALL
-    SELECT rollout_id, NULL, NULL, teacher_tokens, 2 * parameters::DOUBLE * coalesce(teacher_tokens, 0)
-    FROM teachers
-    WHERE run_id = $run_id
-    UNION ALL
-    SELECT
-        rollout_id, NULL, NULL, NULL,
-        2 * parameters::DOUBLE * (coalesce(input_tokens, 0) + coalesce(output_tokens, 0))
-    FROM judges
-    WHERE run_id = $run_id
-),
-work_totals AS (
-    SELECT
-        sum(w.generated) FILTER (s.usable) AS usable_tokens,
-        sum(w.reprefilled) FILTER (s.usable) AS reprefill_waste_tokens,
-        sum(w.teacher_scored) FILTER (s.usable) AS teacher_tokens,
-        sum(w.generated) AS generated_tokens,
-        sum(w.flops) FILTER (NOT s.usable) AS wasted_flops,
-        sum(w.flops) AS flops
-    FROM work AS w
-    JOIN stages AS s USING (rollout_id)
-),
-final_contexts AS (  -- trained tokens of usable rollouts the trainer recorded no token count for
-    SELECT sum(c.final_context) AS tokens
+        s.usable,
+        coalesce(w.generated, 0) AS generated,
+        coalesce(w.reprefilled, 0) AS reprefilled,
+        coalesce(s.sample_tokens, w.final_context, 0) AS trained,
+        coalesce(w.teacher_tokens, 0) AS teacher_scored,
+        coalesce(w.generation_flops, 0) + coalesce(w.teacher_flops, 0) + coalesce(w.judge_flops, 0) AS flops
     FROM stages AS s
-    JOIN (
-        SELECT rollout_id, max(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)) AS final_context
-        FROM turns
-        WHERE run_id = $run_id
-          AND rollout_id IN (SELECT rollout_id FROM stages WHERE usable AND sample_tokens IS NULL)
-        GROUP BY rollout_id
-    ) AS c USING (rollout_id)
-    WHERE s.usable AND s.sample_tokens IS NULL
+    LEFT JOIN _rollout_work($run_id) AS w USING (rollout_id)
 ),
-stage_totals AS (
+totals AS (
     SELECT
-        count(*) AS rollouts,
-        count(*) FILTER (usable) AS usable,
-        count(*) FILTER (NOT usable) AS not_usable,
-        sum(sample_tokens) FILTER (usable) AS sample_tokens
-    FROM stages
-),
-totals AS (  -- a rollout without turns, teachers or judges adds 0; no rollout at all leaves a sum NULL
-    SELECT
-        CASE WHEN n.usable > 0 THEN coalesce(w.usable_tokens, 0) END::BIGINT AS usable_tokens,
-        CASE WHEN n.usable > 0 THEN coalesce(w.reprefill_waste_tokens, 0) END::BIGINT AS reprefill_waste_tokens,
-        CASE WHEN n.usable > 0 THEN coalesce(n.sample_tokens, 0) + coalesce(c.tokens, 0) END::BIGINT
-            AS train_tokens,
-        CASE WHEN n.usable > 0 THEN coalesce(w.teacher_tokens, 0) END::BIGINT AS teacher_tokens,
-        CASE WHEN n.rollouts > 0 THEN coalesce(w.generated_tokens, 0) END::BIGINT AS generated_tokens,
-        CASE WHEN n.not_usable > 0 THEN coalesce(w.wasted_flops, 0) END AS wasted_flops,
-        CASE WHEN n.rollouts > 0 THEN coalesce(w.flops, 0) END AS flops
-    FROM work_totals AS w, final_contexts AS c, stage_totals AS n
+        sum(generated) FILTER (usable)::BIGINT AS usable_tokens,
+        sum(reprefilled) FILTER (usable)::BIGINT AS reprefill_waste_tokens,
+        sum(trained) FILTER (usable)::BIGINT AS train_tokens,
+        sum(teacher_scored) FILTER (usable)::BIGINT AS teacher_tokens,
+        sum(generated)::BIGINT AS generated_tokens,
+        sum(flops) FILTER (NOT usable) AS wasted_flops,
+        sum(flops) AS flops
+    FROM per_rollout
 )
 SELECT
     usable_tokens,

@@ -33,6 +33,10 @@ WHERE run_id = $run AND step IS NOT NULL AND rollout_id IN (SELECT rollout_id FR
 INSERT INTO _delta.scope_steps
 SELECT train_step FROM main._spans
 WHERE run_id = $run AND _segment IN (SELECT unnest($segments)) AND name = 'rl.train_step' AND train_step IS NOT NULL;
+DELETE FROM main._rollout_work_mat
+WHERE run_id = $run AND rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
+INSERT INTO main._rollout_work_mat
+SELECT $run, * FROM _delta._rollout_work_src($run) WHERE rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
 -- The work rows of the scoped rollouts and traces, and every train step (_delta reads them all), at the steps
 -- main._rollout_steps_mat now gives: a rollout in a scoped trace but not scoped itself kept its step.
 DELETE FROM main._work_mat

@@ -17,3 +17,5 @@ DELETE FROM _step_sums_mat WHERE run_id = $run;
 INSERT INTO _step_sums_mat SELECT $run, * FROM _step_sums_src($run, NULL);
 DELETE FROM _step_islands_mat WHERE run_id = $run;
 INSERT INTO _step_islands_mat SELECT $run, * FROM _step_islands_src($run, NULL);
+DELETE FROM _rollout_work_mat WHERE run_id = $run;
+INSERT INTO _rollout_work_mat SELECT $run, * FROM _rollout_work_src($run);

@@ -1,5 +1,6 @@
 -- What one run's new segments can change, so a refresh re-derives only that (reader.py):
--- the rollouts they mention, the rollout of a trace that a span without rl.rollout.id joins (vLLM turns),
+-- the rollouts they mention, the rollouts of their traces (a span without rl.rollout.id joins the one rollout
+-- of its trace, as vLLM turns do, and a second rollout in that trace undoes it),
 -- rollouts a new train step can take (not consumed yet, or by a later step), and every member of those
 -- rollouts' groups (stages judge a group's rewards together; derived steps wait for the whole group).
 DELETE FROM _delta.scope_rollouts;
@@ -16,8 +17,7 @@ touched AS (
     SELECT rollout_id FROM new WHERE rollout_id IS NOT NULL
     UNION
     SELECT rollout_id FROM main._spans
-    WHERE run_id = $run AND name = 'rl.rollout'
-      AND trace_id IN (SELECT trace_id FROM new WHERE rollout_id IS NULL)
+    WHERE run_id = $run AND name = 'rl.rollout' AND trace_id IN (SELECT trace_id FROM new)
     UNION
     SELECT s.rollout_id FROM main._rollout_steps_mat AS s, first_new_step AS f
     WHERE s.run_id = $run AND f.step IS NOT NULL AND (s.step IS NULL OR s.step >= f.step)

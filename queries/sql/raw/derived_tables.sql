@@ -27,3 +27,7 @@ CREATE OR REPLACE MACRO _busy_intervals(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _step_islands_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _pending_work(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _work_mat WHERE run_id = run AND step IS NULL;
+-- The work around each rollout (queries/sql/analyses/macros/05_rollout_work.sql).
+CREATE TABLE _rollout_work_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_work_src('') LIMIT 0;
+CREATE OR REPLACE MACRO _rollout_work(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _rollout_work_mat WHERE run_id = run;

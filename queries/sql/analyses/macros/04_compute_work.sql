@@ -1,29 +1,30 @@
 -- The work the compute terms count (docs/metrics.md, "Compute terms"; compute_terms.sql sums it).
 -- _work_rows_src(run): one row per span of work: generation (the rollout term, 2·P·(new prefill + decode
 -- tokens)), teacher scoring, judging, tool / sandbox calls (term env: CPU work, no FLOPs) and train steps
--- (timed from when their data was ready), with the rollout, train step and trace each belongs to.
+-- (timed from when their data was ready), with the rollout, train step and trace each belongs to. FLOPs are
+-- integers, so sums do not depend on the order rows arrived in.
 CREATE OR REPLACE MACRO _work_rows_src(run) AS TABLE
 SELECT
     'rollout' AS term, role, instance_id, devices, start_ns, end_ns, rollout_id, NULL::BIGINT AS train_step,
-    2.0 * model_parameters * (coalesce(new_input_tokens, 0) + coalesce(output_tokens, 0)) AS flops, trace_id
+    2 * model_parameters::HUGEINT * (coalesce(new_input_tokens, 0) + coalesce(output_tokens, 0)) AS flops, trace_id
 FROM turns
 WHERE run_id = run
 UNION ALL
 SELECT
     'teacher', role, instance_id, devices, start_ns, end_ns, rollout_id, NULL,
-    2.0 * parameters * coalesce(teacher_tokens, 0), trace_id
+    2 * parameters::HUGEINT * coalesce(teacher_tokens, 0), trace_id
 FROM teachers
 WHERE run_id = run
 UNION ALL
 SELECT
     'judge', role, instance_id, devices, start_ns, end_ns, rollout_id, NULL,
-    2.0 * parameters * (coalesce(input_tokens, 0) + coalesce(output_tokens, 0)), trace_id
+    2 * parameters::HUGEINT * (coalesce(input_tokens, 0) + coalesce(output_tokens, 0)), trace_id
 FROM judges
 WHERE run_id = run
 UNION ALL
 SELECT
     'train', role, instance_id, devices, start_ns + CAST(coalesce(train_wait_s, 0) * 1e9 AS BIGINT), end_ns,
-    NULL, train_step, 6.0 * model_parameters * coalesce(train_tokens, 0), trace_id
+    NULL, train_step, 6 * model_parameters::HUGEINT * coalesce(train_tokens, 0), trace_id
 FROM train_steps
 WHERE run_id = run
 UNION ALL
@@ -41,10 +42,10 @@ FROM _work_rows_src(run) AS w
 LEFT JOIN rollout_steps(run) AS c USING (rollout_id);
 -- The name compute_terms.sql reads; a materialized reader keeps it in a native table (reader.py).
 CREATE OR REPLACE MACRO _compute_work(run) AS TABLE SELECT * FROM _compute_work_src(run);
--- _step_sums_src(run, steps): FLOPs and span seconds of the consumed work per term, step and environment
+-- _step_sums_src(run, steps): FLOPs and span nanoseconds of the consumed work per term, step and environment
 -- (steps: a list of steps, NULL for all).
 CREATE OR REPLACE MACRO _step_sums_src(run, steps) AS TABLE
-SELECT term, step, environment, sum(flops) AS flops, sum((end_ns - start_ns) / 1e9) AS span_seconds
+SELECT term, step, environment, sum(flops) AS flops, sum(end_ns - start_ns) AS span_ns
 FROM _compute_work(run)
 WHERE step IS NOT NULL AND (steps IS NULL OR list_contains(steps, step))
 GROUP BY ALL;
@@ -85,8 +86,8 @@ GROUP BY term, instance_id, step, environment, island;
 -- computed once per query. A materialized reader keeps the consumed work's sums and busy islands per step in
 -- native tables (reader.py), leaving only unconsumed work pending: a query sweeps thousands of rows, not millions.
 CREATE OR REPLACE MACRO _step_sums(run) AS TABLE
-SELECT NULL::VARCHAR AS term, NULL::BIGINT AS step, NULL::VARCHAR AS environment, NULL::DOUBLE AS flops,
-       NULL::DOUBLE AS span_seconds
+SELECT NULL::VARCHAR AS term, NULL::BIGINT AS step, NULL::VARCHAR AS environment, NULL::HUGEINT AS flops,
+       NULL::HUGEINT AS span_ns
 WHERE false;
 CREATE OR REPLACE MACRO _busy_intervals(run) AS TABLE
 SELECT NULL::VARCHAR AS term, NULL::VARCHAR AS instance_id, NULL::BIGINT AS step, NULL::VARCHAR AS environment,

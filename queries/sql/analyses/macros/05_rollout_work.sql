@@ -1,0 +1,56 @@
+-- _rollout_work_src(run): the work around each rollout, one row per rollout id: its turns, the tokens they
+-- decoded, prefilled new, and prefilled again (context − cached), its final context (the largest input +
+-- output of a turn), first turn start and last turn end, generation FLOPs (2·P·(new prefill + decode)), the
+-- tokens a teacher scored and the teacher's FLOPs, judge FLOPs, and nanoseconds in tool / sandbox calls.
+-- Sums are integers, so a materialized reader's (summed in arrival order) equal a fresh one's exactly.
+-- token_work.sql, throughput.sql and spec_decode.sql read it instead of grouping millions of turns.
+CREATE OR REPLACE MACRO _rollout_work_src(run) AS TABLE
+WITH generation AS (
+    SELECT
+        rollout_id,
+        count(*) AS turns,
+        sum(output_tokens) AS generated,
+        sum(new_input_tokens) AS new_prefill,
+        sum(greatest(0, coalesce(context_tokens, 0) - coalesce(cached_input_tokens, 0))) AS reprefilled,
+        max(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)) AS final_context,
+        min(start_ns) AS first_turn_ns,
+        max(end_ns) AS last_turn_ns,
+        2 * sum(model_parameters::HUGEINT * (coalesce(new_input_tokens, 0) + coalesce(output_tokens, 0)))
+            AS generation_flops
+    FROM turns
+    WHERE run_id = run AND rollout_id IS NOT NULL
+    GROUP BY rollout_id
+),
+teacher AS (
+    SELECT
+        rollout_id,
+        sum(teacher_tokens) AS teacher_tokens,
+        2 * sum(parameters::HUGEINT * coalesce(teacher_tokens, 0)) AS teacher_flops
+    FROM teachers
+    WHERE run_id = run AND rollout_id IS NOT NULL
+    GROUP BY rollout_id
+),
+judge AS (
+    SELECT
+        rollout_id,
+        2 * sum(parameters::HUGEINT * (coalesce(input_tokens, 0) + coalesce(output_tokens, 0))) AS judge_flops
+    FROM judges
+    WHERE run_id = run AND rollout_id IS NOT NULL
+    GROUP BY rollout_id
+),
+tool AS (
+    SELECT rollout_id, sum(end_ns - start_ns) AS tool_ns
+    FROM tools
+    WHERE run_id = run AND rollout_id IS NOT NULL
+    GROUP BY rollout_id
+)
+SELECT
+    rollout_id, coalesce(g.turns, 0) AS turns, g.generated, g.new_prefill, g.reprefilled, g.final_context,
+    g.first_turn_ns, g.last_turn_ns, g.generation_flops, x.teacher_tokens, x.teacher_flops, j.judge_flops,
+    t.tool_ns
+FROM generation AS g
+FULL JOIN teacher AS x USING (rollout_id)
+FULL JOIN judge AS j USING (rollout_id)
+FULL JOIN tool AS t USING (rollout_id);
+-- The name the analyses read; a materialized reader keeps it in a native table (reader.py).
+CREATE OR REPLACE MACRO _rollout_work(run) AS TABLE SELECT * FROM _rollout_work_src(run);
