@@ -174,7 +174,8 @@ def main() -> int:
 
     idle_s, _ = timed(live.reader.refresh)  # the baseline: a refresh that finds nothing new
     print(f"live refresh with nothing new: {idle_s * 1000:.1f} ms")
-    writer = RunWriter(store, RUN, seed=99, prefix="live-", trainer=False)
+    # Fresh rollout ids each time, as a running job makes (the store keeps every earlier benchmark's).
+    writer = RunWriter(store, RUN, seed=99, prefix=f"live{time.time_ns():x}-", trainer=False)
     writer.step = analyses.steps(live.reader.con, RUN)[1] + 1  # the job goes on where the run stands
     for target in args.new_spans:
         live_refresh(store, live.reader, writer, target, load_s)

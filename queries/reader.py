@@ -128,7 +128,8 @@ class Reader:
     def _load_new(self, dataset: str, current: list[str]) -> int:
         loaded = self._loaded[dataset]
         new = [p for p in current if p not in loaded]
-        gone = [p for p in loaded if p not in set(current)]
+        listed = set(current)
+        gone = [p for p in loaded if p not in listed]
         if not new and not gone:
             return 0
         ids = {p: self._next_segment + i for i, p in enumerate(new)}

@@ -47,7 +47,7 @@ CREATE OR REPLACE MACRO _compute_work(run) AS TABLE SELECT * FROM _compute_work_
 CREATE OR REPLACE MACRO _step_sums_src(run, steps) AS TABLE
 SELECT term, step, environment, sum(flops) AS flops, sum(end_ns - start_ns) AS span_ns
 FROM _compute_work(run)
-WHERE step IS NOT NULL AND (steps IS NULL OR list_contains(steps, step))
+WHERE step IS NOT NULL AND (steps IS NULL OR step IN (SELECT unnest(steps)))
 GROUP BY ALL;
 -- _step_islands_src(run, steps): when each process was busy with its own kind of work (a rollout server's
 -- turns, a trainer's steps, ...) per step and environment, as the union of its work intervals: overlapping
@@ -57,7 +57,7 @@ CREATE OR REPLACE MACRO _step_islands_src(run, steps) AS TABLE
 WITH intervals AS (
     SELECT term, instance_id, devices, step, environment, start_ns, end_ns
     FROM _compute_work(run)
-    WHERE step IS NOT NULL AND (steps IS NULL OR list_contains(steps, step))
+    WHERE step IS NOT NULL AND (steps IS NULL OR step IN (SELECT unnest(steps)))
       AND role = term AND term <> 'env' AND end_ns > start_ns
 ),
 reach AS (
