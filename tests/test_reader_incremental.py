@@ -41,7 +41,9 @@ def derived(reader: Reader, run: str) -> dict[str, list[tuple]]:
 
 
 def stored_spans(store, run: str) -> pa.Table:
-    return pa.concat_tables([pq.read_table(p) for p in segments(store, "spans", run)], promote_options="default")
+    return pa.concat_tables(
+        [pq.read_table(p) for p in segments(store, "spans", run)], promote_options="default"
+    )
 
 
 def replay_shuffled(spans: pa.Table, run: str, target, *, pieces: int, seed: int, compact_at: int):
@@ -92,7 +94,9 @@ def test_a_vllm_request_joins_its_rollout_whichever_arrives_first(rollouts_last,
     rl.force_flush()
     spans = stored_spans(store, "exp-7")
     # Every span in its own segment, the rollout spans last or first.
-    order = sorted(range(spans.num_rows), key=lambda i: (spans["name"][i].as_py() == "rl.rollout") == rollouts_last)
+    order = sorted(
+        range(spans.num_rows), key=lambda i: (spans["name"][i].as_py() == "rl.rollout") == rollouts_last
+    )
     writer, live = SegmentWriter(tmp_path), Reader(tmp_path, materialize=True)
     for i in order:
         writer.publish("exp-7", spans.take([i]))
@@ -122,7 +126,9 @@ def test_a_second_rollout_in_a_trace_unlinks_the_request_that_joined_the_first(a
     writer, live = SegmentWriter(tmp_path), Reader(tmp_path, materialize=True)
     writer.publish("exp-7", spans.filter(pc.invert(is_z)))
     live.refresh()
-    assert live.con.execute("SELECT rollout_id, generated FROM _rollout_work('exp-7')").fetchall() == [("x", 9)]
+    assert live.con.execute("SELECT rollout_id, generated FROM _rollout_work('exp-7')").fetchall() == [
+        ("x", 9)
+    ]
 
     writer.publish("exp-7", spans.filter(is_z))
     live.refresh()
@@ -162,7 +168,10 @@ def test_a_group_that_moves_to_a_later_step_leaves_the_earlier_steps_compute(att
 
     assert live.derivations["delta"] == 1
     by_step = _by_step(live)
-    assert (by_step[0, "rollout"], by_step[1, "rollout"]) == (0.0, (19 - 1) * 4.0)  # the group moved to step 1
+    assert (by_step[0, "rollout"], by_step[1, "rollout"]) == (
+        0.0,
+        (19 - 1) * 4.0,
+    )  # the group moved to step 1
     assert by_step == _by_step(Reader(store, materialize=True))
 
 
@@ -172,7 +181,10 @@ def test_a_train_step_that_consumed_nothing_yet_still_counts_at_its_step(attache
     live = Reader(store, materialize=True)
     with rollouts.rollout("a", group_id="g", start_time=0, end_time=10 * S):
         pass
-    with trainer.sample("a", 0, "used"), trainer.train_step(0, train_tokens=10, start_time=12 * S, end_time=17 * S):
+    with (
+        trainer.sample("a", 0, "used"),
+        trainer.train_step(0, train_tokens=10, start_time=12 * S, end_time=17 * S),
+    ):
         pass
     rollouts.force_flush(), trainer.force_flush()
     live.refresh()
