@@ -30,6 +30,12 @@ def test_readme_lists_every_view_with_its_real_columns():
     assert set(catalog.view_names()) == set(catalog.VIEW_DOCS)
 
 
+def test_readme_lists_every_benchmark_and_only_real_ones():
+    listed = set(re.findall(r"^\| `python -m benchmarks\.(\w+)", README, flags=re.M))
+    scripts = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__init__"}
+    assert listed == scripts
+
+
 def test_readme_documents_every_command_and_only_real_ones():
     documented = set(re.findall(r"^\| `rollscope (\w+)", README, flags=re.M))
     assert documented == _commands()
