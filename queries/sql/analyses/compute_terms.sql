@@ -8,7 +8,8 @@
 -- filter the train term is NULL.
 -- Per-step sums and busy intervals kept ahead of time, plus the pending work they do not hold (macros/04).
 WITH pending AS MATERIALIZED (
-    SELECT * FROM _pending_work($run_id)
+    SELECT term, role, instance_id, devices, start_ns, end_ns, step, environment, flops
+    FROM _pending_work($run_id)
 ),
 sums AS (
     SELECT term, step, environment, flops, span_ns FROM _step_sums($run_id)
