@@ -30,6 +30,14 @@ def test_readme_lists_every_view_with_its_real_columns():
     assert set(catalog.view_names()) == set(catalog.VIEW_DOCS)
 
 
+def test_readme_names_every_dashboard_page_and_only_real_ones():
+    entry = (ROOT / "app" / "dashboard.py").read_text()
+    pages = dict(re.findall(r'st\.Page\("pages/(\w+)\.py", title="([^"]+)"', entry))
+    assert set(pages) == {p.stem for p in (ROOT / "app" / "pages").glob("*.py")}
+    section = README[README.index("Pages: ") : README.index("The sidebar")]
+    assert set(re.findall(r"\*\*([^*]+)\*\*", section)) == set(pages.values())
+
+
 def test_readme_lists_every_benchmark_and_only_real_ones():
     listed = set(re.findall(r"^\| `python -m benchmarks\.(\w+)", README, flags=re.M))
     scripts = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__init__"}
