@@ -300,6 +300,11 @@ def report(filters: Filters, run_id: str | None = None) -> dict:
     return scoped("report", "report", filters, run_id)
 
 
+def headline(filters: Filters) -> dict:
+    """``queries.report.headline``: the report's figures that the Overview shows, computed alone."""
+    return scoped("report", "headline", filters)
+
+
 def scoped(module: str, name: str, filters: Filters, run_id: str | None = None, **options):
     """``queries.<module>.<name>(con, run, ...)``, passing the step range and environment where it takes them."""
     function = getattr(importlib.import_module(f"queries.{module}"), name, None)

@@ -18,6 +18,7 @@ import math
 import re
 import threading
 from collections.abc import Callable
+from functools import cache
 
 import duckdb
 import pandas as pd
@@ -27,7 +28,7 @@ from queries.errors import QueryError, UnknownRunError
 
 _PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _COMMENT = re.compile(r"--[^\n]*")
-_MACROS = ("rollout_steps", "rollout_stages", "consumed_samples")
+_MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
 
 
 # --- running analysis SQL ---------------------------------------------------------------------------------
@@ -43,6 +44,12 @@ def install_macros(con) -> None:
             con.execute(sqlfiles.load(name))
         except duckdb.TransactionException:
             pass
+
+
+@cache
+def _macros() -> tuple[str, ...]:
+    """The names install_macros creates: an analysis failing on one of them runs again after it."""
+    return tuple(_MACRO.findall("\n".join(map(sqlfiles.load, sqlfiles.folder("analyses/macros")))))
 
 
 def query(con, name: str, run_id: str, **params) -> pd.DataFrame:
@@ -69,7 +76,7 @@ def _execute(con, sql: str, params: dict) -> pd.DataFrame:
     try:
         return con.execute(sql, params).df()
     except duckdb.CatalogException as e:
-        if not any(macro in str(e) for macro in _MACROS):
+        if not any(macro in str(e) for macro in _macros()):
             raise
         install_macros(con)
         return con.execute(sql, params).df()
@@ -363,9 +370,15 @@ def staleness_summary(con, run_id: str, steps=None, environment=None) -> dict:
     }
 
 
+def trainer(con, run_id: str, steps=None) -> dict:
+    """Trainer idle fraction (Σ waiting for data / Σ step seconds) and the number of train steps."""
+    return record(query(con, "trainer", require_run(con, run_id), **_filters(steps, None)))
+
+
 def throughput(con, run_id: str, steps=None, environment=None) -> dict:
     """Trainer idle fraction, decoded tokens per second, rollout-length tail, tool wait share, lost spans."""
-    return record(query(con, "throughput", require_run(con, run_id), **_filters(steps, environment)))
+    figures = record(query(con, "throughput", require_run(con, run_id), **_filters(steps, environment)))
+    return {**trainer(con, run_id, steps), **figures}
 
 
 def lost_spans(con, run_id: str) -> dict:

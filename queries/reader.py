@@ -215,6 +215,7 @@ def _derive(cur, run: str, added: list[int], *, regrouped: bool) -> str:
     steps = cur.execute(sqlfiles.load("raw/scope_steps")).fetchone()[0]
     if steps:
         sqlfiles.run_statements(cur, "raw/derive_steps", {"run": run, "steps": steps})
+    sqlfiles.run_statements(cur, "raw/derive_turn_sums", {"run": run, "steps": steps})
     return "delta"
 
 

@@ -2,7 +2,8 @@
 
 Keys are stable and documented in docs/report.md; a figure that cannot be computed (no turns with
 speculative decoding, no trainer spans yet) is ``None``, never missing. Every analysis runs once per report
-(``analyses.Shared``); hand it a Shared to share them with the checks and other pages too.
+(``analyses.Shared``); hand it a Shared to share them with the checks and other pages too. ``headline`` is
+the part the dashboard's Overview shows, built by the same functions, so it costs only what it shows.
 """
 
 from __future__ import annotations
@@ -21,12 +22,32 @@ def report(con, run_id: str, steps=None, environment=None) -> dict:
         "run_id": run_id,
         "steps": _steps(con, run_id),
         "environments": analyses.environments(con, run_id),
+        "funnel": {**_funnel(con, run_id, filters), "losses": _losses(con, run_id, filters)},
+        "compute": _compute(con, run_id, filters),
+        "prefill_decode": {
+            **_prefill_decode(con, run_id, filters),
+            "disaggregation": _disaggregation(con, run_id, filters),
+        },
+        "spec_decode": _spec_decode(con, run_id, filters),
+        "staleness": analyses.staleness_summary(con, run_id, **filters),
+        "trainer": _trainer(con, run_id, filters),
+        "throughput": _throughput(con, run_id, filters),
+    }
+
+
+def headline(con, run_id: str, steps=None, environment=None) -> dict:
+    """The report's funnel stages and rates, compute, prefill:decode figures, speculative decoding and trainer,
+    with the report's keys and values; without losses, disaggregation, staleness and throughput tails."""
+    con = analyses.shared(con)
+    analyses.require_run(con, run_id)
+    filters = {"steps": steps, "environment": environment}
+    return {
+        "run_id": run_id,
         "funnel": _funnel(con, run_id, filters),
         "compute": _compute(con, run_id, filters),
         "prefill_decode": _prefill_decode(con, run_id, filters),
         "spec_decode": _spec_decode(con, run_id, filters),
-        "staleness": analyses.staleness_summary(con, run_id, **filters),
-        **_throughput(con, run_id, filters),
+        "trainer": _trainer(con, run_id, filters),
     }
 
 
@@ -39,12 +60,15 @@ def _funnel(con, run_id: str, filters: dict) -> dict:
     row = analyses.record(analyses.funnel(con, run_id, **filters))
     stages = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
     rates = ("completion", "scoring", "nonzero_signal", "freshness", "usable")
-    losses = analyses.funnel_losses(con, run_id, **filters)
     return {
         **{stage: row.get(stage, 0) for stage in stages},
         "rates": {rate: row.get(f"{rate}_rate") for rate in rates},
-        "losses": [analyses.record(losses.iloc[[i]]) for i in range(len(losses))],
     }
+
+
+def _losses(con, run_id: str, filters: dict) -> list[dict]:
+    losses = analyses.funnel_losses(con, run_id, **filters)
+    return [analyses.record(losses.iloc[[i]]) for i in range(len(losses))]
 
 
 def _compute(con, run_id: str, filters: dict) -> dict:
@@ -63,7 +87,6 @@ def _compute(con, run_id: str, filters: dict) -> dict:
 
 def _prefill_decode(con, run_id: str, filters: dict) -> dict:
     row = analyses.record(analyses.prefill_decode(con, run_id, **filters))
-    verdict = analyses.disaggregation(con, run_id, **filters)
     return {
         "ratio": row.get("prefill_decode_ratio"),
         "cache_hit_rate": row.get("cache_hit_rate"),
@@ -78,8 +101,12 @@ def _prefill_decode(con, run_id: str, filters: dict) -> dict:
                 "decode_time_s",
             )
         },
-        "disaggregation": {"verdict": verdict["verdict"], "reasons": verdict["reasons"]},
     }
+
+
+def _disaggregation(con, run_id: str, filters: dict) -> dict:
+    verdict = analyses.disaggregation(con, run_id, **filters)
+    return {"verdict": verdict["verdict"], "reasons": verdict["reasons"]}
 
 
 def _spec_decode(con, run_id: str, filters: dict) -> dict:
@@ -104,6 +131,11 @@ def _spec_decode(con, run_id: str, filters: dict) -> dict:
     }
 
 
+def _trainer(con, run_id: str, filters: dict) -> dict:
+    row = analyses.trainer(con, run_id, filters["steps"])
+    return {"idle_fraction": row.get("trainer_idle_fraction"), "steps": row.get("train_steps")}
+
+
 def _throughput(con, run_id: str, filters: dict) -> dict:
     row = analyses.throughput(con, run_id, **filters)
     keys = (
@@ -118,7 +150,4 @@ def _throughput(con, run_id: str, filters: dict) -> dict:
         "dropped_spans",
         "failed_spans",
     )
-    return {
-        "trainer": {"idle_fraction": row.get("trainer_idle_fraction"), "steps": row.get("train_steps")},
-        "throughput": {k: row.get(k) for k in keys},
-    }
+    return {k: row.get(k) for k in keys}

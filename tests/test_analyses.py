@@ -482,6 +482,22 @@ def test_acceptance_rate_accepted_length_and_expected_speedup(tiny):
     assert spec["expected_tokens_per_step"] == pytest.approx((1 - alpha**5) / (1 - alpha))
 
 
+def test_acceptance_by_rollout_length_counts_whole_rollouts_and_the_usual_budget(tiny):
+    def turn(start, decoded, accepted, k=4):
+        return {**spec_turn(start, 0, 100, accepted), "output_tokens": decoded, "spec_k": k}
+
+    # r1 decodes 600 tokens over two turns (bucket 512, though neither turn alone reaches 512), r2 100 (64)
+    tiny.rollout("r1", "g", 1.0, turns=[turn(0, 300, 90), turn(1, 300, 70, k=8)])
+    tiny.rollout("r2", "g", 0.0, turns=[turn(0, 100, 50), turn(1, 0, 30)])
+    con = tiny.done()
+    by_length = analyses.spec_decode(con, "tiny", by="length_bucket").set_index("length_bucket")
+    assert by_length.index.tolist() == [64, 512]
+    assert by_length.at[512, "acceptance_rate"] == pytest.approx(160 / 200)
+    assert by_length.at[64, "acceptance_rate"] == pytest.approx(80 / 200)
+    assert by_length["turns"].tolist() == [2, 2]
+    assert analyses.record(analyses.spec_decode(con, "tiny"))["k"] == 4  # three of the four turns drafted 4
+
+
 def test_acceptance_drift_is_flagged_against_the_drafters_first_versions(tiny):
     turns = [spec_turn(v, v, 100, 80 - 5 * v) for v in range(6)]  # 80% falling to 55%
     turns += [spec_turn(10 + v, v, 100, 70, drafter="d1", built_from=4) for v in (4, 5)]

@@ -22,7 +22,7 @@ from tests.simulated_runs import simulated
 # Every derived table, compared exactly (their sums are integers: arrival order cannot change them).
 DERIVED = {
     "rollouts": "SELECT * FROM rollouts WHERE run_id = $run",
-    "turns": "SELECT * FROM turns WHERE run_id = $run",
+    "turns": "SELECT * FROM _turns_stepped($run)",
     "train_steps": "SELECT * FROM train_steps WHERE run_id = $run",
     "rollout_steps": "SELECT * FROM rollout_steps($run)",
     "rollout_stages": "SELECT * FROM rollout_stages($run)",
@@ -30,6 +30,7 @@ DERIVED = {
     "rollout work": "SELECT * FROM _rollout_work($run)",
     "busy islands": "SELECT * FROM _busy_intervals($run)",
     "step sums": "SELECT * FROM _step_sums($run)",
+    "turn sums": "SELECT * FROM _turn_sums($run)",
 }
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from queries import analyses, connect
 from queries.checks import run_checks
+from queries.report import headline as headline_of
 from queries.report import report
 from tests.conftest import ROOT, rollscope
 from tests.test_analyses_simulated import simulated
@@ -117,3 +118,19 @@ def test_a_report_and_the_checks_on_one_shared_connection_run_each_analysis_once
     frame = analyses.funnel(shared, "samples", by="step")
     frame["usable"] = -1  # a caller changing its copy changes nobody else's
     assert (analyses.funnel(shared, "samples", by="step")["usable"] >= 0).all()
+
+
+def test_the_overview_headline_is_the_report_less_what_it_does_not_show(sample):
+    store, _ = sample
+    con = connect(store)
+    full = _flatten(report(con, "samples", steps=(3, 9)))
+    runs = []
+    headline = _flatten(headline_of(analyses.Shared(lambda: runs.append(1) or con), "samples", steps=(3, 9)))
+    assert headline == {k: full[k] for k in headline}
+    assert "prefill_decode.ratio" in headline and "trainer.idle_fraction" in headline
+    assert not any(k.startswith(("throughput", "staleness", "funnel.losses")) for k in headline)
+    # what it leaves out is not computed: the step range, environments, losses, disaggregation, staleness
+    # and throughput queries of the report did not run
+    report_runs = []
+    report(analyses.Shared(lambda: report_runs.append(1) or con), "samples", steps=(3, 9))
+    assert len(report_runs) - len(runs) == 6

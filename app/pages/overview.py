@@ -14,8 +14,8 @@ TRENDS = {
 }
 
 
-def headline(report: dict) -> None:
-    funnel, compute = report["funnel"], report["compute"]
+def headline(figures: dict) -> None:
+    funnel, compute = figures["funnel"], figures["compute"]
     row = st.columns(4)
     row[0].metric("Rollouts dispatched", charts.count(funnel["dispatched"]))
     row[1].metric("Usable rollouts", charts.count(funnel["usable"]), help="Reached the trainer and counted.")
@@ -31,9 +31,9 @@ def headline(report: dict) -> None:
         charts.seconds(compute["device_seconds"]["total"]),
         help="Device-seconds of rollout, train, teacher and judge processes.",
     )
-    row[1].metric("New prefill : decode", charts.ratio(report["prefill_decode"]["ratio"]))
-    row[2].metric("Spec-decode acceptance", charts.rate(report["spec_decode"]["acceptance_rate"]))
-    row[3].metric("Trainer idle", charts.rate(report["trainer"]["idle_fraction"]))
+    row[1].metric("New prefill : decode", charts.ratio(figures["prefill_decode"]["ratio"]))
+    row[2].metric("Spec-decode acceptance", charts.rate(figures["spec_decode"]["acceptance_rate"]))
+    row[3].metric("Trainer idle", charts.rate(figures["trainer"]["idle_fraction"]))
 
 
 def funnel_line(funnel: dict) -> str:
@@ -73,14 +73,14 @@ def trends(filters: data.Filters) -> None:
 
 
 def body(filters: data.Filters) -> None:
-    report = data.report(filters)
-    if not report["funnel"]["dispatched"]:
+    figures = data.headline(filters)
+    if not figures["funnel"]["dispatched"]:
         st.info(
             f"No rollouts in run {filters.run_id} for this selection yet: figures fill in as rollout "
             "spans arrive."
         )
-    headline(report)
-    st.markdown(funnel_line(report["funnel"]))
+    headline(figures)
+    st.markdown(funnel_line(figures["funnel"]))
     st.caption("What to look for: the stage with the lowest rate is where experience is lost (see Funnel).")
     checks(filters)
     trends(filters)

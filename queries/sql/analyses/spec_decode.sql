@@ -1,29 +1,9 @@
 -- Speculative decoding (docs/metrics.md): acceptance rate α = accepted / drafted, mean accepted length per
 -- verify step, and Leviathan et al.'s expected tokens per verify step (1 - α^(k+1)) / (1 - α), for the run or
 -- per policy version, drafter version, versions since the drafter's refresh, environment, rollout-length
--- bucket (the rollout's decoded tokens, rounded down to a power of two) or consuming step ($by).
-WITH consumed AS (
-    SELECT rollout_id, step
-    FROM rollout_steps($run_id)
-    WHERE $by = 'step' OR $step_lo IS NOT NULL OR $step_hi IS NOT NULL
-),
-lengths AS (
-    SELECT rollout_id, generated AS decoded FROM _rollout_work($run_id) WHERE $by = 'length_bucket'
-),
-kept AS (
-    SELECT
-        t.*, c.step,
-        CAST(pow(2, floor(log2(greatest(l.decoded, 1)))) AS BIGINT) AS length_bucket
-    FROM turns AS t
-    LEFT JOIN consumed AS c USING (rollout_id)
-    LEFT JOIN lengths AS l USING (rollout_id)
-    WHERE t.run_id = $run_id
-      AND t.spec_draft_tokens IS NOT NULL
-      AND ($step_lo IS NULL OR c.step >= $step_lo)
-      AND ($step_hi IS NULL OR c.step <= $step_hi)
-      AND ($environment IS NULL OR t.environment = $environment)
-),
-grouped AS (
+-- bucket (the rollout's decoded tokens, rounded down to a power of two) or consuming step ($by), over the
+-- turns that drafted. Summed from the turn sums (macros/06); k is the budget most of those turns used.
+WITH kept AS (
     SELECT
         CASE WHEN $by = 'policy_version' THEN policy_version END AS policy_version,
         CASE WHEN $by = 'drafter_version' THEN drafter_version END AS drafter_version,
@@ -32,12 +12,32 @@ grouped AS (
         CASE WHEN $by = 'environment' THEN environment END AS environment,
         CASE WHEN $by = 'length_bucket' THEN length_bucket END AS length_bucket,
         CASE WHEN $by = 'step' THEN step END AS step,
-        count(*) AS turns,
-        sum(spec_draft_tokens)::BIGINT AS drafted,
-        sum(spec_accepted_tokens)::BIGINT AS accepted,
-        sum(spec_verify_steps)::BIGINT AS verify_steps,
-        mode(spec_k) AS k
+        spec_k, spec_turns, drafted, accepted, verify_steps
+    FROM _turn_sums($run_id)
+    WHERE spec_turns > 0
+      AND ($step_lo IS NULL OR step >= $step_lo)
+      AND ($step_hi IS NULL OR step <= $step_hi)
+      AND ($environment IS NULL OR environment = $environment)
+),
+per_k AS (
+    SELECT
+        * EXCLUDE (spec_turns, drafted, accepted, verify_steps),
+        sum(spec_turns) AS turns,
+        sum(drafted) AS drafted,
+        sum(accepted) AS accepted,
+        sum(verify_steps) AS verify_steps
     FROM kept
+    GROUP BY ALL
+),
+grouped AS (
+    SELECT
+        * EXCLUDE (spec_k, turns, drafted, accepted, verify_steps),
+        sum(turns)::BIGINT AS turns,
+        sum(drafted)::BIGINT AS drafted,
+        sum(accepted)::BIGINT AS accepted,
+        sum(verify_steps)::BIGINT AS verify_steps,
+        arg_max(spec_k, turns) FILTER (spec_k IS NOT NULL) AS k
+    FROM per_k
     GROUP BY ALL
 ),
 rated AS (

@@ -1,23 +1,16 @@
 -- Drafter drift: per drafter version, acceptance over the first $baseline_versions policy versions it served
 -- (its baseline) against the latest $baseline_versions, the drop in percentage points, and whether the drop
--- exceeds $drop_points.
-WITH consumed AS (
-    SELECT rollout_id, step
-    FROM rollout_steps($run_id)
-    WHERE $step_lo IS NOT NULL OR $step_hi IS NOT NULL
-),
-kept AS (
-    SELECT t.drafter_version, t.policy_version, t.spec_draft_tokens, t.spec_accepted_tokens
-    FROM turns AS t
-    LEFT JOIN consumed AS c USING (rollout_id)
-    WHERE t.run_id = $run_id
-      AND t.spec_draft_tokens IS NOT NULL AND t.drafter_version IS NOT NULL AND t.policy_version IS NOT NULL
-      AND ($step_lo IS NULL OR c.step >= $step_lo)
-      AND ($step_hi IS NULL OR c.step <= $step_hi)
-      AND ($environment IS NULL OR t.environment = $environment)
+-- exceeds $drop_points. Summed from the turn sums (macros/06).
+WITH kept AS (
+    SELECT drafter_version, policy_version, drafted, accepted
+    FROM _turn_sums($run_id)
+    WHERE spec_turns > 0 AND drafter_version IS NOT NULL AND policy_version IS NOT NULL
+      AND ($step_lo IS NULL OR step >= $step_lo)
+      AND ($step_hi IS NULL OR step <= $step_hi)
+      AND ($environment IS NULL OR environment = $environment)
 ),
 per_version AS (
-    SELECT drafter_version, policy_version, sum(spec_draft_tokens) AS drafted, sum(spec_accepted_tokens) AS accepted
+    SELECT drafter_version, policy_version, sum(drafted) AS drafted, sum(accepted) AS accepted
     FROM kept
     GROUP BY ALL
 ),

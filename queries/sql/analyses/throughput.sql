@@ -1,5 +1,5 @@
--- Throughput and waiting: trainer idle fraction (Σ train_wait_s / Σ step seconds), decoded tokens per second
--- of rollout wall time, the rollout-length tail (decoded tokens and seconds per rollout), the share of rollout
+-- Throughput and waiting (the trainer's idle fraction is trainer.sql): decoded tokens per second of rollout
+-- wall time, the rollout-length tail (decoded tokens and seconds per rollout), the share of rollout
 -- time spent in tool / sandbox calls, and the spans exporters dropped or failed to write.
 -- Per-rollout turn and tool sums come from _rollout_work (macros/05); each tail is one quantile_cont over a
 -- list of fractions (one sort, not three).
@@ -17,15 +17,12 @@ kept_rollouts AS (
       AND ($step_hi IS NULL OR c.step <= $step_hi)
       AND ($environment IS NULL OR r.environment = $environment)
 ),
-kept_work AS (
-    SELECT * FROM _rollout_work($run_id) SEMI JOIN kept_rollouts USING (rollout_id)
-),
-trainer AS (
-    SELECT sum(train_wait_s) / nullif(sum(duration_s), 0) AS idle_fraction, count(*) AS train_steps
-    FROM train_steps
-    WHERE run_id = $run_id
-      AND ($step_lo IS NULL OR train_step >= $step_lo)
-      AND ($step_hi IS NULL OR train_step <= $step_hi)
+kept_work AS (  -- the same rollouts, by the step and environment _rollout_work keeps with each
+    SELECT * FROM _rollout_work($run_id)
+    WHERE known
+      AND ($step_lo IS NULL OR step >= $step_lo)
+      AND ($step_hi IS NULL OR step <= $step_hi)
+      AND ($environment IS NULL OR environment = $environment)
 ),
 stats AS (
     SELECT sum(spans_dropped)::BIGINT AS dropped, sum(spans_failed)::BIGINT AS failed
@@ -45,8 +42,6 @@ durations AS (
     FROM kept_rollouts
 )
 SELECT
-    t.idle_fraction AS trainer_idle_fraction,
-    t.train_steps,
     l.tokens_per_s AS rollout_tokens_per_s,
     l.tokens[1] AS length_p50,
     l.tokens[2] AS length_p90,
@@ -57,4 +52,4 @@ SELECT
     l.tool_s / nullif(d.total_s, 0) AS tool_wait_share,
     coalesce(s.dropped, 0) AS dropped_spans,
     coalesce(s.failed, 0) AS failed_spans
-FROM trainer AS t, lengths AS l, durations AS d, stats AS s
+FROM lengths AS l, durations AS d, stats AS s

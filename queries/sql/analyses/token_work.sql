@@ -1,24 +1,21 @@
 -- The work around a training token (docs/metrics.md): for usable rollouts, per generated (output) token, how
 -- often it was generated, prefilled again in later turns, evaluated by the trainer (the sample's tokens,
 -- else the rollout's final context) and scored by a teacher; and the share of rollout + judge + teacher
--- FLOPs spent on rollouts that never became usable. Per-rollout sums come from _rollout_work (macros/05).
-WITH stages AS (
-    SELECT rollout_id, usable, sample_tokens
-    FROM rollout_stages($run_id)
-    WHERE ($step_lo IS NULL OR step >= $step_lo)
+-- FLOPs spent on rollouts that never became usable. Per-rollout sums and stages come from _rollout_work
+-- (macros/05).
+WITH per_rollout AS (
+    SELECT
+        usable,
+        coalesce(generated, 0) AS generated,
+        coalesce(reprefilled, 0) AS reprefilled,
+        coalesce(sample_tokens, final_context, 0) AS trained,
+        coalesce(teacher_tokens, 0) AS teacher_scored,
+        coalesce(generation_flops, 0) + coalesce(teacher_flops, 0) + coalesce(judge_flops, 0) AS flops
+    FROM _rollout_work($run_id)
+    WHERE known
+      AND ($step_lo IS NULL OR step >= $step_lo)
       AND ($step_hi IS NULL OR step <= $step_hi)
       AND ($environment IS NULL OR environment = $environment)
-),
-per_rollout AS (
-    SELECT
-        s.usable,
-        coalesce(w.generated, 0) AS generated,
-        coalesce(w.reprefilled, 0) AS reprefilled,
-        coalesce(s.sample_tokens, w.final_context, 0) AS trained,
-        coalesce(w.teacher_tokens, 0) AS teacher_scored,
-        coalesce(w.generation_flops, 0) + coalesce(w.teacher_flops, 0) + coalesce(w.judge_flops, 0) AS flops
-    FROM stages AS s
-    LEFT JOIN _rollout_work($run_id) AS w USING (rollout_id)
 ),
 totals AS (
     SELECT

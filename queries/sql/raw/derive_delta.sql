@@ -9,6 +9,10 @@ DELETE FROM main._rollouts_mat
 WHERE run_id = $run AND rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
 INSERT INTO main._rollouts_mat
 SELECT * FROM _delta._rollouts_src WHERE rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
+DELETE FROM main._rollout_steps_mat
+WHERE run_id = $run AND rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
+INSERT INTO main._rollout_steps_mat
+SELECT $run, * FROM _delta._rollout_steps_src($run) WHERE rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
 DELETE FROM main._turns_mat
 WHERE rowid IN (
     SELECT rowid FROM main._turns_mat
@@ -17,11 +21,10 @@ WHERE rowid IN (
     SELECT rowid FROM main._turns_mat
     WHERE run_id = $run AND trace_id IN (SELECT lower(hex(trace_id)) FROM _delta.scope_traces)
 );
-INSERT INTO main._turns_mat SELECT * FROM _delta._turns_src;
-DELETE FROM main._rollout_steps_mat
-WHERE run_id = $run AND rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
-INSERT INTO main._rollout_steps_mat
-SELECT $run, * FROM _delta._rollout_steps_src($run) WHERE rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
+-- The scoped traces' turns, at the steps main._rollout_steps_mat now gives (as the work rows below).
+INSERT INTO main._turns_mat
+SELECT t.*, c.step FROM _delta._turns_src AS t
+LEFT JOIN main._rollout_steps_mat AS c ON c.run_id = $run AND c.rollout_id = t.rollout_id;
 DELETE FROM main._rollout_stages_mat
 WHERE run_id = $run AND rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
 INSERT INTO main._rollout_stages_mat
@@ -36,7 +39,7 @@ WHERE run_id = $run AND _segment IN (SELECT unnest($segments)) AND name = 'rl.tr
 DELETE FROM main._rollout_work_mat
 WHERE run_id = $run AND rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
 INSERT INTO main._rollout_work_mat
-SELECT $run, * FROM _delta._rollout_work_src($run) WHERE rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
+SELECT $run, * FROM _delta._rollout_work_staged($run) WHERE rollout_id IN (SELECT rollout_id FROM _delta.scope_rollouts);
 -- The work rows of the scoped rollouts and traces, and every train step (_delta reads them all), at the steps
 -- main._rollout_steps_mat now gives: a rollout in a scoped trace but not scoped itself kept its step.
 DELETE FROM main._work_mat

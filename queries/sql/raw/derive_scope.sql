@@ -16,8 +16,8 @@ first_new_step AS (
 touched AS (
     SELECT rollout_id FROM new WHERE rollout_id IS NOT NULL
     UNION
-    SELECT rollout_id FROM main._spans
-    WHERE run_id = $run AND name = 'rl.rollout' AND trace_id IN (SELECT trace_id FROM new)
+    SELECT rollout_id FROM main._rollouts_mat  -- (its rollouts seen so far; new ones are in new)
+    WHERE run_id = $run AND trace_id IN (SELECT lower(hex(trace_id)) FROM new)
     UNION
     SELECT s.rollout_id FROM main._rollout_steps_mat AS s, first_new_step AS f
     WHERE s.run_id = $run AND f.step IS NOT NULL AND (s.step IS NULL OR s.step >= f.step)

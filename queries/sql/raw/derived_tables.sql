@@ -2,8 +2,10 @@
 -- every analysis reads turns and rollouts, and re-joining millions of rows per query would cost seconds.
 CREATE TABLE _rollouts_mat AS SELECT * FROM _rollouts_src LIMIT 0;
 CREATE OR REPLACE VIEW rollouts AS SELECT * FROM _rollouts_mat;
-CREATE TABLE _turns_mat AS SELECT * FROM _turns_src LIMIT 0;
-CREATE OR REPLACE VIEW turns AS SELECT * FROM _turns_mat;
+-- Turns keep the step that consumed their rollout (kept current with the rollout's), for _turns_stepped.
+CREATE TABLE _turns_mat AS SELECT * FROM _turns_stepped('') LIMIT 0;
+CREATE OR REPLACE VIEW turns AS SELECT * EXCLUDE (step) FROM _turns_mat;
+CREATE OR REPLACE MACRO _turns_stepped(run) AS TABLE SELECT * FROM _turns_mat WHERE run_id = run;
 -- Train steps too: every step assignment reads all of a run's steps, which must not cost a scan of the run.
 CREATE TABLE _train_steps_mat AS SELECT * FROM _train_steps_src LIMIT 0;
 CREATE OR REPLACE VIEW train_steps AS SELECT * FROM _train_steps_mat;
@@ -28,6 +30,10 @@ CREATE OR REPLACE MACRO _busy_intervals(run) AS TABLE
 CREATE OR REPLACE MACRO _pending_work(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _work_mat WHERE run_id = run AND step IS NULL;
 -- The work around each rollout (queries/sql/analyses/macros/05_rollout_work.sql).
-CREATE TABLE _rollout_work_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_work_src('') LIMIT 0;
+CREATE TABLE _rollout_work_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_work_staged('') LIMIT 0;
 CREATE OR REPLACE MACRO _rollout_work(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _rollout_work_mat WHERE run_id = run;
+-- The turns' sums per step and key (queries/sql/analyses/macros/06_turn_sums.sql).
+CREATE TABLE _turn_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _turn_sums_src('', NULL) LIMIT 0;
+CREATE OR REPLACE MACRO _turn_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _turn_sums_mat WHERE run_id = run;

@@ -3,7 +3,8 @@
 -- output of a turn), first turn start and last turn end, generation FLOPs (2·P·(new prefill + decode)), the
 -- tokens a teacher scored and the teacher's FLOPs, judge FLOPs, and nanoseconds in tool / sandbox calls.
 -- Sums are integers, so a materialized reader's (summed in arrival order) equal a fresh one's exactly.
--- token_work.sql, throughput.sql and spec_decode.sql read it instead of grouping millions of turns.
+-- token_work.sql, throughput.sql and disaggregation.sql read it (below, with the rollout's stage) instead of
+-- grouping millions of turns.
 CREATE OR REPLACE MACRO _rollout_work_src(run) AS TABLE
 WITH generation AS (
     SELECT
@@ -52,5 +53,14 @@ FROM generation AS g
 FULL JOIN teacher AS x USING (rollout_id)
 FULL JOIN judge AS j USING (rollout_id)
 FULL JOIN tool AS t USING (rollout_id);
+-- _rollout_work_staged(run): that work next to each known rollout's consuming step, environment, usable flag
+-- and sample tokens (rollout_stages), one row per rollout id of either: known is false for work of a rollout
+-- whose rl.rollout span has not arrived. Per-rollout figures filtered by step or environment join nothing.
+CREATE OR REPLACE MACRO _rollout_work_staged(run) AS TABLE
+SELECT
+    coalesce(s.rollout_id, w.rollout_id) AS rollout_id, s.rollout_id IS NOT NULL AS known, s.step, s.environment,
+    s.usable, s.sample_tokens, w.* EXCLUDE (rollout_id)
+FROM _rollout_work_src(run) AS w
+FULL JOIN rollout_stages(run) AS s ON s.rollout_id = w.rollout_id;
 -- The name the analyses read; a materialized reader keeps it in a native table (reader.py).
-CREATE OR REPLACE MACRO _rollout_work(run) AS TABLE SELECT * FROM _rollout_work_src(run);
+CREATE OR REPLACE MACRO _rollout_work(run) AS TABLE SELECT * FROM _rollout_work_staged(run);

@@ -1,0 +1,7 @@
+-- The trainer over the run or a step range: its train steps, and the share of their time it waited for data
+-- (idle fraction = Σ train_wait_s / Σ step seconds): rollouts, not the update, limit a trainer that waits.
+SELECT sum(train_wait_s) / nullif(sum(duration_s), 0) AS trainer_idle_fraction, count(*) AS train_steps
+FROM train_steps
+WHERE run_id = $run_id
+  AND ($step_lo IS NULL OR train_step >= $step_lo)
+  AND ($step_hi IS NULL OR train_step <= $step_hi)
