@@ -6,8 +6,10 @@ Two ways to hold the raw rows under the views, same views on top:
   loaded up front, so a one-off query starts at once; ``refresh()`` picks up segments published since.
 * ``materialize=True`` (the dashboard): rows are copied into a native DuckDB table, 2–4× faster to aggregate,
   and ``refresh()`` copies only the segments that are new and drops those a compaction replaced, in one
-  transaction, so a query sees every row exactly once. The joined views ``rollouts`` and ``turns`` and the
-  funnel's per-rollout steps and stages are kept in native tables too, so every analysis reads plain tables.
+  transaction, so a query sees every row exactly once. The joined views ``rollouts`` and ``turns`` (each turn
+  with its rollout's consuming step), the funnel's per-rollout steps and stages, and the per-rollout and per-step
+  sums the analyses read (work, busy islands, turn sums) are kept in native tables too, so an analysis reads
+  thousands of rows where the run has millions of spans.
 
   Keeping those derived tables current is incremental: new spans name the rollouts they can change
   (``sql/raw/derive_scope.sql``), and only those rollouts' rows are derived again, by the same view
