@@ -78,3 +78,22 @@ def test_readme_names_every_table_macro_a_user_can_query():
         == set(re.findall(r"^\| `(\w+)\(", README, flags=re.M))
         == {"rollout_steps", "rollout_stages", "consumed_samples"}
     )
+
+
+def test_docs_list_every_analysis_and_only_real_ones():
+    """docs/report.md's list is where README sends users for the analyses they can call from Python."""
+    import inspect
+
+    from queries import analyses
+
+    text = (ROOT / "docs" / "report.md").read_text()
+    listed = text.split("one-row figures):", 1)[1].split("`queries.report", 1)[0]
+    named = set(re.findall(r"`(\w+)", re.sub(r" \(by [^)]*\)", "", listed)))  # not the by= choices
+    analyses_ = {
+        name
+        for name, f in inspect.getmembers(analyses, inspect.isfunction)
+        if f.__module__ == "queries.analyses"
+        and not name.startswith("_")
+        and list(inspect.signature(f).parameters)[:2] == ["con", "run_id"]
+    }
+    assert named == (analyses_ - {"require_run"}) | {"what_if"}  # require_run: a guard, what_if: no run
