@@ -6,8 +6,8 @@ import argparse
 import importlib
 import sys
 
-from app.commands import COMMANDS
-from queries.errors import RollscopeError
+from rollscope.app.commands import COMMANDS
+from rollscope.errors import RollscopeError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,9 +17,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
-            module = importlib.import_module(f"app.commands.{name}")
+            module = importlib.import_module(f"rollscope.app.commands.{name}")
         except ModuleNotFoundError as e:
-            if e.name != f"app.commands.{name}":
+            if e.name != f"rollscope.app.commands.{name}":
                 raise
             continue
         module.register(sub)

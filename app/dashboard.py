@@ -6,8 +6,8 @@ shows comes from ``queries`` through ``app.data``.
 
 import streamlit as st
 
-from app import data
-from queries.errors import RollscopeError
+from rollscope.app import data
+from rollscope.errors import RollscopeError
 
 st.set_page_config(page_title="rollscope", page_icon=":material/monitoring:", layout="wide")
 

@@ -25,12 +25,12 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from queries import analyses
-from queries import store as layout
-from queries.catalog import VIEW_DOCS
-from queries.errors import RollscopeError, UnknownRunError
-from queries.schema import DATASETS
-from queries.trace import SEARCH_LIMIT
+from rollscope.errors import RollscopeError, UnknownRunError
+from rollscope.queries import analyses
+from rollscope.queries.catalog import VIEW_DOCS
+from rollscope.queries.trace import SEARCH_LIMIT
+from rollscope.store import layout
+from rollscope.store.schema import DATASETS
 
 SAMPLE_STORE = Path(__file__).resolve().parent.parent / "sample_data"
 SHARED_MODULES = ("analyses", "report", "checks")  # their functions take an analyses.Shared
@@ -69,7 +69,7 @@ class LiveStore:
     """
 
     def __init__(self, path: str):
-        from queries.reader import Reader
+        from rollscope.queries.reader import Reader
 
         self.reader = Reader(path, materialize=True)
         self.checked_at = self.changed_at = time.time()
@@ -130,7 +130,7 @@ def live_store(path: str) -> LiveStore:
 @st.cache_resource(show_spinner=False, max_entries=8)
 def sandbox(path: str):
     """The SQL explorer's locked-down connection for this store (one, shared; queries run one at a time)."""
-    from queries.sandbox import Sandbox
+    from rollscope.queries.sandbox import Sandbox
 
     return Sandbox(path)
 
@@ -274,7 +274,7 @@ def _generation(store: str) -> str:
 
 @st.cache_data(show_spinner=False, max_entries=2048)
 def _cached(store: str, signature: int | None, module: str, name: str, args: tuple, options: tuple):
-    function = getattr(importlib.import_module(f"queries.{module}"), name)
+    function = getattr(importlib.import_module(f"rollscope.queries.{module}"), name)
     live, started = live_store(store), time.perf_counter()
     con = live.shared(args[0], _generation(store)) if module in SHARED_MODULES else live.cursor()
     result = function(con, *args, **dict(options))
@@ -284,8 +284,10 @@ def _cached(store: str, signature: int | None, module: str, name: str, args: tup
 
 def call(store: str, module: str, name: str, run_id: str, *args, **options):
     """``queries.<module>.<name>(con, run_id, *args, **options)``, cached until that run's data changes."""
-    if not hasattr(importlib.import_module(f"queries.{module}"), name):
-        raise MissingAnalysis("Not available yet", f"queries.{module}.{name} does not exist in this version")
+    if not hasattr(importlib.import_module(f"rollscope.queries.{module}"), name):
+        raise MissingAnalysis(
+            "Not available yet", f"rollscope.queries.{module}.{name} does not exist in this version"
+        )
     signature = live_store(store).signature(run_id)
     return _cached(store, signature, module, name, (run_id, *args), tuple(sorted(options.items())))
 
@@ -307,9 +309,11 @@ def headline(filters: Filters) -> dict:
 
 def scoped(module: str, name: str, filters: Filters, run_id: str | None = None, **options):
     """``queries.<module>.<name>(con, run, ...)``, passing the step range and environment where it takes them."""
-    function = getattr(importlib.import_module(f"queries.{module}"), name, None)
+    function = getattr(importlib.import_module(f"rollscope.queries.{module}"), name, None)
     if function is None:
-        raise MissingAnalysis("Not available yet", f"queries.{module}.{name} does not exist in this version")
+        raise MissingAnalysis(
+            "Not available yet", f"rollscope.queries.{module}.{name} does not exist in this version"
+        )
     accepted = inspect.signature(function).parameters
     scope = {"steps": filters.steps, "environment": filters.environment}
     options = {**{k: v for k, v in scope.items() if k in accepted}, **options}
@@ -398,7 +402,7 @@ def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object]:
 
 def sql_example() -> str:
     """The explorer's first query (``queries/sql/sandbox/example.sql``)."""
-    from queries import sqlfiles
+    from rollscope.queries import sqlfiles
 
     return sqlfiles.load("sandbox/example")
 

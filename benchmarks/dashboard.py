@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from queries import analyses  # noqa: E402
-from queries import store as layout  # noqa: E402
-from queries.store import segments  # noqa: E402
+from rollscope.queries import analyses  # noqa: E402
+from rollscope.store import layout  # noqa: E402
+from rollscope.store.layout import segments  # noqa: E402
 from tests.test_dashboard_fixtures import RunWriter, write_run  # noqa: E402
 
 RUN = "bench"
@@ -78,7 +78,7 @@ def span_rows(store: Path) -> int:
 
 def filters(store: Path, run: str = RUN):
     """The sidebar's default choices for ``run`` (every step, every environment, live off)."""
-    from app import data
+    from rollscope.app import data
 
     return data.Filters(str(store), run, tuple(layout.run_ids(store)), None, None, None)
 
@@ -89,7 +89,7 @@ def render(store: Path, page: str) -> tuple[float, float]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from app import data
+    from rollscope.app import data
 
     at = AppTest.from_file(str(ROOT / "app" / "pages" / f"{page}.py"), default_timeout=1200)
     at.session_state["store"] = str(store)
@@ -105,7 +105,7 @@ def sidebar_seconds(store: Path) -> float:
     """The sidebar's own queries: the run's step range and environments."""
     import streamlit as st
 
-    from app import data
+    from rollscope.app import data
 
     st.cache_data.clear()
     started = time.perf_counter()
@@ -158,7 +158,7 @@ def main() -> int:
     rows = span_rows(store)
     print(f"store {store}: {rows:,} spans in {len(segments(store, 'spans'))} segments")
 
-    from app import data
+    from rollscope.app import data
 
     load_s, live = timed(lambda: data.live_store(str(store)))
     print(f"initial load (materialize every span): {load_s:.2f} s")

@@ -16,7 +16,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from collectors import attach
+from rollscope.collectors import attach
 
 ATTRIBUTES = {  # a realistic turn span
     "rl.rollout.id": "r-000123",

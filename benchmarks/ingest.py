@@ -38,10 +38,10 @@ from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult  # noqa: E402
 
-from collectors import otlp  # noqa: E402
-from collectors.receiver import RECEIVER_GC  # noqa: E402
-from collectors.rows import SpanRows  # noqa: E402
-from queries.store import SegmentWriter, segments  # noqa: E402
+from rollscope.collectors import otlp  # noqa: E402
+from rollscope.collectors.receiver import RECEIVER_GC  # noqa: E402
+from rollscope.collectors.rows import SpanRows  # noqa: E402
+from rollscope.store.layout import SegmentWriter, segments  # noqa: E402
 
 
 class _Keep(SpanExporter):
@@ -186,7 +186,7 @@ def pipeline_per_span(payloads: list[bytes], n_spans: int, batch_requests: int) 
 
 
 def start_receiver(store: Path) -> tuple[subprocess.Popen, int]:
-    cmd = [sys.executable, "-m", "app.cli", "collect", "--store", str(store), "--port", "0"]
+    cmd = [sys.executable, "-m", "rollscope.app.cli", "collect", "--store", str(store), "--port", "0"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     port = int(line.split("http://")[1].split("/")[0].rsplit(":", 1)[1])

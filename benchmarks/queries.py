@@ -23,9 +23,9 @@ from pathlib import Path
 # This script shares its name with the package it measures: import the package, not the script.
 sys.path[:1] = [str(Path(__file__).resolve().parent.parent)]
 
-from queries import Reader, analyses  # noqa: E402
-from queries.report import report  # noqa: E402
-from queries.store import run_ids  # noqa: E402
+from rollscope.queries import Reader, analyses  # noqa: E402
+from rollscope.queries.report import report  # noqa: E402
+from rollscope.store.layout import run_ids  # noqa: E402
 
 # Hand-written baselines over the native table: the same figures, no views, no macros.
 _ROLLOUTS = """SELECT rollout_id, group_id, rollout_status, reward FROM _spans
@@ -103,7 +103,7 @@ def simulate(store: Path, run_id: str, spans: int) -> None:
     command = [
         sys.executable,
         "-m",
-        "app.cli",
+        "rollscope.app.cli",
         "simulate",
         "--store",
         str(store),

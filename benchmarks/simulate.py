@@ -18,9 +18,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
-from simulator import config, simulate
-from simulator.dynamics import Planner
-from simulator.records import SpanBuilder
+from rollscope.simulator import config, simulate
+from rollscope.simulator.dynamics import Planner
+from rollscope.simulator.records import SpanBuilder
 
 
 def records(preset: str, n: int) -> list[tuple]:

@@ -1,6 +1,6 @@
 """What runs inside or beside an RL job: conventions, span helpers, the store exporter, the OTLP receiver.
 
-from collectors import attach
+from rollscope import attach
 rl = attach(store="runs/", run_id="exp-7", role="rollout", devices=8)
 with rl.rollout(task_id="t1", environment="swe", policy_version=3) as r:
     with rl.turn(0, input_tokens=3000, cached_input_tokens=2800, output_tokens=150):
@@ -12,13 +12,13 @@ __all__ = ["attach", "RL", "RLSpan"]
 
 
 def __getattr__(name):
-    # Lazy, so `from collectors import semconv` (used by the store's schema) pulls in no SDK machinery.
+    # Lazy, so `from rollscope.collectors import semconv` (used by the store's schema) pulls in no SDK machinery.
     if name == "attach":
-        from collectors.wiring import attach
+        from rollscope.collectors.wiring import attach
 
         return attach
     if name in ("RL", "RLSpan"):
-        from collectors import helpers
+        from rollscope.collectors import helpers
 
         return getattr(helpers, name)
     raise AttributeError(name)

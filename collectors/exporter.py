@@ -18,9 +18,9 @@ import pyarrow as pa
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from collectors.rows import readable_spans_to_rows
-from queries.schema import COLLECTOR_STATS_SCHEMA
-from queries.store import SegmentWriter
+from rollscope.collectors.rows import readable_spans_to_rows
+from rollscope.store.layout import SegmentWriter
+from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
 
 log = logging.getLogger("rollscope.exporter")
 _LOG_EVERY_S = 30.0

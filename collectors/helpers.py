@@ -16,7 +16,7 @@ from contextvars import ContextVar
 
 from opentelemetry.trace import Span
 
-from collectors import semconv
+from rollscope.collectors import semconv
 
 _ATTRIBUTE_OF = {a.column: a.name for a in semconv.SPAN_ATTRIBUTES}
 _current_rollout: ContextVar[str | None] = ContextVar("rollscope_rollout", default=None)

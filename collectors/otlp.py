@@ -31,9 +31,9 @@ from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from collectors.rows import ResourceRow, SpanRows
-from queries.schema import SPAN_FIELDS
-from queries.store import RUN_ID_PATTERN
+from rollscope.collectors.rows import ResourceRow, SpanRows
+from rollscope.store.layout import RUN_ID_PATTERN
+from rollscope.store.schema import SPAN_FIELDS
 
 
 class MalformedPayload(ValueError):

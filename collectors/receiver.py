@@ -34,7 +34,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from collectors.otlp import (
+from rollscope.collectors.otlp import (
     Decoded,
     MalformedPayload,
     decode_json,
@@ -42,9 +42,9 @@ from collectors.otlp import (
     error_status,
     export_response,
 )
-from collectors.spool import GroupCommit
-from queries.schema import COLLECTOR_STATS_SCHEMA
-from queries.store import SegmentWriter, check_run_id
+from rollscope.collectors.spool import GroupCommit
+from rollscope.store.layout import SegmentWriter, check_run_id
+from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
 
 log = logging.getLogger("rollscope.receiver")
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from opentelemetry.trace import SpanKind, StatusCode
 
-from collectors import semconv
-from queries.schema import SPAN_FIELDS, SPAN_SCHEMA
+from rollscope.collectors import semconv
+from rollscope.store.schema import SPAN_FIELDS, SPAN_SCHEMA
 
 _CONVENTIONS = semconv.by_name()
 _SPAN_COLUMNS = {name: a.column for name, a in _CONVENTIONS.items() if a.where != "resource"}

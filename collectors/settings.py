@@ -56,7 +56,7 @@ def _positive(cast):
 
 
 def _role(raw: str) -> str:
-    from collectors.semconv import ROLES
+    from rollscope.collectors.semconv import ROLES
 
     if raw not in ROLES:
         raise ValueError(raw)
@@ -112,7 +112,7 @@ class Settings:
         return settings
 
     def validate(self) -> None:
-        from collectors.semconv import ROLES
+        from rollscope.collectors.semconv import ROLES
 
         self.store = Path(self.store)
         if self.role not in ROLES:

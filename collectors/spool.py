@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from collectors.otlp import Decoded
-from collectors.rows import SpanRows
-from queries.store import SegmentWriter
+from rollscope.collectors.otlp import Decoded
+from rollscope.collectors.rows import SpanRows
+from rollscope.store.layout import SegmentWriter
 
 log = logging.getLogger("rollscope.receiver")
 

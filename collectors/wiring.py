@@ -10,11 +10,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
-from collectors import semconv
-from collectors.exporter import StoreSpanExporter, StoreSpanProcessor
-from collectors.helpers import RL
-from collectors.settings import Settings
-from queries.store import check_run_id
+from rollscope.collectors import semconv
+from rollscope.collectors.exporter import StoreSpanExporter, StoreSpanProcessor
+from rollscope.collectors.helpers import RL
+from rollscope.collectors.settings import Settings
+from rollscope.store.layout import check_run_id
 
 log = logging.getLogger("rollscope")
 

@@ -1,6 +1,6 @@
 """The store and everything read from it: layout, views for ad hoc SQL, and every analysis as SQL."""
 
-from queries.errors import QueryError, RollscopeError, StoreError, UnknownRunError
+from rollscope.errors import QueryError, RollscopeError, StoreError, UnknownRunError
 
 __all__ = ["connect", "Reader", "RollscopeError", "StoreError", "QueryError", "UnknownRunError"]
 
@@ -8,7 +8,7 @@ __all__ = ["connect", "Reader", "RollscopeError", "StoreError", "QueryError", "U
 def __getattr__(name):
     # duckdb is imported only by readers: a collector inside an RL job never pays for it.
     if name in ("connect", "Reader"):
-        from queries import reader
+        from rollscope.queries import reader
 
         return getattr(reader, name)
     raise AttributeError(name)

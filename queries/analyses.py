@@ -23,8 +23,8 @@ from functools import cache
 import duckdb
 import pandas as pd
 
-from queries import sqlfiles
-from queries.errors import QueryError, UnknownRunError
+from rollscope.errors import QueryError, UnknownRunError
+from rollscope.queries import sqlfiles
 
 _PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 _COMMENT = re.compile(r"--[^\n]*")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import tempfile
 
-from collectors import semconv
-from queries import sqlfiles
+from rollscope.collectors import semconv
+from rollscope.queries import sqlfiles
 
 VIEW_DOCS = {
     "spans": "every span: ids, name, times, status, a column per convention, other attributes as JSON",
@@ -34,7 +34,7 @@ def view_columns(con) -> dict[str, list[str]]:
 
 
 def markdown() -> str:
-    from queries.reader import Reader
+    from rollscope.queries.reader import Reader
 
     with tempfile.TemporaryDirectory() as empty:
         columns = view_columns(Reader(empty).con)

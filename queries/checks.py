@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from queries import analyses
+from rollscope.queries import analyses
 
 THRESHOLDS = {
     "drafter-logprobs": 0,  # most turns allowed to record the drafter's log-probabilities

@@ -30,9 +30,10 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from queries import sqlfiles, store
-from queries.errors import QueryError
-from queries.schema import DATASETS
+from rollscope.errors import QueryError
+from rollscope.queries import sqlfiles
+from rollscope.store import layout as store
+from rollscope.store.schema import DATASETS
 
 _RETRIES = 5
 

@@ -8,7 +8,7 @@ the part the dashboard's Overview shows, built by the same functions, so it cost
 
 from __future__ import annotations
 
-from queries import analyses
+from rollscope.queries import analyses
 
 TERMS = ("rollout", "train", "teacher", "judge")
 

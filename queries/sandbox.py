@@ -21,9 +21,9 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from queries import sqlfiles
-from queries.errors import QueryError
-from queries.reader import Reader
+from rollscope.errors import QueryError
+from rollscope.queries import sqlfiles
+from rollscope.queries.reader import Reader
 
 DEFAULT_ROW_LIMIT = 10_000
 DEFAULT_TIME_LIMIT_S = 10.0

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from queries import sqlfiles, store
-from queries.errors import StoreError
-from queries.schema import DATASETS
+from rollscope.errors import StoreError
+from rollscope.queries import sqlfiles
+from rollscope.store import layout as store
+from rollscope.store.schema import DATASETS
 
 
 def views_script(store_dir: Path | str) -> str:

@@ -11,8 +11,8 @@ import re
 import duckdb
 import pandas as pd
 
-from queries import sqlfiles
-from queries.errors import QueryError
+from rollscope.errors import QueryError
+from rollscope.queries import sqlfiles
 
 _PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 SEARCH_LIMIT = 500

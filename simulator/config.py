@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from queries.errors import RollscopeError
+from rollscope.errors import RollscopeError
 
 
 class ConfigError(RollscopeError):
@@ -213,7 +213,9 @@ def default_environments() -> list[Environment]:
 
 def preset_names() -> list[str]:
     return sorted(
-        p.name[:-5] for p in resources.files("simulator.presets").iterdir() if p.name.endswith(".json")
+        p.name[:-5]
+        for p in resources.files("rollscope.simulator.presets").iterdir()
+        if p.name.endswith(".json")
     )
 
 
@@ -223,7 +225,7 @@ def load_preset(name: str) -> dict:
         raise ConfigError(
             "Unknown preset", f"no simulator preset {name!r}; presets: {', '.join(preset_names())}"
         )
-    return json.loads(resources.files("simulator.presets").joinpath(f"{name}.json").read_text())
+    return json.loads(resources.files("rollscope.simulator.presets").joinpath(f"{name}.json").read_text())
 
 
 def load_file(path: Path | str) -> dict:

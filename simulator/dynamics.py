@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from simulator.config import Environment, SimConfig
-from simulator.plan import Group, Rollout, Scoring, StepPlan, ToolCall, Turn
-from simulator.sampling import (
+from rollscope.simulator.config import Environment, SimConfig
+from rollscope.simulator.plan import Group, Rollout, Scoring, StepPlan, ToolCall, Turn
+from rollscope.simulator.sampling import (
     Quota,
     Stratified,
     allocate,

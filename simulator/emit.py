@@ -1,4 +1,4 @@
-"""Worker processes that replay the plan through ``collectors.attach()``, as a live job's processes would.
+"""Worker processes that replay the plan through ``rollscope.attach()``, as a live job's processes would.
 
 Each worker hosts some of the run's simulated processes (rollout servers, trainer, judges, teachers, sandbox
 hosts). For each it calls ``attach()`` once, with that process's role, devices and model, and then turns
@@ -52,7 +52,7 @@ class Emitter:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
-        from collectors import attach
+        from rollscope.collectors import attach
 
         self.ids = PlannedIds()
         provider = TracerProvider(resource=Resource.get_empty(), id_generator=self.ids, sampler=ALWAYS_ON)

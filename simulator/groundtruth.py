@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.config import SimConfig, to_dict
-from simulator.plan import Rollout, StepPlan
-from simulator.records import Instance
+from rollscope.simulator.config import SimConfig, to_dict
+from rollscope.simulator.plan import Rollout, StepPlan
+from rollscope.simulator.records import Instance
 
 FORMAT = 1
 _STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
@@ -473,8 +473,8 @@ def _canonical_table(store: Path | str, run_id: str, ids: bool):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from queries.schema import SPAN_SCHEMA
-    from queries.store import segments
+    from rollscope.store.layout import segments
+    from rollscope.store.schema import SPAN_SCHEMA
 
     tables = [pq.read_table(f) for f in segments(store, "spans", run_id)]
     table = pa.concat_tables(tables, promote_options="default") if tables else SPAN_SCHEMA.empty_table()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.config import Environment
+from rollscope.simulator.config import Environment
 
 
 @dataclass(slots=True)

@@ -16,10 +16,10 @@ import random
 from dataclasses import dataclass
 from datetime import datetime
 
-from collectors import semconv
-from simulator.config import SimConfig
-from simulator.plan import Rollout, StepPlan
-from simulator.sampling import derive_seed
+from rollscope.collectors import semconv
+from rollscope.simulator.config import SimConfig
+from rollscope.simulator.plan import Rollout, StepPlan
+from rollscope.simulator.sampling import derive_seed
 
 _A = {a.column: a.name for a in semconv.SPAN_ATTRIBUTES}
 ROLLOUT_ID, TASK_ID, GROUP_ID, ENVIRONMENT = (

@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from queries import store as store_layout
-from queries.errors import RollscopeError
-from simulator import groundtruth
-from simulator.config import SimConfig
-from simulator.dynamics import Planner
-from simulator.progress import Progress
-from simulator.records import Instance, SpanBuilder, instances
+from rollscope.errors import RollscopeError
+from rollscope.simulator import groundtruth
+from rollscope.simulator.config import SimConfig
+from rollscope.simulator.dynamics import Planner
+from rollscope.simulator.progress import Progress
+from rollscope.simulator.records import Instance, SpanBuilder, instances
+from rollscope.store import layout as store_layout
 
 DIGEST_MAX_SPANS = 2_000_000  # beyond this the content digest costs more than it is worth
 SCALE_SEGMENT_SECONDS = 30.0
@@ -148,7 +148,7 @@ def _assign(
 
 def _pool(store: Path, run_id: str, assignment: list[list[dict]], config: SimConfig, scale: bool):
     """Scale mode publishes fewer, larger segments (a benchmark store is read, not watched live)."""
-    from simulator.emit import Pool
+    from rollscope.simulator.emit import Pool
 
     settings = {
         "algorithm": config.algorithm,

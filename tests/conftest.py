@@ -22,7 +22,7 @@ def store(tmp_path) -> Path:
 @pytest.fixture
 def attached(store):
     """attach() factory: private providers (tests attach many times), shut down at teardown."""
-    from collectors import attach
+    from rollscope.collectors import attach
 
     made = []
 
@@ -39,7 +39,7 @@ def attached(store):
 
 def rollscope(*args: str) -> tuple[int, str, str]:
     """Run the `rollscope` command line in-process, as a user would type it."""
-    from app.cli import main
+    from rollscope.app.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):

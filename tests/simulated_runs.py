@@ -8,7 +8,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from simulator import config, groundtruth, simulate
+from rollscope.simulator import config, groundtruth, simulate
 
 # A small run with every feature: three environments, a teacher, a drafter refresh, the drafter-log-prob
 # misconfiguration for policy versions 8-9 and a staleness excursion.

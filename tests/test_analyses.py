@@ -8,9 +8,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from collectors import attach
-from queries import analyses, connect
-from queries.errors import UnknownRunError
+from rollscope.collectors import attach
+from rollscope.errors import UnknownRunError
+from rollscope.queries import analyses, connect
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from queries import analyses, connect
+from rollscope.queries import analyses, connect
 from tests.simulated_runs import STAGES, simulated
 
 

@@ -98,7 +98,7 @@ def dashboard(writer):
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / "dashboard.log", "w")  # noqa: SIM115 (closed below, after the server)
     server = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "dashboard", "--store", str(store), "--port", str(port)],
+        [sys.executable, "-m", "rollscope.app.cli", "dashboard", "--store", str(store), "--port", str(port)],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from queries import analyses, connect
-from queries.schema import COLLECTOR_STATS_SCHEMA
-from queries.store import SegmentWriter
+from rollscope.queries import analyses, connect
+from rollscope.store.layout import SegmentWriter
+from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
 from tests.conftest import rollscope
 from tests.test_analyses import TinyRun
 from tests.test_analyses_simulated import simulated
@@ -100,7 +100,7 @@ def test_dropped_spans_are_the_spans_the_throughput_figures_call_lost(store):
 
 @pytest.mark.slow
 def test_the_shipped_sample_run_fails_exactly_on_its_misconfigurations(tmp_path):
-    from simulator import config, simulate
+    from rollscope.simulator import config, simulate
 
     simulate(tmp_path / "store", "sample", config.resolve("sample"), preset="sample", workers=2)
     code, lines, _ = check(tmp_path / "store", "sample")

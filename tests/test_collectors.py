@@ -8,7 +8,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from collectors.exporter import StoreSpanExporter
+from rollscope.collectors.exporter import StoreSpanExporter
 from tests.conftest import rollscope, sql_json
 
 
@@ -120,7 +120,7 @@ def test_exporter_failure_is_counted_never_raised(tmp_path, caplog):
 def test_spans_without_a_run_are_refused_with_a_clear_error(store):
     import pytest
 
-    from collectors import attach
+    from rollscope.collectors import attach
 
     with pytest.raises(ValueError, match="run id"):
         attach(store=store, set_global=False)
@@ -157,7 +157,7 @@ def test_a_tight_loop_of_100k_spans_loses_nothing_silently(attached, store):
 
 
 def test_attach_joins_the_jobs_own_tracer_provider(store):
-    from collectors import attach
+    from rollscope.collectors import attach
 
     provider = TracerProvider(resource=Resource.create({"service.name": "my-trainer"}))
     rl = attach(store=store, run_id="exp-8", role="train", devices=4, tracer_provider=provider)
@@ -197,7 +197,7 @@ def test_the_installed_console_script_reads_the_store(attached, store):
 
 
 def test_shutdown_waits_for_a_publish_already_in_flight(tmp_path):
-    from collectors import attach
+    from rollscope.collectors import attach
 
     # The background flush publishes every few milliseconds; a shutdown racing it must not report (or lose)
     # the spans that publish was still writing.

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import charts, data
-from queries import analyses, trace
-from queries import store as layout
-from queries.checks import run_checks
-from queries.reader import Reader
-from queries.report import report
+from rollscope.app import charts, data
+from rollscope.queries import analyses, trace
+from rollscope.queries.checks import run_checks
+from rollscope.queries.reader import Reader
+from rollscope.queries.report import report
+from rollscope.store import layout
 from tests.test_dashboard_fixtures import RunWriter
 
 pytest_plugins = ("tests.test_dashboard_fixtures",)  # sample_store, empty_store
@@ -314,7 +314,7 @@ def test_new_spans_appear_on_a_later_refresh_which_reads_only_new_segments(tmp_p
 
 
 def test_the_command_serves_locally_headless_without_usage_stats(tmp_path):
-    from app.commands.dashboard import streamlit_command
+    from rollscope.app.commands.dashboard import streamlit_command
 
     command = streamlit_command(tmp_path, 8600)
     flags = dict(zip(command[5::2], command[6::2], strict=False))

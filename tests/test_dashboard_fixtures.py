@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors import attach
+from rollscope.collectors import attach
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from app.cli import build_parser
-from collectors import semconv
-from collectors.settings import ENV
-from queries import catalog
+from rollscope.app.cli import build_parser
+from rollscope.collectors import semconv
+from rollscope.collectors.settings import ENV
+from rollscope.queries import catalog
 from tests.conftest import ROOT, rollscope
 
 README = (ROOT / "README.md").read_text()
@@ -69,7 +69,7 @@ def test_readme_gives_exactly_two_setup_commands_and_ci_runs_the_test_one():
 
 
 def test_readme_names_every_table_macro_a_user_can_query():
-    from queries import sqlfiles
+    from rollscope.queries import sqlfiles
 
     text = "".join(sqlfiles.load(n) for n in sqlfiles.folder("analyses/macros"))
     public = {m for m in re.findall(r"CREATE OR REPLACE MACRO (\w+)\(", text) if not m.startswith("_")}
@@ -84,15 +84,15 @@ def test_docs_list_every_analysis_and_only_real_ones():
     """docs/report.md's list is where README sends users for the analyses they can call from Python."""
     import inspect
 
-    from queries import analyses
+    from rollscope.queries import analyses
 
     text = (ROOT / "docs" / "report.md").read_text()
-    listed = text.split("one-row figures):", 1)[1].split("`queries.report", 1)[0]
+    listed = text.split("one-row figures):", 1)[1].split("`rollscope.queries.report", 1)[0]
     named = set(re.findall(r"`(\w+)", re.sub(r" \(by [^)]*\)", "", listed)))  # not the by= choices
     analyses_ = {
         name
         for name, f in inspect.getmembers(analyses, inspect.isfunction)
-        if f.__module__ == "queries.analyses"
+        if f.__module__ == "rollscope.queries.analyses"
         and not name.startswith("_")
         and list(inspect.signature(f).parameters)[:2] == ["con", "run_id"]
     }

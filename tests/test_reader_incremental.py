@@ -14,9 +14,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from queries import Reader
-from queries.analyses import compute_terms
-from queries.store import SegmentWriter, compact, segments
+from rollscope.queries import Reader
+from rollscope.queries.analyses import compute_terms
+from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
 
 # Every derived table, compared exactly (their sums are integers: arrival order cannot change them).

@@ -16,9 +16,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-import queries
-from app.cli import build_parser
-from collectors.receiver import ReceiverConfig, running
+from rollscope import queries
+from rollscope.app.cli import build_parser
+from rollscope.collectors.receiver import ReceiverConfig, running
 from tests.conftest import rollscope
 from tests.fixtures.receiver import JSON, PROTOBUF, finished_spans, get, json_body, post, protobuf_body
 

@@ -7,7 +7,7 @@ import http.client
 import threading
 import time
 
-import queries
+from rollscope import queries
 from tests.fixtures.receiver import (
     PROTOBUF,
     collect_process,

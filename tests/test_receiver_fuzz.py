@@ -12,8 +12,8 @@ import random
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-import queries
-from collectors.receiver import ReceiverConfig, running
+from rollscope import queries
+from rollscope.collectors.receiver import ReceiverConfig, running
 from tests.fixtures.receiver import JSON, PROTOBUF, finished_spans, json_body, protobuf_body, span_ids
 
 MAX_BODY = 64 * 1024
@@ -168,7 +168,7 @@ def test_the_fast_attribute_parser_agrees_with_opentelemetry_proto():
     mutated) the result must be what the generated KeyValue class gives, or a refusal where it refuses."""
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-    from collectors.otlp import _plain_key_value, any_value
+    from rollscope.collectors.otlp import _plain_key_value, any_value
 
     rnd = random.Random(3)
     values = [

@@ -13,11 +13,11 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-import queries
-from collectors.exporter import StoreSpanExporter
-from collectors.otlp import encode_json
-from collectors.receiver import ReceiverConfig, running
-from queries.analyses import prefill_decode
+from rollscope import queries
+from rollscope.collectors.exporter import StoreSpanExporter
+from rollscope.collectors.otlp import encode_json
+from rollscope.collectors.receiver import ReceiverConfig, running
+from rollscope.queries.analyses import prefill_decode
 from tests.fixtures.receiver import JSON, PROTOBUF, _Keep, post
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from queries import analyses, connect
-from queries.checks import run_checks
-from queries.report import headline as headline_of
-from queries.report import report
+from rollscope.queries import analyses, connect
+from rollscope.queries.checks import run_checks
+from rollscope.queries.report import headline as headline_of
+from rollscope.queries.report import report
 from tests.conftest import ROOT, rollscope
 from tests.test_analyses_simulated import simulated
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from queries.errors import QueryError
-from queries.sandbox import Sandbox, SandboxRefusal
+from rollscope.errors import QueryError
+from rollscope.queries.sandbox import Sandbox, SandboxRefusal
 from tests.test_dashboard_fixtures import RunWriter, write_run
 
 

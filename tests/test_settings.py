@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors.settings import Settings
+from rollscope.collectors.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def test_a_bad_argument_raises(arguments):
 
 
 def test_attach_reads_the_run_id_from_otel_resource_attributes(monkeypatch, tmp_path):
-    from collectors import attach
+    from rollscope.collectors import attach
 
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "rl.run.id=from-env,deployment.environment=prod")
     rl = attach(store=tmp_path, set_global=False)

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-import queries
-from simulator import SimulationError, config, groundtruth, simulate
+from rollscope import queries
+from rollscope.simulator import SimulationError, config, groundtruth, simulate
 from tests.conftest import ROOT, python, rollscope
 
 SMALL = {
@@ -394,7 +394,7 @@ def test_every_knob_and_ground_truth_key_is_documented(run):
 
 def test_a_paced_run_can_be_watched_growing(tmp_path):
     knobs = _knobs(tmp_path)
-    code = "import sys; from app.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from rollscope.app.cli import main; sys.exit(main(sys.argv[1:]))"
     env = {**os.environ, "ROLLSCOPE_SEGMENT_SECONDS": "0.3"}  # publish often, as a live demo would
     writer = python(
         code,

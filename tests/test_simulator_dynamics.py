@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from simulator import config, groundtruth
-from simulator.dynamics import Planner
-from simulator.records import SpanBuilder, instances
+from rollscope.simulator import config, groundtruth
+from rollscope.simulator.dynamics import Planner
+from rollscope.simulator.records import SpanBuilder, instances
 
 EVENTS = {
     "steps": 60,

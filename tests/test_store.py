@@ -12,14 +12,14 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from queries import connect
-from queries import store as layout
-from queries.reader import Reader
+from rollscope.queries import connect
+from rollscope.queries.reader import Reader
+from rollscope.store import layout
 from tests.conftest import python, rollscope
 
 WRITER = """
 import sys, time
-from collectors import attach
+from rollscope.collectors import attach
 rl = attach(store=sys.argv[1], run_id="live", segment_seconds=0.05, set_global=False)
 for i in range(int(sys.argv[2])):
     with rl.rollout(f"r{i}", task_id=f"t{i % 7}", environment="swe", policy_version=i // 50):
@@ -33,7 +33,7 @@ print("done", flush=True)
 
 READER = """
 import sys, time
-from queries.reader import Reader
+from rollscope.queries.reader import Reader
 reader = Reader(sys.argv[1])
 counts, errors = [], 0
 deadline = time.time() + 60
@@ -90,7 +90,9 @@ def test_compaction_while_reading_never_shows_duplicates_or_gaps(attached, store
     rl.force_flush()
     before = len(layout.segments(store))
     reader = Reader(store, materialize=materialize)
-    compactor = python("import sys; from queries.store import compact; compact(sys.argv[1])", str(store))
+    compactor = python(
+        "import sys; from rollscope.store.layout import compact; compact(sys.argv[1])", str(store)
+    )
     seen = set()
     while compactor.poll() is None:
         reader.refresh()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from collectors.settings import default_store
+from rollscope.collectors.settings import default_store
 
 
 def add_store(parser, *, required_exists: bool = True) -> None:
@@ -19,7 +19,7 @@ def add_store(parser, *, required_exists: bool = True) -> None:
 
 def store_of(args):
     """The --store argument, else ROLLSCOPE_STORE, else ./runs; must exist for a reading command."""
-    from queries.store import require_store
+    from rollscope.store.layout import require_store
 
     return require_store(args.store or default_store())
 

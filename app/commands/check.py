@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.commands._common import add_store, store_of
+from rollscope.app.commands._common import add_store, store_of
 
 
 def register(sub) -> None:
@@ -28,7 +28,7 @@ def register(sub) -> None:
 
 
 def _threshold(text: str) -> tuple[str, float]:
-    from queries.checks import THRESHOLDS
+    from rollscope.queries.checks import THRESHOLDS
 
     name, sep, value = text.partition("=")
     if not sep or name not in THRESHOLDS:
@@ -40,8 +40,8 @@ def _threshold(text: str) -> tuple[str, float]:
 
 
 def run(args) -> int:
-    from queries import connect
-    from queries.checks import run_checks
+    from rollscope.queries import connect
+    from rollscope.queries.checks import run_checks
 
     results = run_checks(
         connect(store_of(args), materialize=True, run_id=args.run), args.run, dict(args.threshold)

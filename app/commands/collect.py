@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from queries.errors import RollscopeError
+from rollscope.errors import RollscopeError
 
 _MIB = 1024 * 1024
 
@@ -54,8 +54,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from collectors.receiver import ReceiverConfig, bind, serve
-    from collectors.settings import default_store
+    from rollscope.collectors.receiver import ReceiverConfig, bind, serve
+    from rollscope.collectors.settings import default_store
 
     try:
         config = ReceiverConfig(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.commands._common import add_store, store_of
+from rollscope.app.commands._common import add_store, store_of
 
 
 def register(sub) -> None:
@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from queries.store import compact
+    from rollscope.store.layout import compact
 
     result = compact(store_of(args), args.run, grace_seconds=args.grace)
     print(f"compacted {len(result.runs)} run(s): {result.files_before} segments -> {result.files_after}")

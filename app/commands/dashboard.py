@@ -67,7 +67,7 @@ def streamlit_command(store: Path | None, port: int) -> list[str]:
 
 
 def run(args) -> int:
-    from queries.errors import StoreError
+    from rollscope.errors import StoreError
 
     store = Path(args.store).resolve() if args.store else None  # None: the app opens sample_data/
     if store is not None and store.exists() and not store.is_dir():

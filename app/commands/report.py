@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from app.commands._common import add_store, store_of
+from rollscope.app.commands._common import add_store, store_of
 
 
 def register(sub) -> None:
@@ -21,8 +21,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from queries import connect
-    from queries.report import report
+    from rollscope.queries import connect
+    from rollscope.queries.report import report
 
     figures = report(connect(store_of(args), materialize=True, run_id=args.run), args.run)
     if args.json:

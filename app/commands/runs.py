@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.commands._common import add_store, print_frame, store_of
+from rollscope.app.commands._common import add_store, print_frame, store_of
 
 
 def register(sub) -> None:
@@ -15,8 +15,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from queries import sqlfiles
-    from queries.reader import Reader
+    from rollscope.queries import sqlfiles
+    from rollscope.queries.reader import Reader
 
     print_frame(Reader(store_of(args)).sql(sqlfiles.load("cli/runs")), args.format)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from app.commands._common import add_store
+from rollscope.app.commands._common import add_store
 
 
 def register(sub) -> None:
@@ -67,8 +67,8 @@ def _positive(text: str) -> int:
 
 
 def run(args) -> int:
-    from collectors.settings import default_store
-    from simulator import config, simulate
+    from rollscope.collectors.settings import default_store
+    from rollscope.simulator import config, simulate
 
     overrides = [config.load_file(f) for f in args.config]
     flags = {"steps": args.steps, "seed": args.seed, "emit_samples": False if args.no_samples else None}
@@ -98,7 +98,7 @@ def run(args) -> int:
 
 def _compact(store: Path, run_id: str) -> None:
     """Compact, then drop the replaced segments at once (nobody reads a run being shipped)."""
-    from queries.store import compact
+    from rollscope.store.layout import compact
 
     for _ in range(2):
         compact(store, run_id, grace_seconds=0)

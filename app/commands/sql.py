@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.commands._common import add_store, print_frame, store_of
+from rollscope.app.commands._common import add_store, print_frame, store_of
 
 
 def register(sub) -> None:
@@ -18,7 +18,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from queries.reader import Reader
+    from rollscope.queries.reader import Reader
 
     reader = Reader(store_of(args))
     print_frame(reader.sql(args.query), args.format)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.commands._common import add_store, store_of
+from rollscope.app.commands._common import add_store, store_of
 
 
 def register(sub) -> None:
@@ -17,7 +17,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from queries.script import views_script
+    from rollscope.queries.script import views_script
 
     print(views_script(store_of(args)))
     return 0

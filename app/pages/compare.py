@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app import charts, data
+from rollscope.app import charts, data
 
 
 def pick_other(filters: data.Filters) -> str:

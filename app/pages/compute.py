@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app import charts, data
+from rollscope.app import charts, data
 
 MEASURES = {"device-seconds": ("device_seconds", "device-seconds"), "FLOPs": ("flops", "FLOP")}
 TERMS = ["rollout", "train", "teacher", "judge"]

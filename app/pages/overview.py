@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app import charts, data
+from rollscope.app import charts, data
 
 TRENDS = {
     "usable": "Usable rollouts per step (count)",

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app import charts, data
+from rollscope.app import charts, data
 
 TOKENS = ["new_prefill_tokens", "cached_prefill_tokens", "decode_tokens"]
 

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app import charts, data
+from rollscope.app import charts, data
 
 STATUSES = [None, "ok", "infra_error", "aborted"]
 COLUMNS = [

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from app import charts, data
-from queries.errors import QueryError
+from rollscope.app import charts, data
+from rollscope.errors import QueryError
 
 RESULT = "sql-result"
 

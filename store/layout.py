@@ -33,8 +33,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from queries.errors import StoreError
-from queries.schema import DATASETS
+from rollscope.errors import StoreError
+from rollscope.store.schema import DATASETS
 
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SOURCES_KEY = b"rollscope.sources"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from collectors import semconv
+from rollscope.collectors import semconv
 
 _ARROW = {"str": pa.string(), "int": pa.int64(), "float": pa.float64()}
 
