@@ -72,6 +72,7 @@ class ReceiverConfig:
     commit_window: float = 0.05
     stats_seconds: float = 10.0
     retry_after_s: int = 1
+    grpc_port: int | None = None  # OTLP/gRPC too, on this port (0 = any free); None = HTTP only
 
     def __post_init__(self) -> None:
         self.store = Path(self.store)
@@ -93,8 +94,9 @@ class Refusal(Exception):
 class Receiver:
     """The HTTP application: admission, decoding on one thread, group commit, answers and counters."""
 
-    def __init__(self, config: ReceiverConfig):
+    def __init__(self, config: ReceiverConfig, grpc=None):
         self.config = config
+        self.grpc = grpc  # a bound receiver_grpc.GrpcListener, started and stopped with this app
         self.stats = ReceiverStats(config)
         self.pending_bytes = 0
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollscope-decode")
@@ -122,10 +124,14 @@ class Receiver:
     async def _lifespan(self, app):
         with self._started():
             self._stats_task = asyncio.create_task(self._write_stats_periodically())
+            if self.grpc is not None:
+                self.grpc.start(self, asyncio.get_running_loop())
             try:
                 yield
             finally:
                 self._stats_task.cancel()
+                if self.grpc is not None:  # its calls in flight finish (and commit) before the commit closes
+                    await asyncio.get_running_loop().run_in_executor(None, self.grpc.stop)
 
     async def _write_stats_periodically(self) -> None:
         loop = asyncio.get_running_loop()
@@ -419,20 +425,34 @@ def _server(receiver: Receiver):
     return uvicorn.Server(config)
 
 
-def serve(config: ReceiverConfig, sock: socket.socket | None = None) -> None:
-    """Run until SIGINT/SIGTERM; in-flight requests finish and their spans are committed first."""
+def bind_grpc(config: ReceiverConfig):
+    """The OTLP/gRPC listener on ``config.grpc_port`` (which is set to the port it got), or None when off."""
+    if config.grpc_port is None:
+        return None
+    from rollscope.collectors.receiver_grpc import GrpcListener
+
+    listener = GrpcListener(config, config.grpc_port)
+    config.grpc_port = listener.port
+    return listener
+
+
+def serve(config: ReceiverConfig, sock: socket.socket | None = None, grpc=None) -> None:
+    """Run until SIGINT/SIGTERM; in-flight requests finish and their spans are committed first.
+    ``grpc``: a listener from ``bind_grpc`` (else one is bound here when ``config.grpc_port`` is set)."""
     gc.set_threshold(*RECEIVER_GC)
     sock = sock or bind(config.host, config.port)
     config.port = sock.getsockname()[1]
-    _server(Receiver(config)).run(sockets=[sock])
+    grpc = grpc or bind_grpc(config)
+    _server(Receiver(config, grpc)).run(sockets=[sock])
 
 
 @contextmanager
 def running(config: ReceiverConfig) -> Iterator[str]:
-    """A receiver in a background thread of this process; yields its base URL (tests, embedding)."""
+    """A receiver in a background thread of this process; yields its base URL (tests, embedding). With
+    ``config.grpc_port`` set it serves OTLP/gRPC too, on the port then in ``config.grpc_port``."""
     sock = bind(config.host, config.port)
     config.port = sock.getsockname()[1]
-    receiver = Receiver(config)
+    receiver = Receiver(config, bind_grpc(config))
     server = _server(receiver)
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="rollscope-collect", daemon=True

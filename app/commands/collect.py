@@ -1,4 +1,4 @@
-"""`rollscope collect`: run the OTLP/HTTP trace receiver that writes the store."""
+"""`rollscope collect`: run the OTLP trace receiver (HTTP and gRPC) that writes the store."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ _MIB = 1024 * 1024
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "collect",
-        help="Receive OTLP/HTTP traces (protobuf or JSON) from SDKs, an OpenTelemetry Collector or vLLM.",
+        help="Receive OTLP traces (HTTP protobuf/JSON and gRPC) from SDKs, an OpenTelemetry Collector or vLLM.",
         description=(
-            "Listen for OTLP/HTTP trace exports on POST /v1/traces and write the spans to the store. "
-            "A request is answered 200 only once its spans are durable. GET /health reports counts."
+            "Listen for OTLP/HTTP trace exports on POST /v1/traces and OTLP/gRPC exports (TraceService/Export) "
+            "and write the spans to the store. A request is answered 200 (gRPC OK) only once its spans are "
+            "durable. GET /health reports counts."
         ),
     )
     parser.add_argument("--store", help="store directory (default: $ROLLSCOPE_STORE or ./runs)")
@@ -25,6 +26,14 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--port", type=int, default=4318, help="port (default 4318, OTLP/HTTP's; 0 = any free)"
+    )
+    parser.add_argument(
+        "--grpc-port",
+        type=_grpc_port,
+        default=None,
+        metavar="PORT|off",
+        help="OTLP/gRPC port on the same host (default 4317, OTLP/gRPC's; any free one when --port is 0; "
+        "0 = any free; off = HTTP only)",
     )
     parser.add_argument(
         "--token",
@@ -53,8 +62,20 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+def _grpc_port(text: str) -> int | str:
+    if text.strip().lower() == "off":
+        return "off"
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number or 'off'") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535)")
+    return port
+
+
 def run(args: argparse.Namespace) -> int:
-    from rollscope.collectors.receiver import ReceiverConfig, bind, serve
+    from rollscope.collectors.receiver import ReceiverConfig, bind, bind_grpc, serve
     from rollscope.collectors.settings import default_store
 
     try:
@@ -67,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
             max_request_bytes=int(args.max_request_mib * _MIB),
             max_pending_bytes=int(args.max_pending_mib * _MIB),
             commit_window=args.commit_window,
+            grpc_port=_grpc_default(args),
         )
     except ValueError as e:
         raise RollscopeError("Bad option", str(e)) from None
@@ -74,9 +96,33 @@ def run(args: argparse.Namespace) -> int:
         sock = bind(config.host, config.port)
     except OSError as e:
         raise RollscopeError("Cannot listen", f"cannot listen on {config.host}:{config.port}: {e}") from None
+    try:
+        grpc = bind_grpc(config)
+    except OSError as e:
+        sock.close()
+        raise RollscopeError(
+            "Cannot listen", f"{e} (choose another with --grpc-port, or --grpc-port off)"
+        ) from None
     host, port = sock.getsockname()[:2]
+    grpc_note = f" and {_host(host)}:{config.grpc_port} (OTLP/gRPC)" if grpc is not None else ""
     print(
-        f"rollscope collect: listening on http://{host}:{port}/v1/traces, writing {config.store}", flush=True
+        f"rollscope collect: listening on http://{_host(host)}:{port}/v1/traces{grpc_note}, "
+        f"writing {config.store}",
+        flush=True,
     )
-    serve(config, sock)
+    serve(config, sock, grpc)
     return 0
+
+
+def _grpc_default(args: argparse.Namespace) -> int | None:
+    """--grpc-port as ReceiverConfig takes it: None for off; by default 4317, or any free port when the
+    HTTP port is 0 too (tests and benchmarks start many receivers at once)."""
+    if args.grpc_port == "off":
+        return None
+    if args.grpc_port is None:
+        return 0 if args.port == 0 else 4317
+    return args.grpc_port
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
