@@ -1,11 +1,12 @@
-"""Ingest throughput of `rollscope collect` over OTLP/HTTP, against a bare protobuf decode of the same bodies.
+"""Ingest throughput of `rollscope collect` over OTLP/HTTP and OTLP/gRPC, against a bare protobuf decode of the same bodies.
 
 Builds seeded RL-shaped spans (rollouts, turns, tool calls, rewards) with a real TracerProvider, encodes them
 as the SDK's OTLPSpanExporter would (protobuf, 512 spans a request by default) and as OTLP/JSON, then:
 
 1. the baseline: ``ExportTraceServiceRequest.FromString`` of every body, with nothing read out of it;
 2. the receiver's pipeline without HTTP, in this process, stage by stage (decode, rows, Arrow, publish);
-3. a real `rollscope collect` subprocess fed by concurrent keep-alive clients, for each encoding.
+3. a real `rollscope collect` subprocess fed by concurrent keep-alive clients, for each encoding, and by as
+   many gRPC channels calling ``TraceService/Export`` with the same protobuf bodies.
 
 The receiver's cost per span is its process CPU time (all threads: HTTP, decode, Parquet, fsync) per span
 stored; "per core" is spans per receiver CPU-second, which stays meaningful on a shared machine where wall
@@ -185,10 +186,13 @@ def pipeline_per_span(payloads: list[bytes], n_spans: int, batch_requests: int) 
 # --- the receiver as a subprocess -----------------------------------------------------------------------------
 
 
-def start_receiver(store: Path) -> tuple[subprocess.Popen, int]:
+def start_receiver(store: Path, grpc: bool = False) -> tuple[subprocess.Popen, int]:
+    """A `rollscope collect` subprocess; its HTTP port, or its gRPC port with ``grpc``."""
     cmd = [sys.executable, "-m", "rollscope.app.cli", "collect", "--store", str(store), "--port", "0"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
+    if grpc:
+        return proc, int(line.split(" and ")[1].split(" ")[0].rsplit(":", 1)[1])
     port = int(line.split("http://")[1].split("/")[0].rsplit(":", 1)[1])
     return proc, port
 
@@ -238,13 +242,53 @@ def send_all(port: int, payloads: list[bytes], content_type: str, clients: int) 
         raise SystemExit(f"receiver refused {len(errors)} requests: {sorted(set(errors))}")
 
 
+def send_all_grpc(port: int, payloads: list[bytes], clients: int) -> None:
+    """``clients`` gRPC channels share the payloads; RESOURCE_EXHAUSTED/UNAVAILABLE are retried."""
+    import grpc
+
+    queue = list(reversed(payloads))
+    lock = threading.Lock()
+    errors: list[str] = []
+    retry = {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE}
+
+    def client() -> None:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            while True:
+                with lock:
+                    if not queue:
+                        break
+                    body = queue.pop()
+                while True:
+                    try:
+                        export(body, timeout=60)
+                        break
+                    except grpc.RpcError as e:
+                        if e.code() not in retry:
+                            errors.append(e.code().name)
+                            break
+                        time.sleep(1)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise SystemExit(f"receiver refused {len(errors)} calls: {sorted(set(errors))}")
+
+
 def end_to_end(payloads: list[bytes], content_type: str, n_spans: int, clients: int) -> dict:
+    """``content_type`` "grpc" sends over OTLP/gRPC, else over OTLP/HTTP with that Content-Type."""
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
-        proc, port = start_receiver(store)
+        proc, port = start_receiver(store, grpc=content_type == "grpc")
         try:
             cpu0, t0 = proc_cpu(proc.pid), time.perf_counter()
-            send_all(port, payloads, content_type, clients)
+            if content_type == "grpc":
+                send_all_grpc(port, payloads, clients)
+            else:
+                send_all(port, payloads, content_type, clients)
             wall, cpu = time.perf_counter() - t0, proc_cpu(proc.pid) - cpu0
             rss = peak_rss_mib(proc.pid)
         finally:
@@ -288,6 +332,7 @@ def main() -> None:
     for label, payloads, content_type in (
         ("protobuf", proto, "application/x-protobuf"),
         ("json", json_bodies, "application/json"),
+        ("grpc", proto, "grpc"),
     ):
         r = end_to_end(payloads, content_type, n, args.clients)
         per_span = r["cpu_s"] / n * 1e6
