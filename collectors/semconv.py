@@ -120,8 +120,9 @@ SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
         "gen_ai.usage.cache_read.input_tokens",
         "cached_input_tokens",
         "int",
-        "rl.turn",
+        "rl.turn, llm_request",
         "Prompt tokens reused from a prefix cache (not prefilled again).",
+        ("gen_ai.usage.cached_tokens",),
     ),
     Attribute(
         "gen_ai.usage.output_tokens",

@@ -1,13 +1,41 @@
 -- One row per policy generation: rl.turn spans, vLLM's llm_request spans and GenAI chat/completion spans.
 -- A turn without rl.rollout.id (e.g. from vLLM) belongs to the one rollout of its trace, when there is one.
+-- An inference engine's request span that is a direct child of an rl.turn (the turn's traceparent was sent
+-- with the request: rollscope.integrations.engines) is not a turn of its own: it fills that turn's empty
+-- columns (prefill / decode time, time to first token, cached and other token counts, speculative decoding).
 -- Joins use the raw binary trace ids, and only traces holding an unlinked generation are searched.
 -- _turns_src is the definition; a materialized reader keeps it in a native table per run (reader.py).
 CREATE OR REPLACE VIEW _turns_src AS
-WITH generations AS (
-    SELECT * FROM raw_spans
-    WHERE name IN ('rl.turn', 'llm_request')
-       OR (operation_name IN ('chat', 'text_completion', 'generate_content')
-           AND name NOT IN ('rl.judge', 'rl.teacher'))
+WITH engine_spans AS (
+    SELECT c.* FROM raw_spans AS c
+    SEMI JOIN raw_spans AS t
+        ON t.run_id = c.run_id AND t.trace_id = c.trace_id AND t.span_id = c.parent_span_id
+       AND t.name = 'rl.turn'
+    WHERE c.parent_span_id IS NOT NULL AND c.name NOT IN ('rl.turn', 'rl.judge', 'rl.teacher')
+      AND (c.name = 'llm_request' OR c.operation_name IN ('chat', 'text_completion', 'generate_content')
+           OR c.prefill_time_s IS NOT NULL OR c.decode_time_s IS NOT NULL OR c.ttft_s IS NOT NULL)
+),
+engine AS (
+    SELECT
+        run_id, trace_id, parent_span_id AS turn_span_id,
+        max(input_tokens) AS input_tokens, max(cached_input_tokens) AS cached_input_tokens,
+        max(output_tokens) AS output_tokens, max(prefill_time_s) AS prefill_time_s,
+        max(decode_time_s) AS decode_time_s, max(ttft_s) AS ttft_s,
+        max(spec_draft_tokens) AS spec_draft_tokens, max(spec_accepted_tokens) AS spec_accepted_tokens,
+        max(spec_verify_steps) AS spec_verify_steps, max(spec_k) AS spec_k,
+        any_value(response_id) AS response_id
+    FROM engine_spans
+    GROUP BY ALL
+),
+generations AS (
+    SELECT * FROM raw_spans AS g
+    WHERE (g.name IN ('rl.turn', 'llm_request')
+           OR (g.operation_name IN ('chat', 'text_completion', 'generate_content')
+               AND g.name NOT IN ('rl.judge', 'rl.teacher')))
+      AND NOT EXISTS (
+          SELECT 1 FROM engine_spans AS e
+          WHERE e.run_id = g.run_id AND e.trace_id = g.trace_id AND e.span_id = g.span_id
+      )
 ),
 unlinked_traces AS (
     SELECT DISTINCT run_id, trace_id FROM generations WHERE rollout_id IS NULL
@@ -21,9 +49,24 @@ trace_rollouts AS (
     HAVING count(*) = 1
 ),
 linked AS (
-    SELECT g.*, coalesce(g.rollout_id, t.trace_rollout_id) AS linked_rollout_id
+    SELECT
+        g.* REPLACE (
+            coalesce(g.input_tokens, e.input_tokens) AS input_tokens,
+            coalesce(g.cached_input_tokens, e.cached_input_tokens) AS cached_input_tokens,
+            coalesce(g.output_tokens, e.output_tokens) AS output_tokens,
+            coalesce(g.prefill_time_s, e.prefill_time_s) AS prefill_time_s,
+            coalesce(g.decode_time_s, e.decode_time_s) AS decode_time_s,
+            coalesce(g.ttft_s, e.ttft_s) AS ttft_s,
+            coalesce(g.spec_draft_tokens, e.spec_draft_tokens) AS spec_draft_tokens,
+            coalesce(g.spec_accepted_tokens, e.spec_accepted_tokens) AS spec_accepted_tokens,
+            coalesce(g.spec_verify_steps, e.spec_verify_steps) AS spec_verify_steps,
+            coalesce(g.spec_k, e.spec_k) AS spec_k,
+            coalesce(g.response_id, e.response_id) AS response_id
+        ),
+        coalesce(g.rollout_id, t.trace_rollout_id) AS linked_rollout_id
     FROM generations AS g
     LEFT JOIN trace_rollouts AS t ON t.run_id = g.run_id AND t.trace_id = g.trace_id
+    LEFT JOIN engine AS e ON e.run_id = g.run_id AND e.trace_id = g.trace_id AND e.turn_span_id = g.span_id
 )
 SELECT
     l.run_id, l.linked_rollout_id AS rollout_id, r.environment, r.task_id, r.group_id,

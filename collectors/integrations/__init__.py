@@ -1,0 +1,1 @@
+"""Adapters for the frameworks and inference engines RL jobs run on: TRL, verifiers, vLLM and SGLang."""

@@ -1,0 +1,120 @@
+"""vLLM and SGLang: the turn's trace context into each request, and per-request speculative decoding out.
+
+```python
+from rollscope.integrations.engines import record_spec, traceparent_headers
+
+with rl.turn(i, input_tokens=...) as turn:
+    response = client.chat.completions.create(..., extra_headers=traceparent_headers())
+    record_spec(turn, response)
+```
+
+``traceparent_headers()`` adds the current span's W3C ``traceparent`` (and ``tracestate``) to a request's
+headers. vLLM and SGLang, started with ``--otlp-traces-endpoint`` pointing at ``rollscope collect``, make their
+request span (vLLM's ``llm_request`` or ``chat {model}``, SGLang's request span) a child of the ``rl.turn``; the
+``turns`` view then fills that turn's prefill / decode time, time to first token and cached tokens from it
+instead of counting the request as a turn of its own.
+
+``spec_attributes(response)`` reads a response's per-request speculative-decoding counts into ``rl.spec.*``
+attributes: vLLM's opt-in ``metrics.speculative_decoding`` (``--per-request-spec-decode-metrics``; also on
+the last chunk of a stream) and SGLang's ``meta_info`` (``spec_draft_token_num``, ``spec_accept_token_num``,
+``spec_verify_ct``; its native ``/generate`` answer). ``record_spec(span, response)`` sets them on a span.
+
+Nothing here raises into the job: a response of an unknown shape gives no attributes, a failure is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+
+from opentelemetry import trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+log = logging.getLogger("rollscope.integrations")
+
+_W3C = TraceContextTextMapPropagator()
+
+# vLLM's metrics.speculative_decoding field -> rollscope attribute
+VLLM_SPEC = {
+    "num_draft_tokens": "rl.spec.draft_tokens",
+    "num_accepted_draft_tokens": "rl.spec.accepted_tokens",
+    "num_spec_steps": "rl.spec.verify_steps",
+    "num_spec_tokens": "rl.spec.num_speculative_tokens",
+}
+# SGLang's meta_info field -> rollscope attribute
+SGLANG_SPEC = {
+    "spec_draft_token_num": "rl.spec.draft_tokens",
+    "spec_accept_token_num": "rl.spec.accepted_tokens",
+    "spec_verify_ct": "rl.spec.verify_steps",
+}
+
+
+def traceparent_headers(headers: Mapping[str, str] | None = None, span=None) -> dict[str, str]:
+    """``headers`` plus the W3C ``traceparent`` of ``span`` (an ``RLSpan`` or OpenTelemetry span; default:
+    the current span). Without a recording span the headers come back unchanged."""
+    out = dict(headers or {})
+    try:
+        span = getattr(span, "span", span) if span is not None else trace.get_current_span()
+        if not span.get_span_context().is_valid:
+            return out
+        _W3C.inject(out, context=trace.set_span_in_context(span))
+    except Exception:
+        log.exception("rollscope: could not add traceparent to the request headers")
+    return out
+
+
+def spec_attributes(response) -> dict[str, int]:
+    """``rl.spec.*`` attributes from a vLLM or SGLang response (a dict, an ``openai`` response object, or
+    the JSON text); empty when it carries no speculative-decoding counts."""
+    try:
+        body = _as_dict(response)
+        if not body:
+            return {}
+        metrics = body.get("metrics")
+        spec = metrics.get("speculative_decoding") if isinstance(metrics, Mapping) else None
+        if isinstance(spec, Mapping):
+            return _counts(spec, VLLM_SPEC)
+        meta = body.get("meta_info")
+        if isinstance(meta, Mapping):
+            return _counts(meta, SGLANG_SPEC)
+    except Exception:
+        log.exception("rollscope: could not read speculative decoding from the response")
+    return {}
+
+
+def record_spec(span, response) -> dict[str, int]:
+    """Set ``spec_attributes(response)`` on ``span`` (an ``RLSpan`` or OpenTelemetry span); returns them."""
+    attributes = spec_attributes(response)
+    if attributes:
+        try:
+            getattr(span, "span", span).set_attributes(attributes)
+        except Exception:
+            log.exception("rollscope: could not set speculative decoding attributes")
+    return attributes
+
+
+def _counts(source: Mapping, names: dict[str, str]) -> dict[str, int]:
+    out = {}
+    for field, attribute in names.items():
+        value = source.get(field)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if value >= 0 and float(value).is_integer():
+            out[attribute] = int(value)
+    return out
+
+
+def _as_dict(response) -> Mapping | None:
+    if isinstance(response, Mapping):
+        return response
+    if isinstance(response, str | bytes | bytearray):
+        parsed = json.loads(response)
+        return parsed if isinstance(parsed, Mapping) else None
+    dump = getattr(response, "model_dump", None)  # openai (pydantic) objects keep unknown fields
+    if callable(dump):
+        return dump()
+    to_dict = getattr(response, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    return None
