@@ -4,4 +4,15 @@ Modules import heavy libraries inside their handler, so `rollscope --help` stays
 """
 
 # Order is the order of `rollscope --help`.
-COMMANDS = ("dashboard", "simulate", "collect", "report", "check", "runs", "sql", "views", "compact")
+COMMANDS = (
+    "dashboard",
+    "simulate",
+    "collect",
+    "import_",
+    "report",
+    "check",
+    "runs",
+    "sql",
+    "views",
+    "compact",
+)

@@ -1,0 +1,331 @@
+"""verifiers environments: every rollout they run (or ran, from ``traces.jsonl``) as rollscope spans.
+
+```python
+from rollscope.integrations.verifiers import instrument
+
+instrument(env, store="runs/", run_id="vf-1")   # an Env from verifiers.v1 (PyPI ``verifiers`` 0.4)
+```
+
+``instrument`` wraps the environment's ``run_slot``, the call every verifiers runner (``vf-eval``, GEPA, the
+env server, prime-rl) makes once per episode; when an episode is final its traces become spans. Saved runs
+are imported with ``rollscope import verifiers traces.jsonl --store DIR --run-id ID``. Both read the
+episode's JSON record (``Episode.model_dump(mode="json")``, one line of ``traces.jsonl``), so a live run and
+an imported one give the same rows. verifiers itself is needed only for ``instrument``.
+
+Per trace (one agent's rollout in an episode):
+
+- ``rl.rollout``: id = the trace id, task = the task key, group = the episode's group (else the task: the
+  rollouts of one task in a run), environment = the env's name or id, policy version = the train work's
+  policy, status ``ok`` / ``infra_error`` (errors) / ``aborted`` (neither ok nor an error), reward = the
+  weighted sum of the rubric's rewards; ``verifiers.stop_condition``, ``verifiers.is_timeout``,
+  ``verifiers.is_truncated``, ``verifiers.timing.{boot,setup,agent,model,harness,finalize,scoring}_s``,
+  ``verifiers.metric.<name>``; each error an ``exception`` event, the last one the span's status.
+- ``rl.turn`` per model call: its own start and end, input tokens with cached ones included
+  (``cached_input_tokens`` from ``usage.cached_input_tokens``), output and reasoning tokens, model, finish
+  reason, and the call's error if it failed.
+- ``execute_tool {name}`` per tool call the model made: from the end of the model call that asked for it to
+  the moment its result entered the conversation (the result message's timestamp; the next request).
+- ``rl.reward`` per rubric function, timed by the scoring stage: its score (unweighted) and weight; a
+  function that did not run (``None``) gives a reward span with no score.
+
+Nothing raises into the run: a trace that cannot be converted is logged and skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+from opentelemetry.trace import Status, StatusCode
+
+log = logging.getLogger("rollscope.integrations")
+
+_NS = 1_000_000_000
+_TRUNCATING_STOPS = {
+    "max_turns",
+    "max_input_tokens",
+    "max_output_tokens",
+    "max_total_tokens",
+    "compaction_failed",
+}
+
+
+class BadRecord(ValueError):
+    """A line of a saved run that is not a verifiers episode; the message says which and why."""
+
+
+# --- live: wrap an Env --------------------------------------------------------------------------------------
+
+
+def instrument(
+    env, store=None, run_id: str | None = None, *, rl=None, environment: str | None = None, **attach
+):
+    """Record every episode ``env`` runs from now on; returns the rollscope helpers (``rl``) it writes with.
+
+    ``rl``: helpers from an earlier ``rollscope.attach()`` (else one is attached with ``store``, ``run_id``
+    and ``attach``'s other keyword arguments). ``environment`` overrides the environment name.
+    """
+    if rl is None:
+        from rollscope.collectors.wiring import attach as _attach
+
+        attach.setdefault("role", "rollout")
+        attach.setdefault("service_name", "verifiers")
+        rl = _attach(store=store, run_id=run_id, **attach)
+    original = env.run_slot
+    if getattr(original, "_rollscope_wrapped", False):
+        return rl
+
+    async def run_slot(*args, **kwargs):
+        episode = await original(*args, **kwargs)
+        try:
+            record_episode(rl, _record_of(episode), environment=environment)
+        except Exception:
+            log.exception("rollscope: could not record a verifiers episode")
+        return episode
+
+    run_slot._rollscope_wrapped = True
+    env.run_slot = run_slot
+    return rl
+
+
+def _record_of(episode) -> Mapping:
+    if isinstance(episode, Mapping):
+        return episode
+    return episode.model_dump(mode="json", exclude_none=True)
+
+
+# --- saved: traces.jsonl --------------------------------------------------------------------------------------
+
+
+def read_episodes(path: Path | str) -> list[Mapping]:
+    """Every episode of a saved run (``traces.jsonl``, or the run directory holding it), all checked before
+    any is returned; BadRecord names the first line that is not an episode."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "traces.jsonl"
+    episodes = []
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise BadRecord(f"{path}:{number}: not JSON ({e.msg})") from None
+            if not isinstance(record, dict) or not isinstance(record.get("traces"), list):
+                raise BadRecord(f"{path}:{number}: not a verifiers episode (no 'traces' list)")
+            for i, trace in enumerate(record["traces"]):
+                if not isinstance(trace, dict) or not isinstance(trace.get("id"), str):
+                    raise BadRecord(f"{path}:{number}: traces[{i}] has no 'id'")
+            episodes.append(record)
+    return episodes
+
+
+def import_file(path: Path | str, store, run_id: str, *, environment: str | None = None) -> dict[str, int]:
+    """Write a saved run's episodes to ``store`` as run ``run_id``; returns counts of what was written."""
+    from rollscope.collectors.wiring import attach
+
+    episodes = read_episodes(path)
+    rl = attach(store=store, run_id=run_id, role="rollout", service_name="verifiers", set_global=False)
+    counts = {"episodes": 0, "rollouts": 0, "turns": 0, "tool_calls": 0, "rewards": 0}
+    try:
+        for episode in episodes:
+            got = record_episode(rl, episode, environment=environment)
+            counts["episodes"] += 1
+            for key, n in got.items():
+                counts[key] += n
+    finally:
+        rl.shutdown()
+    return counts
+
+
+# --- one episode -> spans -----------------------------------------------------------------------------------
+
+
+def record_episode(rl, episode: Mapping, *, environment: str | None = None) -> dict[str, int]:
+    """Emit the spans of one episode record through ``rl``; returns counts (rollouts, turns, ...)."""
+    counts = {"rollouts": 0, "turns": 0, "tool_calls": 0, "rewards": 0}
+    env = episode.get("env") or {}
+    environment = environment or env.get("name") or env.get("id") or "default"
+    group = (episode.get("group") or {}).get("id")
+    policy = (((episode.get("run") or {}).get("work") or {}).get("policy") or {}).get("start")
+    for trace in episode.get("traces") or []:
+        try:
+            got = _record_trace(rl, trace, environment, group, policy)
+        except Exception:
+            log.exception("rollscope: could not record verifiers trace %s", trace.get("id"))
+            continue
+        counts["rollouts"] += 1
+        for key, n in got.items():
+            counts[key] += n
+    return counts
+
+
+def _record_trace(rl, trace: Mapping, environment: str, group: str | None, policy) -> dict[str, int]:
+    task = trace.get("task") or {}
+    data = task.get("data") or {}
+    task_id = task.get("key") or task.get("hash") or data.get("id") or data.get("name")
+    timing = trace.get("timing") or {}
+    calls = trace.get("calls") or []
+    nodes = trace.get("nodes") or []
+    start = _ns(timing.get("start")) or min((_ns(_span(c, "time")[0]) for c in calls), default=0)
+    end = max(
+        [start]
+        + [_ns(_span(timing, stage)[1]) for stage in ("boot", "setup", "agent", "finalize", "scoring")]
+        + [_ns(_span(c, "time")[1]) for c in calls]
+    )
+    rewards = trace.get("rewards") or {}
+    scored = [r for r in rewards.values() if isinstance(r, Mapping) and r.get("score") is not None]
+    errors = trace.get("errors") or []
+    ok = bool(trace.get("ok"))
+    status = "ok" if ok else ("infra_error" if errors else "aborted")
+    attributes = _rollout_attributes(trace, calls, timing)
+    fields = {
+        "task_id": str(task_id) if task_id is not None else None,
+        "group_id": str(group) if group is not None else (str(task_id) if task_id is not None else None),
+        "environment": environment,
+        "policy_version": policy if isinstance(policy, int) else None,
+        "rollout_status": status,
+        "reward": sum(float(r["score"]) * float(r.get("weight", 1.0)) for r in scored) if scored else None,
+    }
+    counts = {"turns": 0, "tool_calls": 0, "rewards": 0}
+    with rl.rollout(trace["id"], start_time=start, end_time=end, **fields) as rollout:
+        rollout.span.set_attributes(attributes)
+        for error in errors:
+            rollout.add_event("exception", _error_attributes(error), timestamp=end)
+        if errors:
+            last = errors[-1]
+            rollout.set_status(Status(StatusCode.ERROR, f"{last.get('type')}: {last.get('message')}"))
+        turn_end = {}
+        for index, call in enumerate(calls):
+            counts["turns"] += 1
+            turn_end[call.get("node")] = _record_call(rl, index, call, start)
+        counts["tool_calls"] += _record_tools(rl, nodes, turn_end)
+        score_start, score_end = (_ns(t) for t in _span(timing, "scoring"))
+        score_start = score_start or end
+        for name, reward in rewards.items():
+            counts["rewards"] += 1
+            reward = reward if isinstance(reward, Mapping) else {}
+            with rl.reward(
+                reward_name=str(name),
+                reward=float(reward["score"]) if reward.get("score") is not None else None,
+                start_time=score_start,
+                end_time=max(score_end, score_start),
+                attributes={"verifiers.reward.weight": float(reward.get("weight", 1.0))} if reward else {},
+            ):
+                pass
+    return counts
+
+
+def _rollout_attributes(trace: Mapping, calls: list, timing: Mapping) -> dict:
+    attributes = {
+        "verifiers.stop_condition": trace.get("stop_condition"),
+        "verifiers.is_timeout": bool(trace.get("is_timeout")),
+        "verifiers.is_truncated": _is_truncated(trace, calls),
+        "verifiers.agent": (trace.get("agent") or {}).get("name"),
+        "verifiers.turns": len(calls),
+    }
+    for stage in ("boot", "setup", "agent", "finalize", "scoring"):
+        begin, finish = _span(timing, stage)
+        if finish:
+            attributes[f"verifiers.timing.{stage}_s"] = max(0.0, float(finish) - float(begin or finish))
+    agent = timing.get("agent") or {}
+    for part in ("model", "harness"):
+        duration = (agent.get(part) or {}).get("duration")
+        if duration is not None:
+            attributes[f"verifiers.timing.{part}_s"] = float(duration)
+    for name, value in (trace.get("metrics") or {}).items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            attributes[f"verifiers.metric.{name}"] = float(value)
+    errors = trace.get("errors") or []
+    if errors:
+        attributes["error.type"] = str(errors[-1].get("type"))
+    return {k: v for k, v in attributes.items() if v is not None}
+
+
+def _is_truncated(trace: Mapping, calls: list) -> bool:
+    """verifiers' own ``Trace.is_truncated``: a truncating stop, or the last good call stopped by length."""
+    if trace.get("stop_condition") in _TRUNCATING_STOPS:
+        return True
+    last = next((c for c in reversed(calls) if not c.get("error")), None)
+    return bool(last and last.get("finish_reason") == "length")
+
+
+def _record_call(rl, index: int, call: Mapping, fallback: int) -> int:
+    begin, finish = (_ns(t) for t in _span(call, "time"))
+    begin = begin or fallback
+    finish = max(finish, begin)
+    usage = call.get("usage") or {}
+    cached = usage.get("cached_input_tokens")
+    prompt = usage.get("prompt_tokens")
+    attributes = {}
+    if call.get("finish_reason"):
+        attributes["gen_ai.response.finish_reasons"] = [str(call["finish_reason"])]
+    if usage.get("reasoning_tokens") is not None:
+        attributes["gen_ai.usage.reasoning.output_tokens"] = int(usage["reasoning_tokens"])
+    if call.get("endpoint"):
+        attributes["verifiers.endpoint"] = str(call["endpoint"])
+    error = call.get("error")
+    if error:
+        attributes.update(_error_attributes(error))
+        attributes["error.type"] = str(error.get("type"))
+    with rl.turn(
+        index,
+        input_tokens=prompt + (cached or 0) if prompt is not None else None,
+        cached_input_tokens=cached,
+        output_tokens=usage.get("completion_tokens"),
+        request_model=call.get("model"),
+        start_time=begin,
+        end_time=finish,
+        attributes=attributes,
+    ) as turn:
+        if error:
+            turn.set_status(Status(StatusCode.ERROR, f"{error.get('type')}: {error.get('message')}"))
+    return finish
+
+
+def _record_tools(rl, nodes: list, turn_end: dict) -> int:
+    """One ``execute_tool`` span per tool call an assistant node made, ended by its result's node."""
+    results = {}
+    for node in nodes:
+        message = node.get("message") or {}
+        if message.get("role") == "tool" and message.get("tool_call_id"):
+            results.setdefault(message["tool_call_id"], node)
+    count = 0
+    for index, node in enumerate(nodes):
+        message = node.get("message") or {}
+        if message.get("role") != "assistant" or not message.get("tool_calls"):
+            continue
+        begin = turn_end.get(index) or _ns(node.get("timestamp"))
+        for call in message["tool_calls"]:
+            result = results.get(call.get("id"))
+            finish = max(_ns(result.get("timestamp")), begin) if result else begin
+            name = str(call.get("name") or "tool")
+            with rl.tool(
+                name,
+                tool_call_id=call.get("id"),
+                start_time=begin,
+                end_time=finish,
+                attributes={"verifiers.tool.answered": result is not None},
+            ):
+                pass
+            count += 1
+    return count
+
+
+def _error_attributes(error: Mapping) -> dict:
+    attributes = {"exception.type": str(error.get("type")), "exception.message": str(error.get("message"))}
+    if error.get("status_code") is not None:
+        attributes["http.response.status_code"] = int(error["status_code"])
+    return attributes
+
+
+def _span(holder: Mapping, key: str) -> tuple[float, float]:
+    value = holder.get(key) or {}
+    return value.get("start") or 0.0, value.get("end") or 0.0
+
+
+def _ns(seconds) -> int:
+    return int(float(seconds) * _NS) if seconds else 0
