@@ -20,6 +20,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,verifiers]'
 	$(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)

@@ -1,0 +1,216 @@
+"""The verifiers adapter with the real package (PyPI ``verifiers``): a SingleAgentEnv runs a small taskset
+through its own rollout machinery (interception server, subprocess runtime, rubric scoring) against an
+OpenAI-compatible endpoint served on loopback; ``instrument(env)`` records what it ran, and
+``rollscope import verifiers`` turns the run's saved ``traces.jsonl`` into the same rows."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow  # a real verifiers run: ~20 s (`make test-slow` installs the extra)
+
+vf = pytest.importorskip(
+    "verifiers.v1", reason="the verifiers package is not installed (pip install 'rollscope[verifiers]')"
+)
+
+from verifiers.v1.configs.harness import HarnessConfig  # noqa: E402
+from verifiers.v1.configs.taskset import TasksetConfig  # noqa: E402
+from verifiers.v1.utils.trace_store import write_episode  # noqa: E402
+
+import tests.fixtures.vf_harness  # noqa: E402
+import tests.fixtures.vf_taskset  # noqa: E402
+from rollscope.integrations.verifiers import instrument  # noqa: E402
+from tests.conftest import rollscope, sql_json  # noqa: E402
+from tests.fixtures.openai_server import openai_server  # noqa: E402
+
+# verifiers imports plugins by module name: give the test's harness and taskset one
+sys.modules.setdefault("rollscope_test_harness", tests.fixtures.vf_harness)
+sys.modules.setdefault("rollscope_test_taskset", tests.fixtures.vf_taskset)
+ROLLOUTS_PER_TASK = 2
+
+
+def run_env(url: str, rl, results_dir) -> list:
+    """Every task of the taskset ROLLOUTS_PER_TASK times, as `vf-eval` does (env.serving, env.run_slot),
+    with each finished episode saved the way verifiers saves it."""
+    config = vf.SingleAgentEnvConfig(
+        id="sums",
+        taskset=TasksetConfig(id="rollscope_test_taskset"),
+        agent=vf.AgentConfig(
+            harness=HarnessConfig(id="rollscope_test_harness"), runtime=vf.SubprocessConfig()
+        ),
+    )
+    env = vf.SingleAgentEnv(config)
+    instrument(env, rl=rl)
+    ctx = vf.ModelContext(model="policy", client=vf.EvalClientConfig(base_url=url, api_key_var="VF_TEST_KEY"))
+
+    async def main():
+        episodes = []
+        async with env.serving():
+            slots = [slot for task in env.taskset for slot in env.slots(task, ROLLOUTS_PER_TASK)]
+            for episode in await asyncio.gather(*(env.run_slot(slot, ctx) for slot in slots)):
+                write_episode(results_dir, episode)
+                episodes.append(episode)
+        return episodes
+
+    return asyncio.run(main())
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """One instrumented verifiers run: (store, saved traces.jsonl, episodes, calls the endpoint answered)."""
+    from rollscope.collectors import attach
+
+    root = tmp_path_factory.mktemp("vf")
+    store, results = root / "store", root / "results"
+    results.mkdir()
+    mp = pytest.MonkeyPatch()
+    mp.setenv("VF_TEST_KEY", "sk-test")
+    mp.setenv("HOME", str(root))  # verifiers keeps its subprocess runtimes under ~/.cache
+    rl = attach(store=store, run_id="vf-live", role="rollout", set_global=False)
+    try:
+        with openai_server() as (url, calls):
+            episodes = run_env(url, rl, results)
+    finally:
+        rl.shutdown()
+        mp.undo()
+    return store, results / "traces.jsonl", episodes, calls
+
+
+ROLLOUTS = (
+    "SELECT rollout_id, task_id, group_id, environment, rollout_status, reward, "
+    "attributes->>'$.\"verifiers.stop_condition\"' AS stop, "
+    "(attributes->>'$.\"verifiers.is_truncated\"')::BOOLEAN AS truncated, "
+    "(attributes->>'$.\"verifiers.metric.reply_chars\"')::DOUBLE AS reply_chars, "
+    "error_type, "
+    "(attributes->>'$.\"verifiers.timing.agent_s\"')::DOUBLE AS agent_s, "
+    "(attributes->>'$.\"verifiers.timing.model_s\"')::DOUBLE AS model_s, duration_s "
+    "FROM rollouts ORDER BY rollout_id"
+)
+TURNS = (
+    "SELECT rollout_id, turn_index, input_tokens, cached_input_tokens, output_tokens, request_model, "
+    "status_code, duration_s FROM turns ORDER BY rollout_id, turn_index"
+)
+TOOLS = "SELECT rollout_id, tool_name, tool_call_id, duration_s FROM tools ORDER BY rollout_id, tool_call_id"
+REWARDS = "SELECT rollout_id, reward_name, reward FROM rewards ORDER BY rollout_id, reward_name"
+
+
+def test_each_rollout_verifiers_ran_is_a_rollout_with_turns_tools_and_rubric_rewards(live):
+    store, _, episodes, calls = live
+    traces = {t.id: t for e in episodes for t in e.traces}
+    assert len(traces) == 3 * ROLLOUTS_PER_TASK
+
+    rollouts = sql_json(store, ROLLOUTS)
+    assert [r["rollout_id"] for r in rollouts] == sorted(traces)
+    for r in rollouts:
+        trace = traces[r["rollout_id"]]
+        assert r["task_id"] == r["group_id"] == trace.task.key  # a task's rollouts form its group
+        assert r["environment"] == "sums+rollscope_test_taskset"  # verifiers' env id: env + taskset
+        assert r["stop"] == trace.stop_condition
+        if trace.ok:
+            assert (r["rollout_status"], r["reward"], r["truncated"]) == ("ok", trace.reward, False)
+            assert r["reward"] == 1.5  # correct (1.0) + used_tool (1.0 x weight 0.5)
+            assert r["reply_chars"] == len(trace.last_reply)
+            assert r["agent_s"] == pytest.approx(trace.timing.agent.duration)
+            assert r["model_s"] == pytest.approx(trace.timing.agent.model.duration)
+        else:  # the engine answered 500: verifiers' provider error, no scoring
+            assert (r["rollout_status"], r["reward"], r["error_type"]) == (
+                "infra_error",
+                None,
+                "ProviderError",
+            )
+            assert r["stop"] == "provider_error"
+
+    turns = sql_json(store, TURNS)
+    answered = [c for c in calls if "usage" in c]
+    assert len(turns) == len(calls) == 2 * 2 * ROLLOUTS_PER_TASK + ROLLOUTS_PER_TASK
+    # every turn's tokens are the endpoint's own usage: prompt tokens with the cached ones included
+    expected = sorted(
+        (
+            c["usage"]["prompt_tokens"],
+            c["usage"]["prompt_tokens_details"]["cached_tokens"],
+            c["usage"]["completion_tokens"],
+        )
+        for c in answered
+    )
+    assert (
+        sorted(
+            (t["input_tokens"], t["cached_input_tokens"], t["output_tokens"])
+            for t in turns
+            if t["input_tokens"] is not None
+        )
+        == expected
+    )
+    assert any(t["cached_input_tokens"] > 0 for t in turns)
+    failed = [t for t in turns if t["status_code"] == "error"]
+    assert len(failed) == ROLLOUTS_PER_TASK and all(t["input_tokens"] is None for t in failed)
+    assert {t["request_model"] for t in turns} == {"policy"}
+    for rollout_id, trace in traces.items():
+        mine = [t for t in turns if t["rollout_id"] == rollout_id]
+        assert [t["turn_index"] for t in mine] == list(range(len(trace.calls)))
+        assert [t["duration_s"] for t in mine] == pytest.approx(
+            [c.time.duration for c in trace.calls], abs=1e-6
+        )
+
+    tools = sql_json(store, TOOLS)
+    assert len(tools) == 2 * ROLLOUTS_PER_TASK
+    assert {t["tool_name"] for t in tools} == {"add"}
+    assert {t["tool_call_id"] for t in tools} == {"call-2-3", "call-40-2"}
+    assert all(t["duration_s"] >= 0 for t in tools)
+
+    rewards = sql_json(store, REWARDS)
+    assert len(rewards) == 2 * 2 * ROLLOUTS_PER_TASK  # two rubric functions, scored rollouts only
+    assert {(r["reward_name"], r["reward"]) for r in rewards} == {("correct", 1.0), ("used_tool", 1.0)}
+
+
+def test_saved_results_import_to_the_same_rows(live, tmp_path):
+    store, saved, _, _ = live
+    imported = tmp_path / "imported"
+    code, out, err = rollscope("import", "verifiers", saved, "--store", imported, "--run-id", "vf-live")
+    assert (code, err) == (0, "")
+    assert out.strip() == (
+        f"imported {3 * ROLLOUTS_PER_TASK} episodes: {3 * ROLLOUTS_PER_TASK} rollouts, "
+        f"{5 * ROLLOUTS_PER_TASK} turns, {2 * ROLLOUTS_PER_TASK} tool calls, {4 * ROLLOUTS_PER_TASK} rewards "
+        "into run vf-live"
+    )
+    for query in (ROLLOUTS, TURNS, TOOLS, REWARDS):
+        assert sql_json(imported, query) == sql_json(store, query)
+
+
+def test_a_file_that_is_not_a_verifiers_run_imports_nothing_and_says_which_line(live, tmp_path):
+    _, saved, _, _ = live
+    bad = tmp_path / "traces.jsonl"
+    lines = saved.read_text().splitlines()
+    bad.write_text("\n".join([lines[0], '{"id": "x"}', *lines[1:]]) + "\n")
+    store = tmp_path / "store"
+    code, out, err = rollscope("import", "verifiers", tmp_path, "--store", store, "--run-id", "vf-bad")
+    assert (code, out) == (1, "")
+    assert (
+        err.startswith("rollscope: Not a verifiers run:")
+        and f"{bad}:2:" in err
+        and "nothing was imported" in err
+    )
+    assert len(err.strip().splitlines()) == 1
+    assert not (store / "spans").exists()
+    code, _, err = rollscope(
+        "import", "verifiers", tmp_path / "missing.jsonl", "--store", store, "--run-id", "x"
+    )
+    assert code == 1 and "no such file" in err
+
+
+def test_instrument_never_raises_into_the_run(live, tmp_path):
+    """A recording failure is logged; the episode still comes back to verifiers' runner."""
+
+    class Env:
+        async def run_slot(self, slot, ctx):
+            return {"traces": [{"id": "t1", "calls": "not a list"}]}
+
+    class Broken:
+        def rollout(self, *args, **kwargs):
+            raise RuntimeError("store gone")
+
+    env = Env()
+    instrument(env, rl=Broken())
+    assert asyncio.run(env.run_slot(None, None)) == {"traces": [{"id": "t1", "calls": "not a list"}]}
