@@ -20,8 +20,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from rollscope import queries
 from rollscope.collectors.receiver import ReceiverConfig, running
 from rollscope.integrations.engines import record_spec, spec_attributes, traceparent_headers
+from rollscope.queries import trace
 from tests.conftest import sql_json
 
 # vLLM's response with --per-request-spec-decode-metrics (the shape vLLM documents for `metrics`)
@@ -187,6 +189,11 @@ def test_engine_request_spans_nest_under_the_turn_and_fill_it(store, attached, k
                 None,
             )
     assert recorded  # what record_spec set is what it returned
+    waterfall = trace.spans(queries.connect(store), "exp-7", "r1")  # the Rollouts page's waterfall
+    assert sorted(waterfall.kind) == ["other"] * 3 + ["rollout"] + ["turn"] * 3
+    assert set(waterfall[waterfall.kind == "other"].name) == {
+        "llm_request" if kind == "vllm" else "sglang.request"
+    }
 
 
 def test_spec_attributes_read_every_documented_shape_and_nothing_else():

@@ -1,7 +1,7 @@
 -- One rollout as a waterfall: its own spans (those carrying its rl.rollout.id: turns, tools, rewards, judges,
 -- teachers, the trainer's sample), spans of its trace without a rollout id when the trace holds only this
 -- rollout (e.g. vLLM's llm_request), and the train step that consumed it. Times are seconds from the
--- rollout's start.
+-- rollout's start. An engine's request span nested under an rl.turn is kind 'other', not a turn.
 WITH target AS (
     SELECT trace_id, start_ns FROM spans
     WHERE run_id = $run_id AND name = 'rl.rollout' AND rollout_id = $rollout_id
@@ -27,6 +27,11 @@ members AS (  -- three selective scans; one OR of them would scan every span
 SELECT
     CASE
         WHEN m.name = 'rl.rollout' THEN 'rollout'
+        WHEN m.name NOT IN ('rl.turn', 'rl.judge', 'rl.teacher')
+             AND (m.name = 'llm_request' OR m.operation_name IN ('chat', 'text_completion', 'generate_content')
+                  OR m.prefill_time_s IS NOT NULL OR m.decode_time_s IS NOT NULL OR m.ttft_s IS NOT NULL)
+             AND m.parent_span_id IN (SELECT span_id FROM members WHERE name = 'rl.turn')
+            THEN 'other'  -- an engine's request span under its turn (as in the turns view): not a second turn
         WHEN m.name IN ('rl.turn', 'llm_request') OR m.operation_name IN ('chat', 'text_completion') THEN 'turn'
         WHEN m.name LIKE 'execute_tool%' THEN 'tool'
         WHEN m.name = 'rl.reward' THEN 'reward'
