@@ -227,3 +227,38 @@ def test_traceparent_is_the_current_turn_and_absent_outside_any_span(attached):
     version, trace_id, span_id, flags = headers["traceparent"].split("-")
     assert (version, int(trace_id, 16), int(span_id, 16)) == ("00", context.trace_id, context.span_id)
     assert int(flags, 16) & 1  # sampled: the engine records its span
+
+
+def test_engine_spans_arriving_after_their_turns_fill_them_in_the_dashboards_reader(store, attached):
+    """The dashboard's materialized reader refreshes incrementally; the engine's spans come later than the
+    job's turns (another process, another exporter) and still fill those turns, not add turns."""
+    from opentelemetry import trace as otel
+
+    from rollscope.queries import Reader
+
+    rl = attached()
+    contexts = []
+    with rl.rollout("r1", task_id="t1"):
+        for i in range(2):
+            with rl.turn(i, input_tokens=500) as turn:
+                contexts.append(otel.set_span_in_context(turn.span))
+    rl.force_flush()
+    reader = Reader(store, materialize=True)
+    count = "SELECT count(*) AS n, count(prefill_time_s) AS filled, coalesce(sum(decode_time_s), 0) AS decode FROM turns"
+    assert reader.sql(count).to_dict("records") == [{"n": 2, "filled": 0, "decode": 0.0}]
+
+    config = ReceiverConfig(store=store, port=0, commit_window=0.005, run_id="exp-7")
+    with running(config) as url:
+        provider = TracerProvider(resource=Resource({"service.name": "vllm"}))
+        provider.add_span_processor(SimpleSpanProcessor(HttpExporter(endpoint=f"{url}/v1/traces")))
+        tracer = provider.get_tracer("vllm")
+        for context in contexts:
+            attributes = {
+                "gen_ai.latency.time_in_model_prefill": 0.5,
+                "gen_ai.latency.time_in_model_decode": 2.0,
+            }
+            with tracer.start_as_current_span("llm_request", context=context, attributes=attributes):
+                pass
+        provider.shutdown()
+    reader.refresh()
+    assert reader.sql(count).to_dict("records") == [{"n": 2, "filled": 2, "decode": 4.0}]
