@@ -97,7 +97,7 @@ class GrpcListener:
         if token is not None:
             given = dict(context.invocation_metadata()).get("authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-                receiver.stats.refused(401)
+                self._loop.call_soon_threadsafe(receiver.stats.refused, 401)  # counters live on the loop
                 _abort(context, 401, "missing or wrong 'authorization: Bearer <token>' metadata", None)
         future = asyncio.run_coroutine_threadsafe(_ingest(receiver, body), self._loop)
         try:
@@ -108,7 +108,6 @@ class GrpcListener:
         if isinstance(answer, bytes):
             return answer
         status, message, retry = answer
-        receiver.stats.refused(status)
         _abort(context, status, message, retry)
 
 
@@ -123,6 +122,7 @@ async def _ingest(receiver: Receiver, body: bytes) -> bytes | tuple[int, str, in
         receiver.stats.count(decoded)
         return export_response(decoded, as_json=False)
     except Refusal as refusal:
+        receiver.stats.refused(refusal.status)
         return refusal.status, str(refusal), refusal.retry
     finally:
         receiver.pending_bytes -= reserved[0]
