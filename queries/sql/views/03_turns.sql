@@ -6,14 +6,21 @@
 -- Joins use the raw binary trace ids, and only traces holding an unlinked generation are searched.
 -- _turns_src is the definition; a materialized reader keeps it in a native table per run (reader.py).
 CREATE OR REPLACE VIEW _turns_src AS
-WITH engine_spans AS (
-    SELECT c.* FROM raw_spans AS c
+WITH engine_candidates AS (  -- few rows: engine request spans with a parent (none in most runs)
+    SELECT
+        run_id, trace_id, span_id, parent_span_id, input_tokens, cached_input_tokens, output_tokens,
+        prefill_time_s, decode_time_s, ttft_s, spec_draft_tokens, spec_accepted_tokens, spec_verify_steps,
+        spec_k, response_id
+    FROM raw_spans
+    WHERE parent_span_id IS NOT NULL AND name NOT IN ('rl.turn', 'rl.judge', 'rl.teacher')
+      AND (name = 'llm_request' OR operation_name IN ('chat', 'text_completion', 'generate_content')
+           OR prefill_time_s IS NOT NULL OR decode_time_s IS NOT NULL OR ttft_s IS NOT NULL)
+),
+engine_spans AS (  -- ... whose parent is an rl.turn
+    SELECT c.* FROM engine_candidates AS c
     SEMI JOIN raw_spans AS t
         ON t.run_id = c.run_id AND t.trace_id = c.trace_id AND t.span_id = c.parent_span_id
        AND t.name = 'rl.turn'
-    WHERE c.parent_span_id IS NOT NULL AND c.name NOT IN ('rl.turn', 'rl.judge', 'rl.teacher')
-      AND (c.name = 'llm_request' OR c.operation_name IN ('chat', 'text_completion', 'generate_content')
-           OR c.prefill_time_s IS NOT NULL OR c.decode_time_s IS NOT NULL OR c.ttft_s IS NOT NULL)
 ),
 engine AS (
     SELECT
@@ -27,15 +34,14 @@ engine AS (
     FROM engine_spans
     GROUP BY ALL
 ),
-generations AS (
-    SELECT * FROM raw_spans AS g
-    WHERE (g.name IN ('rl.turn', 'llm_request')
-           OR (g.operation_name IN ('chat', 'text_completion', 'generate_content')
-               AND g.name NOT IN ('rl.judge', 'rl.teacher')))
-      AND NOT EXISTS (
-          SELECT 1 FROM engine_spans AS e
-          WHERE e.run_id = g.run_id AND e.trace_id = g.trace_id AND e.span_id = g.span_id
-      )
+generations AS (  -- rl.turn spans, and other generations that are not an engine's request under a turn
+    SELECT * FROM raw_spans WHERE name = 'rl.turn'
+    UNION ALL
+    SELECT g.* FROM raw_spans AS g
+    ANTI JOIN engine_spans AS e ON e.run_id = g.run_id AND e.trace_id = g.trace_id AND e.span_id = g.span_id
+    WHERE g.name = 'llm_request'
+       OR (g.operation_name IN ('chat', 'text_completion', 'generate_content')
+           AND g.name NOT IN ('rl.turn', 'rl.judge', 'rl.teacher'))
 ),
 unlinked_traces AS (
     SELECT DISTINCT run_id, trace_id FROM generations WHERE rollout_id IS NULL
