@@ -77,6 +77,7 @@ class StoreSpanExporter(SpanExporter):
         segment_rows: int = 50_000,
         segment_seconds: float = 2.0,
         stats_seconds: float = 10.0,
+        compact_seconds: float | None = None,
         identity: Mapping[str, object] | None = None,
     ):
         self.store = store
@@ -85,6 +86,7 @@ class StoreSpanExporter(SpanExporter):
         self.segment_rows = segment_rows
         self.segment_seconds = segment_seconds
         self.stats_seconds = stats_seconds
+        self.compact_seconds = compact_seconds  # None: no background compaction (store.compaction)
         self.identity = dict(identity or {})
         self.stats = CollectorStats()
         self._lock = threading.RLock()
@@ -97,8 +99,10 @@ class StoreSpanExporter(SpanExporter):
         """Per process: a forked child gets its own writer name, empty buffers and flush thread."""
         self._lock = threading.RLock()
         self._publish_lock = threading.Lock()
-        self._spans = SegmentWriter(self.store, "spans")
-        self._stats_writer = SegmentWriter(self.store, "collector_stats")
+        self._spans = SegmentWriter(self.store, "spans", compact_seconds=self.compact_seconds)
+        self._stats_writer = SegmentWriter(
+            self.store, "collector_stats", compact_seconds=self.compact_seconds
+        )
         self._buffer: dict[str | None, list[pa.Table]] = {}
         self._buffered = 0
         self._oldest: float | None = None
@@ -137,6 +141,8 @@ class StoreSpanExporter(SpanExporter):
         self._thread.join(timeout=30)
         self._publish()
         self._write_stats(force=True)
+        self._spans.close()  # this process stops compacting the runs it wrote (store.compaction)
+        self._stats_writer.close()
 
     # --- buffering and publishing -------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -42,6 +42,7 @@ from rollscope.collectors.otlp import (
     error_status,
     export_response,
 )
+from rollscope.collectors.settings import compact_seconds
 from rollscope.collectors.spool import GroupCommit
 from rollscope.store.layout import SegmentWriter, check_run_id
 from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
@@ -73,6 +74,7 @@ class ReceiverConfig:
     stats_seconds: float = 10.0
     retry_after_s: int = 1
     grpc_port: int | None = None  # OTLP/gRPC too, on this port (0 = any free); None = HTTP only
+    compact_seconds: float | None = field(default_factory=compact_seconds)  # None: no background compaction
 
     def __post_init__(self) -> None:
         self.store = Path(self.store)
@@ -112,7 +114,9 @@ class Receiver:
     @contextmanager
     def _started(self) -> Iterator[None]:
         self.config.store.mkdir(parents=True, exist_ok=True)
-        self._commit = GroupCommit(self.config.store, window=self.config.commit_window)
+        self._commit = GroupCommit(
+            self.config.store, window=self.config.commit_window, compact_seconds=self.config.compact_seconds
+        )
         try:
             yield
         finally:
@@ -339,7 +343,7 @@ class ReceiverStats:
         self.by_run: dict[str, dict[str, int]] = {}
         self._written: dict[str, dict[str, int]] = {}
         self._lock = threading.Lock()
-        self._writer = SegmentWriter(config.store, "collector_stats")
+        self._writer = SegmentWriter(config.store, "collector_stats", compact_seconds=config.compact_seconds)
         self._config = config
 
     def refused(self, status: int) -> None:

@@ -23,6 +23,8 @@ ENV = {
     "ROLLSCOPE_SEGMENT_ROWS": "Spans buffered before a segment is published (default 50000).",
     "ROLLSCOPE_SEGMENT_SECONDS": "Longest a finished span waits before it is published (default 2).",
     "ROLLSCOPE_STATS_SECONDS": "How often exporter counters are written to collector_stats (default 10).",
+    "ROLLSCOPE_COMPACT": "0 turns off compacting runs in the background while they are written (default 1: on).",
+    "ROLLSCOPE_COMPACT_SECONDS": "How often each writing process tries to compact its runs (default 10).",
     "ROLLSCOPE_TOKEN": "Bearer token `rollscope collect` requires (instead of --token, which `ps` shows).",
     "OTEL_SERVICE_NAME": "service.name of this process.",
     "OTEL_RESOURCE_ATTRIBUTES": "Extra resource attributes, key=value,... (may carry rl.run.id).",
@@ -55,6 +57,13 @@ def _positive(cast):
     return parse
 
 
+def _switch(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("0", "1", "true", "false", "on", "off", "yes", "no"):
+        raise ValueError(raw)
+    return value in ("1", "true", "on", "yes")
+
+
 def _role(raw: str) -> str:
     from rollscope.collectors.semconv import ROLES
 
@@ -75,6 +84,8 @@ class Settings:
     segment_rows: int = 50_000
     segment_seconds: float = 2.0
     stats_seconds: float = 10.0
+    compact: bool = True
+    compact_seconds: float = 10.0
     max_queue_size: int = 65_536
     max_export_batch_size: int = 8_192
     schedule_delay_millis: float = 500.0
@@ -94,6 +105,10 @@ class Settings:
                 ("ROLLSCOPE_SEGMENT_SECONDS",), _positive(float), d.segment_seconds
             ),
             "stats_seconds": _env_value(("ROLLSCOPE_STATS_SECONDS",), _positive(float), d.stats_seconds),
+            "compact": _env_value(("ROLLSCOPE_COMPACT",), _switch, d.compact),
+            "compact_seconds": _env_value(
+                ("ROLLSCOPE_COMPACT_SECONDS",), _positive(float), d.compact_seconds
+            ),
             "max_queue_size": _env_value(("OTEL_BSP_MAX_QUEUE_SIZE",), _positive(int), d.max_queue_size),
             "max_export_batch_size": _env_value(
                 ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE",), _positive(int), d.max_export_batch_size
@@ -119,9 +134,17 @@ class Settings:
             raise ValueError(f"role must be one of {', '.join(ROLES)}, not {self.role!r}")
         if self.devices < 0:
             raise ValueError(f"devices must be >= 0, not {self.devices!r}")
+        if self.compact_seconds <= 0:
+            raise ValueError(f"compact_seconds must be > 0, not {self.compact_seconds!r}")
         self.max_export_batch_size = min(self.max_export_batch_size, self.max_queue_size)
 
 
 def default_store() -> Path:
     """The store the command line uses when --store is not given."""
     return _env_value(("ROLLSCOPE_STORE",), Path, Settings.store)
+
+
+def compact_seconds(settings: Settings | None = None) -> float | None:
+    """How often a writer compacts its runs in the background, or None when ``ROLLSCOPE_COMPACT=0``."""
+    settings = settings or Settings.resolve()
+    return settings.compact_seconds if settings.compact else None

@@ -29,14 +29,21 @@ Done = Callable[[BaseException | None], None]
 class GroupCommit:
     """Requests' spans added to one ``SpanRows`` per run; one thread publishes them and calls each back."""
 
-    def __init__(self, store: Path | str, *, window: float = 0.05, max_rows: int = 200_000):
+    def __init__(
+        self,
+        store: Path | str,
+        *,
+        window: float = 0.05,
+        max_rows: int = 200_000,
+        compact_seconds: float | None = None,
+    ):
         self.store = Path(store)
         self.window = window
         self.max_rows = max_rows
         self.segments_published = 0
         self.segments_by_run: dict[str, int] = {}
         self.untyped_by_run: dict[str, int] = {}
-        self._writer = SegmentWriter(self.store, "spans", durable=True)
+        self._writer = SegmentWriter(self.store, "spans", durable=True, compact_seconds=compact_seconds)
         self._rows: dict[str, SpanRows] = {}
         self._waiting: list[tuple[Done, set[str]]] = []  # each request's callback and the runs it added to
         self._cond = threading.Condition()
@@ -67,6 +74,7 @@ class GroupCommit:
             self._closed = True
             self._cond.notify()
         self._thread.join()
+        self._writer.close()
 
     def _loop(self) -> None:
         while True:

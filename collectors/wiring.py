@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from rollscope.collectors import semconv
 from rollscope.collectors.exporter import StoreSpanExporter, StoreSpanProcessor
 from rollscope.collectors.helpers import RL
-from rollscope.collectors.settings import Settings
+from rollscope.collectors.settings import Settings, compact_seconds
 from rollscope.store.layout import check_run_id
 
 log = logging.getLogger("rollscope")
@@ -59,6 +59,7 @@ def attach(
         segment_rows=config.segment_rows,
         segment_seconds=config.segment_seconds,
         stats_seconds=config.stats_seconds,
+        compact_seconds=compact_seconds(config),
         identity={
             "service_name": resource.attributes.get(semconv.SERVICE_NAME),
             "instance_id": resource.attributes.get(semconv.SERVICE_INSTANCE_ID),

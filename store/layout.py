@@ -11,12 +11,12 @@ readers work at once. A segment is visible whole or not at all. A compacted segm
 replaces in its footer (``rollscope.sources``); readers skip every segment so named, which makes the switch
 atomic: before the compacted file is published readers use the sources, after it they use it alone. The
 sources stay on disk for a grace period (deleted by a later compaction), so a reader that listed them just
-before the switch can still finish its query.
+before the switch can still finish its query. Compaction itself (by `rollscope compact`, and by the writers
+while a run is live) is ``rollscope.store.compaction``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -24,9 +24,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Iterable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -60,14 +58,23 @@ class SegmentWriter:
     """Publishes Arrow tables as immutable segments. One per writing process (thread-safe)."""
 
     def __init__(
-        self, store: Path | str, dataset: str = "spans", *, durable: bool = False, prefix: str = "seg"
+        self,
+        store: Path | str,
+        dataset: str = "spans",
+        *,
+        durable: bool = False,
+        prefix: str = "seg",
+        compact_seconds: float | None = None,
     ):
+        """``compact_seconds``: when set, each run this writer publishes to is compacted in the background
+        (tier by tier, about that often) by this process's compactor thread; see ``store.compaction``."""
         if dataset not in DATASETS:
             raise ValueError(f"unknown dataset {dataset!r}")
         self.store = Path(store)
         self.dataset = dataset
         self.durable = durable
         self.prefix = prefix
+        self.compact_seconds = compact_seconds
         self._writer = f"{os.getpid():x}{secrets.token_hex(3)}"
         self._seq = 0
         self._lock = threading.Lock()
@@ -81,14 +88,34 @@ class SegmentWriter:
         _make_dirs(directory, self.durable)
         if metadata:
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
-        return _publish(directory / name, table, self.durable)
+        published = _publish(directory / name, table, self.durable)
+        if self.compact_seconds:
+            from rollscope.store import compaction
+
+            compaction.watch(directory, self.compact_seconds, owner=self)
+        return published
+
+    def close(self) -> None:
+        """Stop compacting the runs this writer published to (unless another writer still does)."""
+        if self.compact_seconds:
+            from rollscope.store import compaction
+
+            compaction.unwatch(self)
 
 
 def _publish(final: Path, table: pa.Table, durable: bool) -> Path:
+    with publishing(final, durable) as sink:
+        pq.write_table(table, sink, compression="zstd")
+    return final
+
+
+@contextmanager
+def publishing(final: Path, durable: bool):
+    """Yield a binary file written under a temporary name; on success it appears as ``final`` atomically."""
     tmp = final.with_name(f".{final.name}.tmp")
     try:
         with open(tmp, "wb") as sink:
-            pq.write_table(table, sink, compression="zstd")
+            yield sink
             if durable:
                 sink.flush()
                 os.fsync(sink.fileno())
@@ -98,7 +125,6 @@ def _publish(final: Path, table: pa.Table, durable: bool) -> Path:
         raise
     if durable:
         _fsync_dir(final.parent)
-    return final
 
 
 def _make_dirs(directory: Path, durable: bool) -> None:
@@ -178,103 +204,52 @@ def require_store(store: Path | str) -> Path:
     return path
 
 
-# --- compaction ---------------------------------------------------------------------------------------------
+# --- compaction (the code lives in rollscope.store.compaction) ----------------------------------------------
 
 
-@dataclass
-class CompactResult:
-    files_before: int = 0
-    files_after: int = 0
-    rows: int = 0
-    runs: list[str] = field(default_factory=list)
+def compact(store: Path | str, run_id: str | None = None, **options):
+    """Merge each run's segments into few large ones (see :func:`rollscope.store.compaction.compact`)."""
+    from rollscope.store.compaction import compact as compact_store
+
+    return compact_store(store, run_id, **options)
 
 
-@contextmanager
-def _compaction_lock(store: Path):
-    """Two compactions of one store would merge the same segments twice; the second waits."""
-    with open(store / ".compact.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+def run_partitions(store: Path | str, run_id: str) -> list[Path]:
+    """Every ``run_id=<run>`` directory under the store: raw datasets and derived ones at any depth."""
+    wanted = f"{PARTITION_PREFIX}{check_run_id(run_id)}"
+    found: list[Path] = []
+    pending = [Path(store)]
+    while pending:
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def compact(
-    store: Path | str,
-    run_id: str | None = None,
-    *,
-    target_rows: int = COMPACT_TARGET_ROWS,
-    grace_seconds: float = REPLACED_GRACE_S,
-) -> CompactResult:
-    """Merge each run's segments into few large ones; readers never see duplicates or gaps."""
-    root = require_store(store)
-    result = CompactResult()
-    with _compaction_lock(root):
-        for dataset in DATASETS:
-            for run in [run_id] if run_id else run_ids(root, dataset):
-                directory = partition_dir(root, dataset, run)
-                _delete_replaced(directory, grace_seconds)
-                live = segments(root, dataset, run)
-                result.files_before += len(live)
-                result.files_after += _compact_partition(directory, live, target_rows, result)
-                if run not in result.runs:
-                    result.runs.append(run)
-    return result
-
-
-def _delete_replaced(directory: Path, grace_seconds: float) -> None:
-    """Delete segments an earlier compaction replaced, once no reader can still be reading them."""
-    files = _published(directory)
-    cutoff = time.time() - grace_seconds
-    replaced: set[str] = set()
-    for f in files:
-        if f.name.startswith("cmp-") and f.stat().st_mtime <= cutoff:
-            replaced |= _sources_of(str(f))
-    for f in files:
-        if f.name in replaced:
-            f.unlink(missing_ok=True)
-
-
-def _compact_partition(directory: Path, live: list[Path], target_rows: int, result: CompactResult) -> int:
-    batches = list(_batches(live, target_rows))
-    after = 0
-    for batch in batches:
-        if len(batch) < 2:
-            after += len(batch)
+            entries = list(os.scandir(pending.pop()))
+        except (FileNotFoundError, NotADirectoryError):
             continue
-        table = pa.concat_tables([pq.read_table(p) for p in batch], promote_options="default")
-        if "start_ns" in table.column_names:  # like spans side by side compress and prune better
-            table = table.sort_by([("name", "ascending"), ("start_ns", "ascending")])
-        sources = set().union(*(_sources_of(str(p)) for p in batch)) | {p.name for p in batch}
-        name = f"cmp-{time.time_ns() // 1_000_000:013d}-{os.getpid():x}{secrets.token_hex(3)}.parquet"
-        meta = {SOURCES_KEY: json.dumps(sorted(sources)).encode()}
-        _publish(directory / name, table.replace_schema_metadata(meta), durable=True)
-        result.rows += table.num_rows
-        after += 1
-    return after
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("."):
+                continue
+            if entry.name == wanted:
+                found.append(Path(entry.path))
+            elif not entry.name.startswith(PARTITION_PREFIX):  # other runs' partitions are never entered
+                pending.append(Path(entry.path))
+    return sorted(found, key=lambda p: (p.parent.name != "spans", str(p)))
 
 
-def _batches(files: Iterable[Path], target_rows: int) -> Iterable[list[Path]]:
-    batch: list[Path] = []
-    rows = 0
-    for f in files:
-        n = pq.read_metadata(f).num_rows
-        if batch and rows + n > target_rows:
-            yield batch
-            batch, rows = [], 0
-        batch.append(f)
-        rows += n
-    if batch:
-        yield batch
+def delete_run(store: Path | str, run_id: str) -> list[Path]:
+    """Remove one run's raw and derived data; other runs, and their readers, are untouched.
 
-
-def delete_run(store: Path | str, run_id: str) -> bool:
-    """Remove one run from every dataset; other runs are untouched."""
-    found = False
-    for dataset in DATASETS:
-        directory = partition_dir(store, dataset, run_id)
-        if directory.exists():
-            shutil.rmtree(directory)
-            found = True
-    return found
+    Each partition is first renamed out of sight (one atomic rename: readers see the run or nothing of it in
+    that dataset), raw spans first so the run is unknown from the start, then deleted. A reader of the run
+    that has a file open keeps reading it (POSIX keeps unlinked files alive); its next listing finds nothing.
+    Returns the partitions removed (empty: the store holds no such run).
+    """
+    removed = []
+    for partition in run_partitions(store, run_id):
+        trash = partition.with_name(f".deleted-{partition.name}-{secrets.token_hex(4)}")
+        try:
+            os.replace(partition, trash)
+        except FileNotFoundError:  # removed meanwhile by another rm
+            continue
+        removed.append((partition, trash))
+    for _, trash in removed:
+        shutil.rmtree(trash, ignore_errors=True)
+    return [partition for partition, _ in removed]

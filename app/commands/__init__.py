@@ -15,4 +15,5 @@ COMMANDS = (
     "sql",
     "views",
     "compact",
+    "rm",
 )
