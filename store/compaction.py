@@ -94,7 +94,7 @@ def plan_tiered(
         if part.rows < target_rows:
             tiers.setdefault(tier(part.rows, fanout), []).append(part)
     for level in sorted(tiers):
-        group = sorted(tiers[level], key=lambda p: p.name)
+        group = sorted(tiers[level], key=_publish_order)
         if len(group) < fanout:
             continue
         chosen, rows = [], 0
@@ -112,13 +112,19 @@ def plan_full(parts: Iterable[Part], *, target_rows: int = COMPACT_TARGET_ROWS) 
     """Every live file, in publish order, cut into batches of at most ``target_rows`` (singletons dropped)."""
     batches: list[list[Part]] = [[]]
     rows = 0
-    for part in sorted(parts, key=lambda p: p.name):
+    for part in sorted(parts, key=_publish_order):
         if batches[-1] and rows + part.rows > target_rows:
             batches.append([])
             rows = 0
         batches[-1].append(part)
         rows += part.rows
     return [b for b in batches if len(b) >= 2]
+
+
+def _publish_order(part: Part) -> tuple[str, str]:
+    """Names are ``<prefix>-<ms>-…``: order by the publish time, whatever the prefix."""
+    _, _, rest = part.name.partition("-")
+    return rest, part.name
 
 
 # --- one partition ------------------------------------------------------------------------------------------
@@ -183,23 +189,24 @@ def _tiered_batches(directory, fanout, target_rows, budget_seconds, stop):
 
 
 def _parts(directory: Path) -> list[Part]:
-    return [Part(p.name, _rows_of(str(p))) for p in segments(*_split(directory))]
+    return [Part(p.name, _facts(str(p))[0]) for p in segments(*_split(directory))]
 
 
 def _split(directory: Path) -> tuple[Path, str, str]:
     return directory.parent.parent, directory.parent.name, directory.name.split("=", 1)[1]
 
 
-@lru_cache(maxsize=65536)
-def _rows_of(path: str) -> int:
-    return pq.read_metadata(path).num_rows
+@lru_cache(maxsize=8192)
+def _facts(path: str) -> tuple[int, pa.Schema]:
+    """Rows and schema of a published file (immutable, so read once: planning and merging both need them)."""
+    meta = pq.read_metadata(path)
+    return meta.num_rows, meta.schema.to_arrow_schema().remove_metadata()
 
 
 def merge(directory: Path, sources: list[Path], *, stop: threading.Event | None = None) -> Path:
     """Write ``sources`` as one file naming them in its footer, streaming: memory is one row group."""
-    schema = pa.unify_schemas(
-        [pq.read_schema(p).remove_metadata() for p in sources], promote_options="default"
-    )
+    schemas = {str(schema): schema for schema in (_facts(str(p))[1] for p in sources)}
+    schema = pa.unify_schemas(list(schemas.values()), promote_options="default")
     schema = schema.with_metadata({SOURCES_KEY: json.dumps([p.name for p in sources]).encode()})
     name = f"cmp-{time.time_ns() // 1_000_000:013d}-{os.getpid():x}{secrets.token_hex(3)}.parquet"
     final = directory / name
@@ -218,7 +225,7 @@ def merge(directory: Path, sources: list[Path], *, stop: threading.Event | None 
 
 def _pieces(source: Path) -> Iterable[pa.Table]:
     """A small file in one read (most are), a large one a row group at a time."""
-    if _rows_of(str(source)) <= ROW_GROUP_ROWS:
+    if _facts(str(source))[0] <= ROW_GROUP_ROWS:
         yield pq.ParquetFile(source).read(use_threads=False)
         return
     for batch in pq.ParquetFile(source).iter_batches(batch_size=ROW_GROUP_ROWS):

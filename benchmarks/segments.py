@@ -1,0 +1,313 @@
+"""Small segments never pile up: 64 writers publishing every 2 s, compacted by the writers' own compactor.
+
+Two parts, both driving the real compaction code (``rollscope.store.compaction``):
+
+1. **Real files, simulated clock.** The sample run, repeated ``--copies`` times (ids and times shifted), is cut
+   into segments of ``--spans-per-segment`` spans and published by ``--writers`` real ``SegmentWriter``s, one
+   segment per writer per simulated 2 s; every simulated ``--compact-seconds`` the background compactor's
+   step (``compact_partition``, tiered) runs. Simulated: the clock (writes run back to back) and the grace
+   period (replaced files are swept at the next step, not 300 s later). Every segment is also hard-linked into
+   a second store that nobody compacts. Then ``rollscope sql "select count(*) from rollouts"`` (a fresh
+   process, as a user runs it) is timed on the auto-compacted run, on the uncompacted one, and on the same
+   spans after ``rollscope compact`` (the baseline).
+2. **A simulated week.** The same publish pattern for ``--days`` days, with the same planner
+   (``plan_tiered``) deciding every merge and a merge's cost taken from part 1 (a fit of seconds against files
+   and rows merged); files are counters, not written. It prints the files a reader of the run opens (live) and
+   lists (live plus replaced files kept for the 300 s grace period), and how busy the compactor is.
+
+Usage: python -m benchmarks.segments [--copies 10] [--spans-per-segment 50] [--days 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from rollscope.store import compaction, layout
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_data"
+RUN = "week"
+QUERY = "select count(*) from rollouts"
+
+
+# --- the spans ----------------------------------------------------------------------------------------------
+
+
+def repeated_sample(copies: int) -> pa.Table:
+    """The sample run ``copies`` times, each copy with its own ids and later times; in arrival (end) order."""
+    sample = pa.concat_tables(pq.read_table(p) for p in layout.segments(SAMPLE, "spans", "sample"))
+    sample = sample.replace_schema_metadata(None)
+    length = pc.max(sample["end_ns"]).as_py() - pc.min(sample["start_ns"]).as_py()
+    parts = [_shifted(sample, k, k * length) for k in range(copies)]
+    table = pa.concat_tables(parts)
+    return table.take(pc.sort_indices(table, [("end_ns", "ascending")]))
+
+
+def _shifted(table: pa.Table, k: int, dt: int) -> pa.Table:
+    if k == 0:
+        return table
+    salt = pa.scalar(k << 56, pa.uint64())
+    columns = {
+        "span_id": pc.bit_wise_xor(table["span_id"], salt),
+        "parent_span_id": pc.bit_wise_xor(table["parent_span_id"], salt),
+        "start_ns": pc.add(table["start_ns"], dt),
+        "end_ns": pc.add(table["end_ns"], dt),
+        "rollout_id": pc.binary_join_element_wise(table["rollout_id"], pa.scalar(f"c{k}"), "~"),
+        "trace_id": _salted_trace_ids(table["trace_id"], k),
+    }
+    for name, column in columns.items():
+        table = table.set_column(
+            table.schema.get_field_index(name), name, column.cast(table.schema.field(name).type)
+        )
+    return table
+
+
+def _salted_trace_ids(column: pa.ChunkedArray, k: int) -> pa.Array:
+    ids = np.frombuffer(b"".join(column.to_pylist()), dtype=np.uint8).reshape(-1, 16).copy()
+    ids[:, 0] ^= k
+    return pa.array([bytes(row) for row in ids], pa.binary(16))
+
+
+# --- part 1: real files ------------------------------------------------------------------------------------
+
+
+def publish_and_compact(spans: pa.Table, args, auto: Path, raw: Path) -> dict:
+    """Publish the spans as the writers would, running the compactor's step on the simulated clock."""
+    writers = [layout.SegmentWriter(auto, "spans", prefix="seg") for _ in range(args.writers)]
+    directory = layout.partition_dir(auto, "spans", RUN)
+    raw_dir = layout.partition_dir(raw, "spans", RUN)
+    raw_dir.mkdir(parents=True)
+    per = args.spans_per_segment
+    cuts = range(0, spans.num_rows, per)
+    ticks_per_compaction = max(1, round(args.compact_seconds / 2.0))
+    steps, timeline = [], []
+    publish_s = compact_s = 0.0
+    result = compaction.CompactResult()
+    for i, start in enumerate(cuts):
+        t0 = time.perf_counter()
+        path = writers[i % args.writers].publish(RUN, spans.slice(start, per))
+        publish_s += time.perf_counter() - t0
+        os.link(path, raw_dir / path.name)
+        tick, last_of_tick = divmod(i, args.writers)
+        if last_of_tick != args.writers - 1 and i != len(cuts) - 1:
+            continue
+        if tick % ticks_per_compaction == ticks_per_compaction - 1 or i == len(cuts) - 1:
+            before = (result.merges, result.rows, result.files_before, result.files_after)
+            t0 = time.perf_counter()
+            compaction.compact_partition(directory, grace_seconds=0, result=result)
+            seconds = time.perf_counter() - t0
+            compact_s += seconds
+            merges = result.merges - before[0]
+            files = (result.files_before - before[2]) - (result.files_after - before[3]) + merges
+            steps.append((files, result.rows - before[1], seconds))
+        if tick % 30 == 29 or i == len(cuts) - 1:  # every simulated minute
+            live = layout.segments(auto, "spans", RUN)
+            timeline.append((2 * (tick + 1), i + 1, min(start + per, spans.num_rows), len(live)))
+    return {
+        "published": len(cuts),
+        "publish_s": publish_s,
+        "compact_s": compact_s,
+        "rows_rewritten": result.rows,
+        "steps": steps,
+        "timeline": timeline,
+    }
+
+
+def rollscope_sql(store: Path, repeats: int) -> tuple[float, str]:
+    """Median wall time of `rollscope sql` in a fresh process, and its answer."""
+    exe = Path(sys.executable).with_name("rollscope")
+    times, answers = [], set()
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = subprocess.run(
+            [exe, "sql", "--store", store, QUERY], capture_output=True, text=True, check=True
+        )
+        times.append(time.perf_counter() - t0)
+        answers.add(out.stdout.split()[-1])
+    assert len(answers) == 1, answers
+    return statistics.median(times), answers.pop()
+
+
+def cost_model(steps: list[tuple[int, int, float]]) -> tuple[float, float]:
+    """Seconds per file and per row merged: least squares on part 1's steps, kept non-negative."""
+    done = [(f, r, s) for f, r, s in steps if f]
+    files, rows, seconds = (np.array(c, dtype=float) for c in zip(*done, strict=True))
+    (per_file, per_row), *_ = np.linalg.lstsq(np.column_stack([files, rows]), seconds, rcond=None)
+    if per_file >= 0 and per_row >= 0:
+        return float(per_file), float(per_row)
+    # One term alone: the one that fits better.
+    only_files = (seconds.sum() / files.sum(), 0.0)
+    only_rows = (0.0, seconds.sum() / rows.sum())
+    error = {m: ((files * m[0] + rows * m[1] - seconds) ** 2).sum() for m in (only_files, only_rows)}
+    return min(error, key=error.get)
+
+
+# --- part 2: a simulated week ------------------------------------------------------------------------------
+
+
+def simulate_week(args, per_file: float, per_row: float) -> list[tuple]:
+    """The publish pattern for ``args.days`` days; the real planner picks every merge; files are counters."""
+    rng = np.random.default_rng(7)
+    live: list[compaction.Part] = []
+    grace: deque[tuple[float, int]] = deque()  # (time a replaced batch may be deleted, how many files)
+    in_grace = 0
+    busy_until = busy_total = 0.0
+    rows_total = rows_rewritten = 0
+    report_at = [3600 * h for h in (1, 6, 12)] + [86_400 * d for d in range(1, args.days + 1)]
+    rows_out, peak_live, peak_listed = [], 0, 0
+    seconds = int(args.days * 86_400)
+    for now in range(2, seconds + 1, 2):
+        sizes = rng.poisson(args.spans_per_segment, args.writers).clip(1)
+        rows_total += int(sizes.sum())
+        ms = now * 1000
+        live.extend(compaction.Part(f"seg-{ms:013d}-{w:02x}", int(n)) for w, n in enumerate(sizes))
+        if now % args.compact_seconds == 0 and now >= busy_until:
+            while grace and grace[0][0] <= now:
+                in_grace -= grace.popleft()[1]
+            spent = 0.0
+            while spent < 60.0 and (batch := compaction.plan_tiered(live)):
+                names = {p.name for p in batch}
+                merged = compaction.Part(f"cmp-{ms:013d}-{len(live):06d}", sum(p.rows for p in batch))
+                live = [p for p in live if p.name not in names] + [merged]
+                grace.append((now + compaction.REPLACED_GRACE_S, len(batch)))
+                in_grace += len(batch)
+                rows_rewritten += merged.rows
+                spent += per_file * len(batch) + per_row * merged.rows
+            busy_until = now + spent
+            busy_total += spent
+        peak_live, peak_listed = max(peak_live, len(live)), max(peak_listed, len(live) + in_grace)
+        if report_at and now >= report_at[0]:
+            report_at.pop(0)
+            full = math.ceil(rows_total / layout.COMPACT_TARGET_ROWS)
+            rows_out.append(
+                (
+                    now,
+                    rows_total,
+                    now // 2 * args.writers,
+                    len(live),
+                    peak_live,
+                    len(live) + in_grace,
+                    peak_listed,
+                    full,
+                    rows_rewritten / rows_total,
+                    busy_total / now,
+                )
+            )
+    return rows_out
+
+
+# --- output ------------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--copies", type=int, default=10, help="times the sample run is repeated (part 1)")
+    parser.add_argument("--spans-per-segment", type=int, default=50)
+    parser.add_argument("--writers", type=int, default=64)
+    parser.add_argument("--compact-seconds", type=int, default=10, help="simulated seconds between steps")
+    parser.add_argument("--days", type=int, default=7, help="simulated days (part 2)")
+    parser.add_argument("--repeats", type=int, default=3, help="timings of each `rollscope sql`")
+    parser.add_argument(
+        "--skip-part1", action="store_true", help="only the simulated week (uses a default cost)"
+    )
+    args = parser.parse_args()
+    print(
+        f"# {args.writers} writers, each publishing one segment of ~{args.spans_per_segment} spans every 2 s"
+    )
+    per_file, per_row = 0.004, 2e-6
+    if not args.skip_part1:
+        per_file, per_row = part1(args)
+    part2(args, per_file, per_row)
+    return 0
+
+
+def part1(args) -> tuple[float, float]:
+    spans = repeated_sample(args.copies)
+    with tempfile.TemporaryDirectory(prefix="rollscope-segments-") as tmp:
+        auto, raw = Path(tmp) / "auto", Path(tmp) / "raw"
+        r = publish_and_compact(spans, args, auto, raw)
+        print(
+            f"\n## Part 1: real files ({spans.num_rows:,} spans, {r['published']:,} segments), simulated clock"
+        )
+        print("simulated: the clock (segments are written back to back) and the grace period (replaced files")
+        print(
+            "are swept at the next compaction step instead of after 300 s); files, merges and queries are real"
+        )
+        print(f"\n{'sim time':>9} {'segments published':>19} {'spans':>10} {'live files':>11}")
+        for t, published, rows, live in r["timeline"]:
+            print(f"{t // 60:>7}m {published:>19,} {rows:>10,} {live:>11,}")
+        print(
+            f"\npublishing: {r['publish_s']:.1f} s for {r['published']:,} segments; compaction: "
+            f"{r['compact_s']:.1f} s ({r['compact_s'] / r['publish_s']:.2f}x publishing), "
+            f"{r['rows_rewritten'] / spans.num_rows:.1f} rewrites per span"
+        )
+        auto_s, auto_n = rollscope_sql(auto, args.repeats)
+        raw_s, raw_n = rollscope_sql(raw, 1)  # slow: once
+        files = {
+            "auto": len(layout.segments(auto, "spans", RUN)),
+            "raw": len(layout.segments(raw, "spans", RUN)),
+        }
+        layout.compact(raw, RUN, grace_seconds=0)
+        layout.compact(raw, RUN, grace_seconds=0)  # sweeps what the first replaced
+        full_s, full_n = rollscope_sql(raw, args.repeats)
+        assert auto_n == raw_n == full_n, (auto_n, raw_n, full_n)
+        files["full"] = len(layout.segments(raw, "spans", RUN))
+        print(
+            f'\n`rollscope sql "{QUERY}"` (answer {full_n}; median of {args.repeats}, the never-compacted store once; a fresh process each):'
+        )
+        print(f"{'store':<34} {'files':>6} {'seconds':>8} {'vs compacted':>13}")
+        for label, key, s in (
+            ("fully compacted (baseline)", "full", full_s),
+            ("compacted by the writers, live", "auto", auto_s),
+            ("never compacted", "raw", raw_s),
+        ):
+            print(f"{label:<34} {files[key]:>6,} {s:>8.2f} {s / full_s:>12.2f}x")
+    per_file, per_row = cost_model(r["steps"])
+    print(
+        f"\nmerge cost fitted for part 2: {per_file * 1e3:.2f} ms per file + {per_row * 1e6:.2f} µs per row"
+    )
+    return per_file, per_row
+
+
+def part2(args, per_file: float, per_row: float) -> None:
+    print(
+        f"\n## Part 2: simulated {args.days} days (the real planner decides every merge; files are counters)"
+    )
+    print(
+        f"one compaction step every {args.compact_seconds} s, replaced files kept {compaction.REPLACED_GRACE_S:.0f} s;"
+        f" a merge costs {per_file * 1e3:.2f} ms/file + {per_row * 1e6:.2f} µs/row (part 1's fit)"
+    )
+    print(
+        f"\n{'sim time':>9} {'spans':>15} {'segments':>12} {'live':>6} {'peak':>6} {'listed':>7} {'peak':>6}"
+        f" {'fully compacted':>16} {'rewrites/span':>14} {'compactor busy':>15}"
+    )
+    for now, spans, segs, live, peak, listed, peak_listed, full, wa, busy in simulate_week(
+        args, per_file, per_row
+    ):
+        when = f"{now // 3600}h" if now < 86_400 else f"{now // 86_400}d"
+        print(
+            f"{when:>9} {spans:>15,} {segs:>12,} {live:>6,} {peak:>6,} {listed:>7,} {peak_listed:>6,}"
+            f" {full:>16,} {wa:>14.2f} {busy:>14.1%}"
+        )
+    print(
+        "\nlive: files a reader opens; listed: directory entries it lists (live + replaced, within the grace"
+        " period); fully compacted: files after `rollscope compact`; compactor busy: share of one core"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
