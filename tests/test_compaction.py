@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -231,3 +232,30 @@ def test_rm_of_an_unknown_or_invalid_run_is_one_line_and_removes_nothing(two_run
         and err.count("\n") == 1
     )
     assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
+
+
+def test_a_bare_duckdb_reading_the_raw_files_as_documented_counts_each_span_once(store, attached):
+    rl = attached(run_id="ext", segment_seconds=0.01)
+    for i in range(40):
+        with rl.rollout(f"r{i}"):
+            pass
+        rl.force_flush()
+    layout.compact(store, "ext")  # replaced segments stay on disk for the grace period
+    assert len(list(live_partition(store, "ext").glob("seg-*"))) == 40
+    script = (
+        "import duckdb, sys\n"
+        "files = f'{sys.argv[1]}/spans/*/*.parquet'\n"
+        "src = f\"read_parquet('{files}', hive_partitioning = true, union_by_name = true)\"\n"
+        "con = duckdb.connect()\n"
+        "print(con.execute(f'SELECT count(*) FROM {src}').fetchone()[0])\n"
+        "print(con.execute(f'SELECT count(*) FROM (SELECT * FROM {src} "
+        "QUALIFY row_number() OVER (PARTITION BY trace_id, span_id) = 1) WHERE run_id = ?', ['ext']"
+        ").fetchone()[0])\n"
+    )
+    out = subprocess.run([sys.executable, "-I", "-c", script, str(store)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    every_file, once = map(int, out.stdout.split())
+    assert (every_file, once) == (
+        80,
+        40,
+    )  # globbing alone counts replaced files too; the documented rule does not
