@@ -216,6 +216,8 @@ def merge(directory: Path, sources: list[Path], *, stop: threading.Event | None 
             if stop is not None and stop.is_set():
                 raise Stopped
             for table in _pieces(source):
+                if stop is not None and stop.is_set():
+                    raise Stopped
                 pending.append(_conform(table, schema))
                 if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS:
                     _write_group(out, pending)

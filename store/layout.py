@@ -181,6 +181,14 @@ def _sources_of(path: str) -> frozenset[str]:
     return frozenset(json.loads(meta.get(SOURCES_KEY, b"[]")))
 
 
+def sources(segment: Path | str) -> frozenset[str]:
+    """The names of the files a compacted segment (``cmp-…``) replaces, in its own directory; empty for others.
+
+    A reader that finds new compacted segments whose sources are exactly the segments that went away can keep
+    what it derived from them: the rows are the same."""
+    return _sources_of(str(segment)) if Path(segment).name.startswith("cmp-") else frozenset()
+
+
 def segments(store: Path | str, dataset: str = "spans", run_id: str | None = None) -> list[Path]:
     """The segments a reader should read now: published ones, minus those a compaction replaced."""
     runs = [run_id] if run_id is not None else run_ids(store, dataset)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -12,6 +13,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Writers compact their runs in the background; tests that count files would race with it, so it is off
+# unless a test turns it on (tests/test_compaction.py does, by argument or environment).
+os.environ.setdefault("ROLLSCOPE_COMPACT", "0")
 
 
 @pytest.fixture

@@ -45,7 +45,7 @@ def live_partition(store: Path, run: str = "live") -> Path:
 
 def test_writers_compact_their_run_by_themselves_and_readers_never_see_duplicates_or_gaps(store):
     total = 3000
-    env = {**os.environ, "ROLLSCOPE_COMPACT_SECONDS": "0.2"}
+    env = {**os.environ, "ROLLSCOPE_COMPACT": "1", "ROLLSCOPE_COMPACT_SECONDS": "0.2"}
     writer = python(WRITER, str(store), str(total), env=env, stdout=subprocess.DEVNULL)
     con = duckdb.connect()
     seen, live_counts = [], []
@@ -76,16 +76,20 @@ def test_writers_compact_their_run_by_themselves_and_readers_never_see_duplicate
     assert int(Reader(store).sql("SELECT count(DISTINCT rollout_id) AS n FROM rollouts").n[0]) == total
 
 
-def test_compact_0_turns_the_background_compactor_off(store, attached, monkeypatch):
-    monkeypatch.setenv("ROLLSCOPE_COMPACT", "0")
+@pytest.mark.parametrize("setting", ["0", "1"])
+def test_compact_0_turns_the_background_compactor_off(store, attached, monkeypatch, setting):
+    monkeypatch.setenv("ROLLSCOPE_COMPACT", setting)
     rl = attached(run_id="quiet", segment_seconds=0.01, compact_seconds=0.05)
     for i in range(40):
         with rl.rollout(f"r{i}"):
             pass
         rl.force_flush()
-    time.sleep(0.5)
-    assert not list(live_partition(store, "quiet").glob("cmp-*"))
-    assert len(layout.segments(store, "spans", "quiet")) == 40
+    deadline = time.time() + (20 if setting == "1" else 1)
+    while time.time() < deadline and not list(live_partition(store, "quiet").glob("cmp-*")):
+        time.sleep(0.05)
+    compacted = bool(list(live_partition(store, "quiet").glob("cmp-*")))
+    assert compacted == (setting == "1")
+    assert (len(layout.segments(store, "spans", "quiet")) == 40) == (setting == "0")
 
 
 def write_segments(store: Path, run: str, sizes: list[int], start: int = 0) -> list[Path]:
@@ -153,7 +157,7 @@ def test_a_failing_compaction_never_reaches_the_job(store, attached):
     directory = live_partition(store, "broken")
     directory.mkdir(parents=True)
     (directory / "seg-0000000000001-bad-000001.parquet").write_bytes(b"not parquet")
-    rl = attached(run_id="broken", segment_seconds=0.01, compact_seconds=0.05)
+    rl = attached(run_id="broken", segment_seconds=0.01, compact=True, compact_seconds=0.05)
     for i in range(30):
         with rl.rollout(f"r{i}"):
             pass
