@@ -157,6 +157,8 @@ def compact_partition(
     result: CompactResult | None = None,
 ) -> CompactResult | None:
     """Sweep, then merge one run partition's files; None when another compactor holds it (``wait=False``)."""
+    if mode not in ("tiered", "full"):
+        raise ValueError(f"mode must be 'tiered' or 'full', not {mode!r}")
     result = result if result is not None else CompactResult()
     with partition_lock(directory, wait=wait) as held:
         if not held:
