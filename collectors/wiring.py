@@ -65,6 +65,7 @@ def attach(
             "instance_id": resource.attributes.get(semconv.SERVICE_INSTANCE_ID),
             "role": config.role,
         },
+        flush_thread=False,  # the processor's thread publishes
     )
     processor = StoreSpanProcessor(
         exporter,
