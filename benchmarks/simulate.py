@@ -3,8 +3,10 @@
 Baseline: the same spans created by one process with the bare OpenTelemetry SDK and no processor at all —
 the least any emitter of these spans can pay per core. The simulator then plans, emits through attach() from
 K worker processes and publishes Parquet segments. The ratio says what the whole path costs over bare span
-creation; the extrapolation says how long a 10M-span benchmark store takes on this machine.
-Usage: python benchmarks/simulate.py [--spans N] [--workers K] [--preset scale]
+creation; the extrapolation says how long a 10M-span benchmark store takes on this machine. Fast mode
+(`rollscope simulate --fast`: the same rows built as Arrow columns, no SDK) is measured too, next to the
+plan alone (planning, records and ground truth, nothing written): the least fast mode can cost.
+Usage: python -m benchmarks.simulate [--spans N] [--fast-spans N] [--workers K] [--preset scale]
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
-from rollscope.simulator import config, simulate
+from rollscope.simulator import config, groundtruth, simulate
 from rollscope.simulator.dynamics import Planner
-from rollscope.simulator.records import SpanBuilder
+from rollscope.simulator.records import SpanBuilder, instances
 
 
 def records(preset: str, n: int) -> list[tuple]:
@@ -47,31 +49,60 @@ def bare(recs: list[tuple]) -> float:
     return len(recs) / (time.perf_counter() - start)
 
 
+def plan_only(preset: str, n: int) -> float:
+    """Spans per second of planning, building records and keeping the ground truth, writing nothing."""
+    c = config.resolve(preset)
+    planner, builder = Planner(c), SpanBuilder(c, "bench")
+    truth = groundtruth.Truth(c, "bench", preset, instances(c), builder.ns)
+    start, done, step = time.perf_counter(), 0, 0
+    while done < n:
+        plan = planner.plan_step(step)
+        records = builder.step(plan)
+        truth.add_step(plan, records)
+        done += sum(len(r) for r in records.values())
+        step += 1
+    return done / (time.perf_counter() - start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=300_000)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--preset", default="scale")
+    parser.add_argument("--fast-spans", type=int, default=1_000_000, help="spans for the fast mode run")
+    parser.add_argument("--skip-normal", action="store_true", help="measure the fast mode only")
     args = parser.parse_args()
     baseline = bare(records(args.preset, min(args.spans, 100_000)))
+    floor = plan_only(args.preset, min(args.fast_spans, 200_000))
+    print(f"cpus: {os.cpu_count()}  workers: {args.workers or 'default'}  preset: {args.preset}")
+    print(f"bare SDK, 1 process, no processor : {baseline:10,.0f} spans/s  (baseline)")
+    print(f"plan + ground truth, nothing written: {floor:8,.0f} spans/s  (the floor of fast mode)")
+    if not args.skip_normal:
+        rate, result = _run(args.preset, args.spans, args.workers, fast=False)
+        print(
+            f"simulate (plan + attach + store)  : {rate:10,.0f} spans/s  ({result.spans:,} spans, "
+            f"{result.seconds:.1f} s) = {rate / baseline:.2f} x bare SDK"
+        )
+    rate, result = _run(args.preset, args.fast_spans, args.workers, fast=True)
+    print(
+        f"simulate --fast (plan + Arrow)    : {rate:10,.0f} spans/s  ({result.spans:,} spans, "
+        f"{result.seconds:.1f} s) = {rate / baseline:.2f} x bare SDK, {rate / floor:.2f} x the plan alone"
+    )
+    print(f"10M spans with --fast would take  : {10_000_000 / rate / 60:10.1f} min")
+
+
+def _run(preset: str, spans: int, workers: int | None, fast: bool):
     with tempfile.TemporaryDirectory() as store:
         result = simulate(
             store,
             "bench",
-            config.resolve(args.preset),
-            spans_target=args.spans,
-            workers=args.workers,
+            config.resolve(preset),
+            spans_target=spans,
+            workers=workers,
             digest=False,
+            fast=fast,
         )
-    rate = result.spans_per_second
-    print(f"cpus: {os.cpu_count()}  workers: {args.workers or 'default'}  preset: {args.preset}")
-    print(f"bare SDK, 1 process, no processor : {baseline:10,.0f} spans/s")
-    print(
-        f"simulate (plan + attach + store)  : {rate:10,.0f} spans/s  ({result.spans:,} spans, "
-        f"{result.seconds:.1f} s)"
-    )
-    print(f"ratio simulate / bare SDK         : {rate / baseline:10.2f}")
-    print(f"10M spans would take              : {10_000_000 / rate / 60:10.1f} min")
+    return result.spans_per_second, result
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ ingestion never fails on an attribute.
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
@@ -273,7 +274,9 @@ def _scatter(rows: list[int], values: pa.Array, n: int, ascending: bool) -> pa.A
     if not rows:
         return _nulls(values.type, n)
     index = np.full(n, -1, dtype=np.int64)
-    index[np.asarray(rows, dtype=np.int64)] = np.arange(len(rows), dtype=np.int64)
+    index[np.frombuffer(array("q", rows), dtype=np.int64)] = np.arange(len(rows), dtype=np.int64)
+    if len(rows) == n:  # every row has a value, in another order
+        return values.take(pa.array(index))
     return values.take(pa.array(index, mask=index < 0))
 
 

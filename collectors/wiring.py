@@ -48,6 +48,25 @@ def attach(
     resource = _resource(
         config, model_name, model_parameters, algorithm, staleness_bound, resource_attributes
     )
+    return _attach(config, resource, tracer_provider, set_global)
+
+
+def process_resource(
+    *,
+    model_name: str | None = None,
+    model_parameters: int | None = None,
+    algorithm: str | None = None,
+    staleness_bound: int | None = None,
+    resource_attributes: dict | None = None,
+    **arguments,
+) -> Resource:
+    """The resource attach() with these arguments gives the process (the simulator's fast mode uses it to
+    write the rows attach() would have written)."""
+    config = Settings.resolve(**arguments)
+    return _resource(config, model_name, model_parameters, algorithm, staleness_bound, resource_attributes)
+
+
+def _attach(config: Settings, resource: Resource, tracer_provider, set_global: bool) -> RL:
     run = resource.attributes.get(semconv.RUN_ID)
     if not run:
         raise ValueError("attach() needs a run id: pass run_id=, or set ROLLSCOPE_RUN_ID or rl.run.id")

@@ -55,11 +55,13 @@ def simulate(
     replace_run: bool = False,
     digest: bool | None = None,
     pace: float = 0.0,
+    fast: bool = False,
 ) -> Result:
     """Write one simulated run into ``store`` and its ground truth next to it.
 
     ``pace`` spreads the run over wall time (at least that many seconds per step) so a dashboard can watch
-    it grow; it changes nothing in the spans.
+    it grow; it changes nothing in the spans. ``fast`` writes the same rows without the SDK and attach()
+    (``simulator.fast``): for building large benchmark stores, not for testing the collectors path.
     """
     store = Path(store)
     _prepare(store, run_id, replace_run)
@@ -72,7 +74,7 @@ def simulate(
     first_records = builder.step(first)
     assignment = _assign(procs, first_records, workers, run_id)
     total = spans_target or _estimate_total(first_records, config.steps)
-    pool = _pool(store, run_id, assignment, config, scale=spans_target is not None)
+    pool = _pool(store, run_id, assignment, config, scale=spans_target is not None, fast=fast)
     try:
         pool.wait_ready()  # spawned workers import and attach first; rates and pacing start after that
         started = time.monotonic()
@@ -146,15 +148,16 @@ def _assign(
     return [procs for procs in out if procs]
 
 
-def _pool(store: Path, run_id: str, assignment: list[list[dict]], config: SimConfig, scale: bool):
+def _pool(store: Path, run_id: str, assignment: list[list[dict]], config: SimConfig, scale: bool, fast: bool):
     """Scale mode publishes fewer, larger segments (a benchmark store is read, not watched live)."""
+    settings = {"algorithm": config.algorithm, "staleness_bound": config.staleness_bound}
+    if fast:
+        from rollscope.simulator.fast import FastPool
+
+        return FastPool(str(store), run_id, assignment, settings)
     from rollscope.simulator.emit import Pool
 
-    settings = {
-        "algorithm": config.algorithm,
-        "staleness_bound": config.staleness_bound,
-        "segment_seconds": SCALE_SEGMENT_SECONDS if scale else None,
-    }
+    settings["segment_seconds"] = SCALE_SEGMENT_SECONDS if scale else None
     return Pool(str(store), run_id, assignment, settings)
 
 

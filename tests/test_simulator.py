@@ -55,6 +55,34 @@ def test_same_seed_and_config_give_identical_spans(tmp_path, run):
     assert groundtruth.load(tmp_path / "again", "sim")["run"] == truth["run"]
 
 
+def test_fast_mode_writes_the_same_spans_and_ground_truth_as_the_normal_mode(tmp_path, run):
+    store, truth, con = run
+    code, out, err = rollscope(
+        "simulate", "--store", tmp_path, "--run-id", "sim", "--config", _small_config(tmp_path), "--fast"
+    )
+    assert code == 0, err
+    fast = groundtruth.load(tmp_path, "sim")
+    assert fast["content_digest"] == truth["content_digest"] == groundtruth.content_digest(tmp_path, "sim")
+    assert {k: v for k, v in fast.items() if k != "preset"} == {
+        k: v for k, v in truth.items() if k != "preset"
+    }
+    # each simulated process has its collector_stats row, as its exporter writes in the normal mode
+    stats = rows(
+        queries.connect(tmp_path),
+        "SELECT instance_id, max(spans_exported) AS n, max(spans_dropped + spans_failed) AS lost"
+        " FROM collector_stats GROUP BY instance_id ORDER BY instance_id",
+    )
+    expected = sorted((p["instance_id"], p["spans"]) for p in truth["processes"])
+    assert [(r["instance_id"], r["n"]) for r in stats] == expected
+    assert {r["lost"] for r in stats} == {0}
+
+
+def _small_config(tmp_path) -> str:
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps({**config.to_dict(small())}))
+    return str(path)
+
+
 def test_another_run_id_changes_only_the_ids(tmp_path, run):
     store, _, _ = run
     simulate(tmp_path, "other-name", small(), workers=1)

@@ -48,6 +48,11 @@ def register(sub) -> None:
         metavar="SECONDS",
         help="spread the run over wall time, at least SECONDS per step (to watch it live)",
     )
+    p.add_argument(
+        "--fast",
+        action="store_true",
+        help="write the same spans without the SDK and attach(), several times faster (benchmark stores)",
+    )
     p.add_argument("--no-samples", action="store_true", help="do not emit rl.sample spans")
     p.add_argument("--replace", action="store_true", help="replace an existing run of this id")
     p.add_argument(
@@ -85,6 +90,7 @@ def run(args) -> int:
         progress=not args.quiet,
         replace_run=args.replace,
         pace=args.pace,
+        fast=args.fast,
     )
     if args.compact:
         _compact(store, args.run_id)
