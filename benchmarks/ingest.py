@@ -9,7 +9,7 @@ as the SDK's OTLPSpanExporter would (protobuf, 512 spans a request by default) a
    many gRPC channels calling ``TraceService/Export`` with the same protobuf bodies.
 
 The receiver's cost per span is its process CPU time (all threads: HTTP, decode, Parquet, fsync) per span
-stored; "per core" is spans per receiver CPU-second, which stays meaningful on a shared machine where wall
+stored, counted from its first answer to /health (start-up imports are paid once, not per span); "per core" is spans per receiver CPU-second, which stays meaningful on a shared machine where wall
 time does not. Peak memory is the receiver's VmHWM. Every run checks that the store holds every span sent.
 
 Usage: python benchmarks/ingest.py [--spans 100000] [--batch 512] [--clients 8]
@@ -187,14 +187,25 @@ def pipeline_per_span(payloads: list[bytes], n_spans: int, batch_requests: int) 
 
 
 def start_receiver(store: Path, grpc: bool = False) -> tuple[subprocess.Popen, int]:
-    """A `rollscope collect` subprocess; its HTTP port, or its gRPC port with ``grpc``."""
+    """A `rollscope collect` subprocess, once it answers /health (its start-up imports are not ingest); its
+    HTTP port, or its gRPC port with ``grpc``."""
     cmd = [sys.executable, "-m", "rollscope.app.cli", "collect", "--store", str(store), "--port", "0"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
-    if grpc:
-        return proc, int(line.split(" and ")[1].split(" ")[0].rsplit(":", 1)[1])
+    grpc_port = int(line.split(" and ")[1].split(" ")[0].rsplit(":", 1)[1]) if grpc else None
     port = int(line.split("http://")[1].split("/")[0].rsplit(":", 1)[1])
-    return proc, port
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                conn.close()
+                return proc, grpc_port or port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("the receiver did not answer /health within 60 s")
 
 
 def proc_cpu(pid: int) -> float:
@@ -284,7 +295,8 @@ def end_to_end(payloads: list[bytes], content_type: str, n_spans: int, clients: 
         store = Path(tmp) / "store"
         proc, port = start_receiver(store, grpc=content_type == "grpc")
         try:
-            cpu0, t0 = proc_cpu(proc.pid), time.perf_counter()
+            started = cpu0 = proc_cpu(proc.pid)
+            t0 = time.perf_counter()
             if content_type == "grpc":
                 send_all_grpc(port, payloads, clients)
             else:
@@ -298,7 +310,7 @@ def end_to_end(payloads: list[bytes], content_type: str, n_spans: int, clients: 
         stored = sum(pq.read_metadata(f).num_rows for f in files)
     if stored != n_spans:
         raise SystemExit(f"store holds {stored} spans, {n_spans} were sent")
-    return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss, "segments": len(files)}
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mib": rss, "segments": len(files), "startup_cpu_s": started}
 
 
 def main() -> None:
@@ -339,7 +351,8 @@ def main() -> None:
         print(
             f"end to end {label:8s}: {n / r['wall_s']:8.0f} spans/s wall, {n / r['cpu_s']:8.0f} spans per receiver "
             f"CPU-second, {per_span:5.1f} us/span = {per_span / bare:5.1f} x baseline; peak RSS "
-            f"{r['rss_mib']:.0f} MiB; {r['segments']} segments; {args.clients} clients"
+            f"{r['rss_mib']:.0f} MiB; {r['segments']} segments; {args.clients} clients; start-up before the "
+            f"first request {r['startup_cpu_s']:.2f} CPU-s (not counted)"
         )
 
 

@@ -102,6 +102,8 @@ class Receiver:
         self.stats = ReceiverStats(config)
         self.pending_bytes = 0
         self._decoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollscope-decode")
+        self._settling: list[tuple[asyncio.Future, object]] = []
+        self._settling_lock = threading.Lock()
         self._commit: GroupCommit | None = None
         self._stats_task: asyncio.Task | None = None
         self.app = Starlette(
@@ -214,15 +216,17 @@ class Receiver:
             body = await self._off_loop(_decompress, body, encoding, self.config.max_request_bytes)
             self._reserve(len(body), reserved)
         future = loop.create_future()
-
-        def done(error: BaseException | None) -> None:
-            loop.call_soon_threadsafe(_settle, future, error)
-
-        decoded = await self._off_loop(self._decode_and_submit, body, as_json, done)
-        if decoded.accepted:
-            error = await future
-            if error is not None:
-                raise Refusal(503, f"the store is not writable now ({error}); retry later", _STORE_RETRY_S)
+        self._decoder.submit(self._decode_and_submit, body, as_json, loop, future)
+        try:
+            decoded, error = await future  # one hop back to the loop per request, when its spans are durable
+        except MalformedPayload as e:
+            raise Refusal(400, str(e)) from None
+        except _ShuttingDown:
+            raise Refusal(
+                503, "the receiver is shutting down; retry later", self.config.retry_after_s
+            ) from None
+        if error is not None:
+            raise Refusal(503, f"the store is not writable now ({error}); retry later", _STORE_RETRY_S)
         return decoded
 
     async def _off_loop(self, fn, *args):
@@ -235,24 +239,43 @@ class Receiver:
                 503, "the receiver is shutting down; retry later", self.config.retry_after_s
             ) from None
 
-    def _decode_and_submit(self, body: bytes, as_json: bool, done) -> Decoded:
-        """One hop to the decoder thread per request: decode, then queue the spans for the next commit."""
-        decoded = (decode_json if as_json else decode_protobuf)(body, self.config.run_id)
-        if decoded.accepted:
+    def _decode_and_submit(self, body: bytes, as_json: bool, loop, future: asyncio.Future) -> None:
+        """On the decoder thread: decode, queue the spans for the next commit; ``future`` gets ``(decoded,
+        error)`` once they are durable (or the decode error), from whichever thread finishes the request."""
+        try:
+            decoded = (decode_json if as_json else decode_protobuf)(body, self.config.run_id)
+            if not decoded.accepted:
+                return self._settle_soon(loop, future, (decoded, None))
             try:
-                self._commit.submit(decoded, done)
+                self._commit.submit(decoded, lambda error: self._settle_soon(loop, future, (decoded, error)))
             except RuntimeError:
                 raise _ShuttingDown from None
-        return decoded
+        except BaseException as e:
+            self._settle_soon(loop, future, e)
+
+    def _settle_soon(self, loop, future: asyncio.Future, outcome) -> None:
+        """Settle ``future`` on the loop; settlements that arrive together share one wake-up of the loop (a
+        commit answers every request of its window at once)."""
+        with self._settling_lock:
+            self._settling.append((future, outcome))
+            if len(self._settling) > 1:
+                return
+        loop.call_soon_threadsafe(self._settle_all)
+
+    def _settle_all(self) -> None:
+        with self._settling_lock:
+            settling, self._settling = self._settling, []
+        for future, outcome in settling:
+            if future.done():
+                continue
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
 
 
 class _ShuttingDown(Exception):
     pass
-
-
-def _settle(future: asyncio.Future, error: BaseException | None) -> None:
-    if not future.done():
-        future.set_result(error)
 
 
 def _media_type(request: Request) -> str:
