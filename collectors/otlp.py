@@ -44,7 +44,8 @@ class MalformedPayload(ValueError):
 
 
 def _schema_pool() -> descriptor_pool.DescriptorPool:
-    """opentelemetry-proto's own descriptors, except that span and resource attributes are ``bytes``."""
+    """opentelemetry-proto's own descriptors, except that span and resource attributes and the span's status
+    are ``bytes`` (decoded through caches: most repeat)."""
     pool = descriptor_pool.DescriptorPool()
     for module in (common_pb2, resource_pb2, trace_pb2, trace_service_pb2):
         proto = descriptor_pb2.FileDescriptorProto()
@@ -52,7 +53,7 @@ def _schema_pool() -> descriptor_pool.DescriptorPool:
         for message in proto.message_type:
             if message.name in ("Span", "Resource"):
                 for f in message.field:
-                    if f.name == "attributes":
+                    if f.name == "attributes" or (message.name == "Span" and f.name == "status"):
                         f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
                         f.ClearField("type_name")
         pool.Add(proto)
@@ -164,6 +165,24 @@ class _KeyValueCache(dict):
 
 
 _KEY_VALUES = _KeyValueCache()
+
+
+class _StatusCache(dict):
+    """Encoded Status -> ``(status_code name, message or None)``; nearly every span's is empty or repeats."""
+
+    def __missing__(self, encoded: bytes) -> tuple[str, str | None]:
+        try:
+            status = trace_pb2.Status.FromString(encoded)
+        except DecodeError as e:
+            raise MalformedPayload(f"a span status is not a valid Status: {e}") from None
+        decoded = (_STATUS_CODES.get(status.code, "unset"), status.message or None)
+        if len(self) >= 4096:
+            self.clear()
+        self[encoded] = decoded
+        return decoded
+
+
+_STATUSES = _StatusCache()
 
 
 # --- one request's spans ------------------------------------------------------------------------------------
@@ -319,8 +338,8 @@ def _protobuf_spans(decoded: Decoded, resource: ResourceRow, spans, scope_name: 
     ):
         return _protobuf_spans(decoded, resource, _keep_valid(decoded, resource, spans), scope_name)
     from_bytes = int.from_bytes
-    kinds, codes = _SPAN_KINDS, _STATUS_CODES
-    statuses = [s.status for s in spans]
+    kinds = _SPAN_KINDS
+    statuses = list(map(_STATUSES.__getitem__, [s.status for s in spans]))
     fixed = {
         "trace_id": trace_ids,
         "span_id": [from_bytes(b, "big") for b in span_ids],
@@ -329,8 +348,8 @@ def _protobuf_spans(decoded: Decoded, resource: ResourceRow, spans, scope_name: 
         "span_kind": [kinds.get(s.kind, "unspecified") for s in spans],
         "start_ns": starts,
         "end_ns": ends,
-        "status_code": [codes.get(st.code, "unset") for st in statuses],
-        "status_message": [st.message or None for st in statuses],
+        "status_code": [st[0] for st in statuses],
+        "status_message": [st[1] for st in statuses],
         "scope_name": [scope_name] * len(spans),
     }
     decoded_pair = _KEY_VALUES.__getitem__
@@ -341,8 +360,10 @@ def _protobuf_spans(decoded: Decoded, resource: ResourceRow, spans, scope_name: 
 
 
 def _read_attributes(spans) -> None:
-    """Decode attributes of spans that will not be stored: a malformed one must still fail the request."""
+    """Decode attributes (and status) of spans that will not be stored: a malformed one must still fail the
+    request."""
     for span in spans:
+        _STATUSES[span.status]
         for _ in map(_KEY_VALUES.__getitem__, span.attributes):
             pass
 
@@ -401,10 +422,71 @@ def _json_scopes(rs: dict, where: str) -> list[dict]:
         ss = _object(ss, here)
         scope_name = _string(_object(ss.get("scope", {}), f"{here}.scope"), "name", f"{here}.scope") or None
         spans += [
-            _json_span(span, scope_name, f"{here}.spans[{k}]")
+            _plain_json_span(span, scope_name) or _json_span(span, scope_name, f"{here}.spans[{k}]")
             for k, span in enumerate(_list(ss, "spans", here))
         ]
     return spans
+
+
+def _plain_json_span(span: object, scope_name: str | None) -> dict | None:
+    """A span as SDKs write it (no events, plain attributes, integer enums), read without the validators
+    and their messages; the same dict as ``_json_span``, or None to take that full path."""
+    if type(span) is not dict:
+        return None
+    get = span.get
+    ids, name = (get("traceId", ""), get("spanId", ""), get("parentSpanId", "")), get("name", "")
+    status, attributes = get("status", {}), get("attributes", [])
+    if (
+        get("events")
+        or type(name) is not str
+        or type(status) is not dict
+        or type(attributes) is not list
+        or not all(type(i) is str for i in ids)
+    ):
+        return None
+    kind, code, message = get("kind", 0), status.get("code", 0), status.get("message", "")
+    start, end = _plain_json_uint(get("startTimeUnixNano", 0)), _plain_json_uint(get("endTimeUnixNano", 0))
+    if (
+        type(kind) is not int
+        or kind not in _SPAN_KINDS
+        or type(code) is not int
+        or code not in _STATUS_CODES
+        or type(message) is not str
+        or start is None
+        or end is None
+    ):
+        return None
+    out = {}
+    for kv in attributes:
+        pair = _plain_json_attribute(kv)
+        if pair is None:
+            return None
+        out[pair[0]] = pair[1]
+    try:
+        trace_id, span_id, parent = map(bytes.fromhex, ids)
+    except ValueError:
+        return None
+    return {
+        "trace_id": trace_id,
+        "span_id": span_id,
+        "parent_span_id": parent,
+        "name": name,
+        "span_kind": _SPAN_KINDS[kind],
+        "start_ns": start,
+        "end_ns": end,
+        "status_code": _STATUS_CODES[code],
+        "status_message": message or None,
+        "scope_name": scope_name,
+        "attributes": out,
+        "events": [],
+    }
+
+
+def _plain_json_uint(v: object) -> int | None:
+    """A timestamp as SDKs write it: a decimal string (or a JSON integer) within uint64, else None."""
+    if type(v) is str and v.isascii() and v.isdigit():
+        v = int(v)
+    return v if type(v) is int and 0 <= v <= 2**64 - 1 else None
 
 
 def _json_add(decoded: Decoded, resource: ResourceRow, spans: list[dict]) -> None:
@@ -462,10 +544,37 @@ def _json_event(event: object, where: str) -> dict:
 def _json_attributes(holder: dict, where: str) -> dict:
     out = {}
     for i, kv in enumerate(_list(holder, "attributes", where)):
+        pair = _plain_json_attribute(kv)
+        if pair is not None:
+            out[pair[0]] = pair[1]
+            continue
         kv = _object(kv, f"{where}.attributes[{i}]")
         key = _string(kv, "key", f"{where}.attributes[{i}]")
         out[key] = json_any_value(kv.get("value", {}), f"{where}.attributes[{i}].value")
     return out
+
+
+def _plain_json_attribute(kv: object) -> tuple[str, object] | None:
+    """``{"key": k, "value": {"<kind>Value": v}}`` as SDKs write a string, int, double or bool, read without
+    the validators (which give the same answer); anything else returns None for the full path (and its
+    error message)."""
+    if type(kv) is not dict or len(kv) != 2:
+        return None
+    key, value = kv.get("key"), kv.get("value")
+    if type(key) is not str or type(value) is not dict or len(value) != 1:
+        return None
+    ((kind, v),) = value.items()
+    t = type(v)
+    if kind == "stringValue" and t is str:
+        return key, v
+    if kind == "intValue" and (t is int or (t is str and v.isascii() and v.removeprefix("-").isdigit())):
+        number = int(v)
+        return (key, number) if -(2**63) <= number <= 2**64 - 1 else None
+    if kind == "doubleValue" and t is float:
+        return key, v
+    if kind == "boolValue" and t is bool:
+        return key, v
+    return None
 
 
 def json_any_value(value: object, where: str) -> object:
