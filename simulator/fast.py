@@ -7,15 +7,18 @@ builds the same rows without it: each simulated process gets the resource ``atta
 (``collectors.wiring.process_resource``), records go through the same row builder the exporter uses
 (``collectors.rows.SpanRows``) and segments are published by the store layer's ``SegmentWriter``. The rows
 are the ones the normal mode writes (``tests/test_simulator.py`` compares their digests); only segment
-boundaries, writer names and ``process.pid`` differ. The Parquet write runs on a second thread (it releases
-the GIL), so planning goes on meanwhile.
+boundaries, writer names and ``process.pid`` differ. The parent plans and keeps the ground truth while one
+spawned writer process converts and publishes, so the two overlap on two cores.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import queue
 import threading
 import time
+import traceback
 from collections import Counter
 from pathlib import Path
 
@@ -31,23 +34,28 @@ _SCOPE = "rollscope"  # the tracer name attach()'s helpers use
 
 
 class FastPool:
-    """Stands in for ``emit.Pool``: same calls (``send``, ``finish``, ``emitted``), no worker processes."""
+    """Stands in for ``emit.Pool``: same calls (``send``, ``finish``, ``emitted``), one writer process.
+
+    The parent plans; the writer process (spawned, like the normal mode's workers) turns records into rows
+    and publishes segments, so on two cores planning and writing overlap.
+    """
 
     def __init__(self, store: str, run_id: str, assignment: list[list[dict]], settings: dict):
         self.store = Path(store)
         self.run_id = run_id
         self.processes = {p["key"]: p for procs in assignment for p in procs}
-        self.resources = {
+        resources = {
             key: ResourceRow.from_attributes(_resource_attributes(store, run_id, p, settings), run_id)
             for key, p in self.processes.items()
         }
         self.counts: Counter = Counter()
-        self.segments: Counter = Counter()
-        self._writer = SegmentWriter(self.store, "spans")
-        self._rows = SpanRows()
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-        self._pending: list[str] = []  # process keys of the rows being written
+        ctx = multiprocessing.get_context("spawn")
+        self._inbox = ctx.Queue(maxsize=4)
+        self._outbox = ctx.Queue()
+        self._worker = ctx.Process(
+            target=_write, args=(str(store), run_id, resources, self._inbox, self._outbox), daemon=True
+        )
+        self._worker.start()
 
     @property
     def emitted(self) -> int:
@@ -57,13 +65,115 @@ class FastPool:
         pass
 
     def send(self, records: dict[str, list[tuple]], tick=None) -> None:
+        self._put({key: recs for key, recs in records.items() if recs}, tick)
         for key, recs in records.items():
-            if recs:
-                self._add(self.resources[key], recs)
-                self.counts[key] += len(recs)
-                self._pending.append(key)
+            self.counts[key] += len(recs)
+
+    def _put(self, item, tick) -> None:
+        while True:
+            self._check()
+            try:
+                self._inbox.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                if tick:
+                    tick()
+
+    def _check(self) -> None:
+        try:
+            status, payload = self._outbox.get_nowait()
+        except queue.Empty:
+            status, payload = None, None
+        if status is None:
+            if not self._worker.is_alive() and self._worker.exitcode not in (None, 0):
+                raise RuntimeError(f"the fast-mode writer died with exit code {self._worker.exitcode}")
+            return
+        if status == "error":
+            raise RuntimeError(f"the fast-mode writer failed:\n{payload}")
+        self._outbox.put((status, payload))  # a result, read by finish()
+
+    def finish(self, tick=None) -> dict[str, dict]:
+        """Wait for the writer, then write one ``collector_stats`` row per simulated process, as its
+        exporter would."""
+        self._put(None, tick)
+        while True:
+            try:
+                status, payload = self._outbox.get(timeout=0.2)
+                break
+            except queue.Empty:
+                self._check()
+                if tick:
+                    tick()
+        if status == "error":
+            raise RuntimeError(f"the fast-mode writer failed:\n{payload}")
+        self._worker.join()
+        stats = {key: self._stats(key, payload.get(key, 0)) for key in self.processes}
+        rows = [
+            {
+                "time_ns": time.time_ns(),
+                "pid": os.getpid(),
+                "source": "exporter",
+                "service_name": p["service_name"],
+                "instance_id": p["instance_id"],
+                "role": p["role"],
+                **stats[key],
+            }
+            for key, p in self.processes.items()
+        ]
+        SegmentWriter(self.store, "collector_stats").publish(
+            self.run_id, pa.Table.from_pylist(rows, schema=COLLECTOR_STATS_SCHEMA)
+        )
+        return stats
+
+    def _stats(self, key: str, segments: int) -> dict[str, int]:
+        n = self.counts[key]
+        return {
+            "spans_received": n,
+            "spans_exported": n,
+            "spans_dropped": 0,
+            "spans_failed": 0,
+            "attributes_kept_untyped": 0,
+            "segments_published": segments,
+        }
+
+    def terminate(self) -> None:
+        if self._worker.is_alive():
+            self._worker.terminate()
+
+
+def _write(store: str, run_id: str, resources: dict[str, ResourceRow], inbox, outbox) -> None:
+    """The writer process: batches of {process key: records} until None; answers segments per process."""
+    try:
+        writer = _Writer(store, run_id, resources)
+        while (batch := inbox.get()) is not None:
+            writer.add(batch)
+        writer.publish()
+        writer.join()
+        outbox.put(("ok", dict(writer.segments)))
+    except BaseException:
+        outbox.put(("error", traceback.format_exc()))
+
+
+class _Writer:
+    """Records into one ``SpanRows``; every ``SEGMENT_ROWS`` rows, converted here and written by a thread
+    (Parquet releases the GIL), one write in flight."""
+
+    def __init__(self, store: str, run_id: str, resources: dict[str, ResourceRow]):
+        self.run_id = run_id
+        self.resources = resources
+        self.segments: Counter = Counter()
+        self._writer = SegmentWriter(store, "spans")
+        self._rows = SpanRows()
+        self._keys: set[str] = set()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def add(self, batch: dict[str, list[tuple]]) -> None:
+        for key, recs in batch.items():
+            self._add(self.resources[key], recs)
+            self._keys.add(key)
         if len(self._rows) >= SEGMENT_ROWS:
-            self._publish()
+            self.publish()
 
     def _add(self, resource: ResourceRow, recs: list[tuple]) -> None:
         names, starts, ends, trace_ids, span_ids, parents, attributes, errors = zip(*recs, strict=True)
@@ -82,68 +192,30 @@ class FastPool:
         }
         self._rows.extend([resource] * n, fixed, attributes)
 
-    def _publish(self) -> None:
-        """Convert on this thread, write on the writer thread (one write in flight)."""
-        self._join()
+    def publish(self) -> None:
+        self.join()
         rows, self._rows = self._rows, SpanRows()
-        keys, self._pending = set(self._pending), []
+        keys, self._keys = self._keys, set()
         if not len(rows):
             return
         (table,) = rows.tables().values()
-        self._thread = threading.Thread(target=self._write, args=(table, keys), daemon=True)
+        self._thread = threading.Thread(target=self._publish, args=(table, keys), daemon=True)
         self._thread.start()
 
-    def _write(self, table: pa.Table, keys: set[str]) -> None:
+    def _publish(self, table: pa.Table, keys: set[str]) -> None:
         try:
             self._writer.publish(self.run_id, table)
             for key in keys:
                 self.segments[key] += 1
-        except BaseException as e:  # raised on the planning thread by the next _join
+        except BaseException as e:  # raised by the next join
             self._error = e
 
-    def _join(self) -> None:
+    def join(self) -> None:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         if self._error is not None:
             raise self._error
-
-    def finish(self, tick=None) -> dict[str, dict]:
-        """Write what is left and one ``collector_stats`` row per simulated process, as its exporter would."""
-        self._publish()
-        self._join()
-        stats = {key: self._stats(key) for key in self.processes}
-        rows = [
-            {
-                "time_ns": time.time_ns(),
-                "pid": os.getpid(),
-                "source": "exporter",
-                "service_name": p["service_name"],
-                "instance_id": p["instance_id"],
-                "role": p["role"],
-                **stats[key],
-            }
-            for key, p in self.processes.items()
-        ]
-        SegmentWriter(self.store, "collector_stats").publish(
-            self.run_id, pa.Table.from_pylist(rows, schema=COLLECTOR_STATS_SCHEMA)
-        )
-        return stats
-
-    def _stats(self, key: str) -> dict[str, int]:
-        n = self.counts[key]
-        return {
-            "spans_received": n,
-            "spans_exported": n,
-            "spans_dropped": 0,
-            "spans_failed": 0,
-            "attributes_kept_untyped": 0,
-            "segments_published": self.segments[key],
-        }
-
-    def terminate(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
 
 
 def _resource_attributes(store: str, run_id: str, process: dict, settings: dict) -> dict:
