@@ -166,9 +166,10 @@ class StoreSpanExporter(SpanExporter):
 
     # --- buffering and publishing -------------------------------------------------------------------------
 
-    def add_rows(self, rows: SpanRows) -> bool:
+    def add_rows(self, rows: SpanRows, since: float | None = None) -> bool:
         """Buffer converted spans (counted as received) and publish if a segment is due; False if any
-        publish failed (those spans are counted as failed). Never raises."""
+        publish failed (those spans are counted as failed). Never raises. ``since``: when the oldest of
+        them ended (``time.monotonic()``), if earlier than now: the age bound counts from then."""
         self.stats.add("spans_received", len(rows))
         try:
             tables = rows.tables()
@@ -182,8 +183,10 @@ class StoreSpanExporter(SpanExporter):
             for run_id, table in tables.items():
                 self._buffer.setdefault(run_id, []).append(table)
             self._buffered += len(rows)
-            if self._oldest is None:
-                self._oldest = time.monotonic()
+            now = time.monotonic()
+            oldest = min(now, since) if since is not None else now
+            if self._oldest is None or oldest < self._oldest:
+                self._oldest = oldest
         return self._publish_if_due()
 
     def tick(self) -> None:
@@ -304,6 +307,7 @@ class StoreSpanProcessor(SpanProcessor):
         """Per process: a forked child starts with an empty queue and its own thread."""
         self._lock = threading.Lock()
         self._queue = SpanRecords()
+        self._first_queued = 0.0
         self._wake = threading.Event()
         self._flushed = threading.Condition()
         self._requested = 0  # force_flush tickets handed out, and the last one the thread completed
@@ -323,6 +327,8 @@ class StoreSpanProcessor(SpanProcessor):
                 queue = self._queue
                 kept = not self._shutdown and len(queue) < self._max_queue
                 if kept:
+                    if not len(queue):
+                        self._first_queued = time.monotonic()  # the segment's age counts from here
                     queue.append(span)
                     full = len(queue) >= self._batch
             if not kept:
@@ -389,6 +395,7 @@ class StoreSpanProcessor(SpanProcessor):
         """Convert every queued record and buffer the rows in the exporter; False if publishing failed."""
         with self._lock:
             records, self._queue = self._queue, SpanRecords()
+            since = self._first_queued
         if not len(records):
             return True
         exporter = self._exporter
@@ -399,4 +406,4 @@ class StoreSpanProcessor(SpanProcessor):
             exporter.stats.add("spans_received", len(records))
             exporter.stats.add("spans_failed", len(records))
             return False
-        return exporter.add_rows(rows)
+        return exporter.add_rows(rows, since)
