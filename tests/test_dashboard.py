@@ -45,7 +45,7 @@ def open_page(store: Path, page: str = "overview", run: str | None = RUN, **stat
         at.query_params["run"] = run
     at.run()
     if page != "overview":
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"screens/{page}.py").run()
     return at
 
 
