@@ -187,7 +187,12 @@ class Settings:
 
 def default_store() -> Path:
     """The store the command line uses when --store is not given."""
-    return _env_value("ROLLSCOPE_STORE", _path, Settings.store)
+    return env_store() or Settings.store
+
+
+def env_store() -> Path | None:
+    """``$ROLLSCOPE_STORE`` when set to a usable directory name, else None."""
+    return _env_value("ROLLSCOPE_STORE", _path, None)
 
 
 def compact_seconds(settings: Settings | None = None) -> float | None:

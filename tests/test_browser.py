@@ -177,13 +177,16 @@ def test_overview_counts_new_rollouts_without_a_reload(dashboard, browser, write
     page.close()
 
 
-def fresh_dashboard(store: Path, log_name: str):
-    """A new `rollscope dashboard` process that has served nothing yet."""
+def fresh_dashboard(store: Path, log_name: str, *, via_env: bool = False):
+    """A new `rollscope dashboard` process that has served nothing yet (the store given as --store, or as
+    $ROLLSCOPE_STORE)."""
     port = free_port()
     ARTIFACTS.mkdir(exist_ok=True)
     log = open(ARTIFACTS / log_name, "w")  # noqa: SIM115 (closed by stop())
+    store_args = [] if via_env else ["--store", str(store)]
     server = subprocess.Popen(
-        [sys.executable, "-m", "rollscope.app.cli", "dashboard", "--store", str(store), "--port", str(port)],
+        [sys.executable, "-m", "rollscope.app.cli", "dashboard", *store_args, "--port", str(port)],
+        env={**os.environ, "ROLLSCOPE_STORE": str(store) if via_env else ""},
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -231,7 +234,8 @@ def open_first(url: str, path: str, with_run: bool, browser) -> None:
 
 @pytest.mark.parametrize(("path", "with_run"), FIRST_REQUESTS_DEFAULT, ids=str)
 def test_a_deep_link_works_as_the_first_request_to_a_new_server(writer, browser, path, with_run):
-    url, stop = fresh_dashboard(writer.rollout.settings.store, "deep-link.log")
+    # the store comes from $ROLLSCOPE_STORE here: the run exp-7 is not in sample_data/, so it must be this one
+    url, stop = fresh_dashboard(writer.rollout.settings.store, "deep-link.log", via_env=True)
     try:
         open_first(url, path, with_run, browser)
     finally:

@@ -5,6 +5,8 @@ traceback."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from rollscope.queries.checks import run_checks
 from rollscope.queries.reader import Reader
 from rollscope.queries.report import report
 from rollscope.store import layout
+from tests.conftest import ROOT
 from tests.test_dashboard_fixtures import RunWriter
 
 pytest_plugins = ("tests.test_dashboard_fixtures",)  # sample_store, empty_store
@@ -330,6 +333,34 @@ def test_the_command_serves_locally_headless_without_usage_stats(tmp_path):
     }
     assert command[-3:] == ["--", "--store", str(tmp_path)]
     assert "--" not in streamlit_command(None, 8600)  # no --store: the app opens sample_data/
+
+
+def test_the_command_defaults_to_rollscope_store(tmp_path, monkeypatch):
+    import argparse
+
+    from rollscope.app.commands.dashboard import chosen_store
+
+    monkeypatch.setenv("ROLLSCOPE_STORE", str(tmp_path / "env-store"))
+    assert chosen_store(argparse.Namespace(store=None)) == tmp_path / "env-store"
+    assert chosen_store(argparse.Namespace(store=str(tmp_path / "given"))) == tmp_path / "given"
+    monkeypatch.setenv("ROLLSCOPE_STORE", "")
+    assert chosen_store(argparse.Namespace(store=None)) is None  # the shipped sample_data/
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_demo_takes_a_store_and_a_port(tmp_path):
+    run = subprocess.run(
+        ["make", "-n", "-o", ".venv/.installed", "demo", f"STORE={tmp_path}/my runs", "PORT=8601"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().endswith(f"rollscope dashboard --store '{tmp_path}/my runs' --port 8601")
+    plain = subprocess.run(
+        ["make", "-n", "-o", ".venv/.installed", "demo"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert plain.stdout.strip().endswith("rollscope dashboard")
 
 
 def test_the_command_refuses_a_file_for_a_store(tmp_path):
