@@ -33,7 +33,7 @@ def test_readme_lists_every_view_with_its_real_columns():
 def test_readme_names_every_dashboard_page_and_only_real_ones():
     entry = (ROOT / "app" / "dashboard.py").read_text()
     pages = dict(re.findall(r'st\.Page\("screens/(\w+)\.py", title="([^"]+)"', entry))
-    assert set(pages) == {p.stem for p in (ROOT / "app" / "pages").glob("*.py")}
+    assert set(pages) == {p.stem for p in (ROOT / "app" / "screens").glob("*.py")}
     section = README[README.index("Pages: ") : README.index("The sidebar")]
     assert set(re.findall(r"\*\*([^*]+)\*\*", section)) == set(pages.values())
 
