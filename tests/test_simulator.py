@@ -421,3 +421,19 @@ def test_a_paced_run_can_be_watched_growing(tmp_path):
     final = groundtruth.load(tmp_path, "live")["run"]["funnel"]["dispatched"]
     assert seen == sorted(seen)
     assert any(0 < n < final for n in seen)
+
+
+def test_the_progress_bar_ends_at_its_total_and_never_passes_it(tmp_path):
+    import re
+
+    code, _, err = rollscope(
+        "simulate", "--store", tmp_path, "--run-id", "bar", "--config", _knobs(tmp_path), "--workers", "1"
+    )
+    assert code == 0, err
+    drawn = [
+        (int(share), int(done.replace(",", "")), int(total.replace(",", "")))
+        for share, done, total in re.findall(r"(\d+)%\s+([\d,]+)/([\d,]+) spans", err)
+    ]
+    assert drawn and all(done <= total and share <= 100 for share, done, total in drawn), drawn
+    spans = groundtruth.load(tmp_path, "bar")["spans"]["total"]
+    assert drawn[-1] == (100, spans, spans)
