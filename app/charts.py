@@ -5,10 +5,21 @@ Builders take the frames ``queries`` returns and only arrange them; no figure is
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import plotly.graph_objects as go
+
+# one number format for every face (app/formats.py), re-exported for the pages
+from rollscope.app.formats import (  # noqa: F401
+    count,
+    device_seconds,
+    flops,
+    missing,
+    number,
+    points,
+    rate,
+    ratio,
+    seconds,
+)
 
 STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
 RATES = ("completion_rate", "scoring_rate", "nonzero_signal_rate", "freshness_rate")
@@ -24,46 +35,6 @@ KIND_COLORS = {
     "other": "#cbd5e1",
 }
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
-
-
-# --- number formats (also what the tests compare with) -----------------------------------------------------
-
-
-def missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
-
-
-def count(value) -> str:
-    return "—" if missing(value) else f"{int(round(value)):,}"
-
-
-def rate(value) -> str:
-    return "—" if missing(value) else f"{100 * value:.1f} %"
-
-
-def ratio(value) -> str:
-    return "—" if missing(value) else f"{value:.2f} : 1"
-
-
-def number(value, digits: int = 2) -> str:
-    return "—" if missing(value) else f"{value:,.{digits}f}"
-
-
-def seconds(value) -> str:
-    if missing(value):
-        return "—"
-    if abs(value) >= 3600:
-        return f"{value / 3600:.2f} h"
-    return f"{value:.1f} s" if abs(value) >= 1 else f"{1000 * value:.0f} ms"
-
-
-def flops(value) -> str:
-    if missing(value):
-        return "—"
-    for scale, unit in ((1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP")):
-        if abs(value) >= scale:
-            return f"{value / scale:.2f} {unit}"
-    return f"{value:,.0f} FLOP"
 
 
 def label(name: str) -> str:

@@ -345,29 +345,36 @@ def staleness(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
 
 
 def staleness_summary(con, run_id: str, steps=None, environment=None) -> dict:
-    """Mean and max staleness, the share within the bound, samples beyond it (violations) and how many of
-    those the trainer used anyway, over consumed samples."""
+    """Over consumed samples: mean and max staleness, the share within the bound, the samples beyond it, and
+    of those how many the trainer used anyway (the violations proper); the run's declared bound even before
+    any sample is consumed. ``freshness_rate`` and ``violations`` are the older names of
+    ``within_bound_share`` and ``beyond_bound`` (docs/report.md)."""
     dist = staleness(con, run_id, steps, environment)
     n = int(dist["samples"].sum())
+    bound = staleness_bound(con, run_id)
     if not n:
-        return {
-            "samples": 0,
-            "mean": None,
-            "max": None,
-            "freshness_rate": None,
-            "violations": 0,
-            "used_beyond_bound": 0,
-            "bound": None,
+        figures = {"samples": 0, "mean": None, "max": None, "within_bound_share": None, "beyond_bound": 0}
+        figures["used_beyond_bound"] = 0
+    else:
+        figures = {
+            "samples": n,
+            "mean": float((dist["staleness"] * dist["samples"]).sum() / n),
+            "max": int(dist["staleness"].max()),
+            "within_bound_share": float(dist.loc[dist["within_bound"], "samples"].sum() / n),
+            "beyond_bound": int(dist["violations"].sum()),
+            "used_beyond_bound": int(dist.loc[~dist["within_bound"], "used"].sum()),
         }
     return {
-        "samples": n,
-        "mean": float((dist["staleness"] * dist["samples"]).sum() / n),
-        "max": int(dist["staleness"].max()),
-        "freshness_rate": float(dist.loc[dist["within_bound"], "samples"].sum() / n),
-        "violations": int(dist["violations"].sum()),
-        "used_beyond_bound": int(dist.loc[~dist["within_bound"], "used"].sum()),
-        "bound": plain(dist["staleness_bound"].iloc[0]),
+        **figures,
+        "bound": bound,
+        "freshness_rate": figures["within_bound_share"],
+        "violations": figures["beyond_bound"],
     }
+
+
+def staleness_bound(con, run_id: str) -> int | None:
+    """The run's rl.staleness.bound (the largest any process declared), or None."""
+    return plain(query(con, "staleness_bound", require_run(con, run_id)).iat[0, 0])
 
 
 def trainer(con, run_id: str, steps=None) -> dict:

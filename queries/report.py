@@ -62,6 +62,7 @@ def _funnel(con, run_id: str, filters: dict) -> dict:
     rates = ("completion", "scoring", "nonzero_signal", "freshness", "usable")
     return {
         **{stage: row.get(stage, 0) for stage in stages},
+        "scored_in_groups": row.get("scored_in_groups", 0),
         "rates": {rate: row.get(f"{rate}_rate") for rate in rates},
     }
 
@@ -140,6 +141,7 @@ def _throughput(con, run_id: str, filters: dict) -> dict:
     row = analyses.throughput(con, run_id, **filters)
     keys = (
         "rollout_tokens_per_s",
+        "rate_window_s",
         "length_p50",
         "length_p90",
         "length_p99",

@@ -70,7 +70,7 @@ def test_nonzero_signal_collapse_and_dropped_spans_fail(store):
     SegmentWriter(store, "collector_stats").publish("tiny", pa.table(stats, schema=COLLECTOR_STATS_SCHEMA))
     code, lines, _ = check(store, "tiny")
     assert code == 1
-    assert lines["nonzero-signal"].startswith("FAIL nonzero-signal: nonzero-signal rate 0.0%")
+    assert lines["nonzero-signal"].startswith("FAIL nonzero-signal: nonzero-signal rate 0.0 %")
     assert lines["dropped-spans"] == (
         "FAIL dropped-spans: 7 spans dropped and 0 failed by the exporters (at most 0 allowed)"
     )

@@ -109,7 +109,8 @@ def test_overview_shows_the_report_the_checks_and_the_trends(sample_store, con):
     expected = report(con, RUN)
     funnel = expected["funnel"]
     shown = metrics(at)
-    seconds = float(shown.pop("Accelerator time").removesuffix(" s").replace(",", ""))
+    value, unit = shown.pop("Accelerator time").split(" ")
+    seconds = float(value.replace(",", "")) * {"device-s": 1, "device-h": 3600}[unit]
     assert seconds == pytest.approx(expected["compute"]["device_seconds"]["total"], rel=5e-3)  # (see Compare)
     assert shown == {
         "Rollouts dispatched": charts.count(funnel["dispatched"]),
@@ -188,7 +189,10 @@ def test_spec_decode_page_warns_about_drift_and_draws_acceptance(sample_store, c
 def test_staleness_page_draws_the_distribution_against_the_bound(sample_store, con):
     at = open_page(sample_store, "staleness")
     summary = analyses.staleness_summary(con, RUN)
-    assert metrics(at)["Bound violations (samples)"] == charts.count(summary["violations"])
+    shown_metrics = metrics(at)
+    assert shown_metrics["Beyond the bound (samples)"] == charts.count(summary["beyond_bound"])
+    assert shown_metrics["Used beyond the bound (samples)"] == charts.count(summary["used_beyond_bound"])
+    assert shown_metrics["Within the bound"] == charts.rate(summary["within_bound_share"])
     dist = analyses.staleness(con, RUN)
     shown = figure(at, "staleness")
     assert shown["data"][0]["y"] == dist["samples"].tolist()

@@ -28,7 +28,7 @@ def headline(figures: dict) -> None:
     row = st.columns(4)
     row[0].metric(
         "Accelerator time",
-        charts.seconds(compute["device_seconds"]["total"]),
+        charts.device_seconds(compute["device_seconds"]["total"]),
         help="Device-seconds of rollout, train, teacher and judge processes.",
     )
     row[1].metric("New prefill : decode", charts.ratio(figures["prefill_decode"]["ratio"]))
