@@ -34,6 +34,14 @@ KIND_COLORS = {
     "train_step": "#ef4444",
     "other": "#cbd5e1",
 }
+# One colour per compute term on every page; none in the red that means an error.
+TERM_COLORS = {
+    "rollout": "#2563eb",
+    "train": "#16a34a",
+    "teacher": "#9333ea",
+    "judge": "#f59e0b",
+    "env": "#64748b",
+}
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
 
 
@@ -99,20 +107,39 @@ def bars(
     stacked: bool = True,
     horizontal: bool = False,
     percent: bool = False,
+    colors: dict[str, str] | None = None,
+    log: bool = False,
 ) -> go.Figure:
     fig = _figure(title, x_title, y_title, barmode="stack" if stacked else "group")
     for y in ys:
         xs, values = frame[x].astype(str).tolist(), frame[y].tolist()
+        color = {"marker_color": colors[y]} if colors and y in colors else {}
         if horizontal:
-            fig.add_bar(y=xs, x=values, name=label(y), orientation="h")
+            fig.add_bar(y=xs, x=values, name=label(y), orientation="h", **color)
         else:
-            fig.add_bar(x=xs, y=values, name=label(y))
+            fig.add_bar(x=xs, y=values, name=label(y), **color)
+    if log:
+        (fig.update_xaxes if horizontal else fig.update_yaxes)(type="log")
     (fig.update_yaxes if horizontal else fig.update_xaxes)(type="category")  # "64" is a bucket, not a number
     if percent:
         (fig.update_xaxes if horizontal else fig.update_yaxes)(tickformat=".0%", rangemode="tozero")
     if horizontal:
         fig.update_layout(height=140 + 36 * len(frame))
         fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def second_axis(fig: go.Figure, frame: pd.DataFrame, x: str, y: str, name: str, title: str) -> go.Figure:
+    """A line on its own right-hand axis, for a figure in another unit (C_env's CPU time beside devices)."""
+    fig.add_scatter(
+        x=frame[x].astype(str).tolist(),
+        y=frame[y].tolist(),
+        name=name,
+        mode="lines",
+        yaxis="y2",
+        line={"color": TERM_COLORS["env"], "width": 2},
+    )
+    fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": title, "rangemode": "tozero"})
     return fig
 
 
@@ -186,10 +213,30 @@ def mark(fig: go.Figure, xs: list, labels: list[str], max_labels: int = 12) -> g
     return fig
 
 
-def sparkline(frame: pd.DataFrame, x: str, y: str, title: str) -> go.Figure:
-    fig = go.Figure(go.Scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode="lines", name=label(y)))
-    fig.update_layout(title=title, height=140, margin={"l": 0, "r": 0, "t": 30, "b": 0}, showlegend=False)
-    fig.update_xaxes(visible=False)
+def sparkline(frame: pd.DataFrame, x: str, y: str, title: str, percent: bool = False) -> go.Figure:
+    """A small per-step series on a train-step axis: the raw values thin and pale, and when the frame has
+    ``rolling_mean`` that mean drawn over them."""
+    fig = go.Figure(
+        go.Scatter(
+            x=frame[x].tolist(),
+            y=frame[y].tolist(),
+            mode="lines",
+            name=label(y),
+            line={"width": 1, "color": "#93c5fd"},
+        )
+    )
+    if "rolling_mean" in frame:
+        fig.add_scatter(
+            x=frame[x].tolist(),
+            y=frame["rolling_mean"].tolist(),
+            mode="lines",
+            name="rolling mean",
+            line={"width": 2.5, "color": "#1d4ed8"},
+        )
+    fig.update_layout(title=title, height=170, margin={"l": 0, "r": 0, "t": 30, "b": 0}, showlegend=False)
+    fig.update_xaxes(title={"text": "train step", "standoff": 2}, nticks=6, title_font_size=11)
+    if percent:
+        fig.update_yaxes(tickformat=".0%")
     return fig
 
 

@@ -321,14 +321,17 @@ def scoped(module: str, name: str, filters: Filters, run_id: str | None = None, 
 
 
 def checks(filters: Filters) -> pd.DataFrame:
-    """``queries.checks.run_checks`` as a table: one row per rule, ✓ or ✗ first."""
-    results = scoped("checks", "run_checks", filters)
+    """``queries.checks.run_checks`` as a table: failing rules first (✗), each value and threshold written
+    the way its message states it (``48.0 %``, not ``0.475``)."""
+    from rollscope.app import formats
+
+    results = sorted(scoped("checks", "run_checks", filters), key=lambda r: r.ok)
     return pd.DataFrame(
         {
             "": ["✓" if r.ok else "✗" for r in results],
             "check": [r.name for r in results],
-            "value": [r.value for r in results],
-            "threshold": [r.threshold for r in results],
+            "value": [formats.check_value(r.value, r.unit) for r in results],
+            "threshold": [formats.check_value(r.threshold, r.unit) for r in results],
             "message": [r.message for r in results],
         }
     )

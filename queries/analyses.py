@@ -420,11 +420,17 @@ TRENDS = {
 }
 
 
-def trend(con, run_id: str, metric: str, steps=None, environment=None) -> pd.DataFrame:
-    """One figure per consuming step (columns step, <metric>), for the overview's sparklines."""
+def trend(
+    con, run_id: str, metric: str, steps=None, environment=None, rolling: int | None = None
+) -> pd.DataFrame:
+    """One figure per consuming step (columns step, <metric>), for the overview's sparklines; with
+    ``rolling=N`` also ``rolling_mean``, the mean of the last N steps' figures (fewer at the start)."""
     if metric not in TRENDS:
         raise ValueError(f"metric must be one of {', '.join(TRENDS)}, not {metric!r}")
     analysis, column = TRENDS[metric]
     frame = analysis(con, run_id, steps, environment)
     series = frame.loc[frame["step"].notna(), ["step", column]].rename(columns={column: metric})
-    return series.reset_index(drop=True)
+    series = series.reset_index(drop=True)
+    if rolling:
+        series["rolling_mean"] = series[metric].astype(float).rolling(rolling, min_periods=1).mean()
+    return series

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from rollscope.app import charts, data
+from rollscope.app import charts, data, formats
 from rollscope.queries import analyses, trace
 from rollscope.queries.checks import run_checks
 from rollscope.queries.reader import Reader
@@ -123,9 +123,15 @@ def test_overview_shows_the_report_the_checks_and_the_trends(sample_store, con):
     }
     assert metrics(at)["Rollouts dispatched"] == "80"
     assert f"= **{funnel['usable']}** usable" in at.markdown[0].value
-    checks = at.dataframe[0].value
-    assert checks["check"].tolist() == [r.name for r in run_checks(con, RUN)]
-    assert checks[""].tolist() == ["✓" if r.ok else "✗" for r in run_checks(con, RUN)]
+    results = run_checks(con, RUN)
+    failing, passing = [r for r in results if not r.ok], [r for r in results if r.ok]
+    # failing checks first, in red, with the full message and the value as the message states it
+    shown_checks = [m.value for m in at.markdown if ":material/c" in m.value]
+    assert shown_checks == [
+        f":red-background[:material/cancel: **{r.name}** fails]: :red[{r.message}]  \n"
+        f"value {formats.check_value(r.value, r.unit)}, threshold {formats.check_value(r.threshold, r.unit)}"
+        for r in failing
+    ] + [f":green[:material/check_circle: **{r.name}**]: {r.message}" for r in passing]
     usable = analyses.trend(con, RUN, "usable")
     assert traces(figure(at, "trend-usable"))["usable"]["y"] == usable["usable"].tolist()
 

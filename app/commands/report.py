@@ -82,8 +82,7 @@ def _compute_rows(c: dict) -> list[tuple[str, str]]:
         (
             f"C_{term}",
             f"{fmt.flops(c['flops'][term])}  {fmt.device_seconds(c['device_seconds'][term], like=seconds)}"
-            f"  ({fmt.rate(c['flops'][term] / total if total and c['flops'][term] is not None else None)}"
-            " of C_total FLOPs)",
+            f"  ({fmt.rate(c['flops_share'][term])} of C_total FLOPs)",
         )
         for term in ("rollout", "train", "teacher", "judge")
     ]
