@@ -230,12 +230,18 @@ def test_compare_page_puts_two_reports_side_by_side(sample_store, con):
     expected = data.report_table({RUN: report(con, RUN), "exp-8": report(con, "exp-8")})
     shown = at.dataframe[0].value
     assert shown["figure"].tolist() == expected["figure"].tolist()
-    for run in (RUN, "exp-8", "change"):  # numbers to 0.5 %: compute_terms' busy time wobbles (see report)
-        assert [same_cell(a, b) for a, b in zip(shown[run], expected[run], strict=True)] == [True] * len(
-            shown
-        )
-    dispatched = shown.set_index("figure").loc["funnel.dispatched"]
+    for column in (RUN, "exp-8", "change"):  # numbers to 0.5 %: compute_terms' busy time wobbles (see report)
+        assert [same_cell(a, b) for a, b in zip(shown[column], expected[column], strict=True)] == [
+            True
+        ] * len(shown)
+    rows = shown.set_index("figure")
+    dispatched = rows.loc["Funnel · dispatched"]
     assert (dispatched[RUN], dispatched["exp-8"], dispatched["change"]) == ("80", "48", "-32")
+    assert dispatched["relative change"] == "-40.0 %"
+    usable = report(con, RUN)["funnel"]["usable"], report(con, "exp-8")["funnel"]["usable"]
+    assert rows.loc["Funnel · usable", "better"] == (RUN if usable[0] > usable[1] else "exp-8")
+    assert "funnel.rates.completion" not in rows.index and "Funnel · completion rate" in rows.index
+    assert rows.loc["Funnel · completion rate", RUN].endswith(" %")
 
 
 def test_sql_page_runs_the_example_and_refuses_writes(sample_store, con):

@@ -347,6 +347,9 @@ SAMPLE = ROOT / "sample_data"
 def test_the_shipped_sample_run_is_the_one_its_ground_truth_describes():
     truth = groundtruth.load(SAMPLE, "sample")
     assert groundtruth.content_digest(SAMPLE, "sample") == truth["content_digest"]
+    second = groundtruth.load(SAMPLE, "no-excursion")  # the same run with one lever fixed, for Compare
+    assert groundtruth.content_digest(SAMPLE, "no-excursion") == second["content_digest"]
+    assert not second["events"]["staleness_excursion_steps"]
     events = truth["events"]
     assert len(truth["by_step"]) >= 100 and len(truth["by_environment"]) >= 3
     assert len(events["drafter_refreshes"]) >= 2 and events["logprob_drafter_policy_versions"]
@@ -356,12 +359,15 @@ def test_the_shipped_sample_run_is_the_one_its_ground_truth_describes():
 
 
 @pytest.mark.slow
-def test_the_sample_run_regenerates_from_its_documented_command(tmp_path):
+@pytest.mark.parametrize(("run", "preset"), [("sample", "sample"), ("no-excursion", "sample-no-excursion")])
+def test_the_sample_run_regenerates_from_its_documented_command(tmp_path, run, preset):
+    command = f"rollscope simulate --store sample_data --run-id {run} --preset {preset} --compact"
+    assert command in " ".join((ROOT / "README.md").read_text().split())  # the command README states
     code, _, err = rollscope(
-        "simulate", "--store", tmp_path, "--run-id", "sample", "--preset", "sample", "--compact", "--quiet"
+        "simulate", "--store", tmp_path, "--run-id", run, "--preset", preset, "--compact", "--quiet"
     )
     assert code == 0, err
-    fresh, shipped = groundtruth.load(tmp_path, "sample"), groundtruth.load(SAMPLE, "sample")
+    fresh, shipped = groundtruth.load(tmp_path, run), groundtruth.load(SAMPLE, run)
     assert fresh["content_digest"] == shipped["content_digest"]
     assert fresh == shipped
 
