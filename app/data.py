@@ -498,6 +498,21 @@ def views() -> dict[str, str]:
     return dict(VIEW_DOCS)
 
 
+@st.cache_data(show_spinner=False)
+def view_columns() -> dict[str, list[str]]:
+    """Each view's columns (``queries.catalog``), the same for every store."""
+    from rollscope.queries.catalog import documented_columns
+
+    return documented_columns()
+
+
+def macros() -> dict[str, str]:
+    """The table macros a query can call like a view, and what each returns."""
+    from rollscope.queries.catalog import MACRO_DOCS
+
+    return dict(MACRO_DOCS)
+
+
 def what_if(dispatched: int, rates: dict, new_rates: dict) -> dict:
     return analyses.what_if(dispatched, rates, new_rates)
 

@@ -276,6 +276,16 @@ def test_sql_page_runs_the_example_and_refuses_writes(sample_store, con):
     at.text_area(key="sql-text").input("COPY rollouts TO 'out.csv'")
     at.button[0].click().run()
     assert "Read-only" in at.error[0].value
+    at.text_area(key="sql-text").input("  -- nothing yet")
+    at.button[0].click().run()
+    assert at.error[0].value.startswith("**Empty query**: there is no SQL here, only blanks or comments")
+    # the table macros and each view's columns are listed beside the editor
+    listed = " ".join(m.value for m in at.markdown)
+    assert (
+        f"`rollout_stages('{RUN}')`" in listed and f"`consumed_samples('{RUN}', NULL, NULL, NULL)`" in listed
+    )
+    assert any(e.label.startswith("`turns`") for e in at.expander)
+    assert "`new_input_tokens`" in " ".join(c.value for c in at.caption)
 
 
 def test_sidebar_filters_apply_to_every_figure(sample_store, con):
