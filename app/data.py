@@ -531,6 +531,11 @@ def rollouts(filters: Filters, **search) -> object:
     )
 
 
+def rollout_group(filters: Filters, rollout_id: str):
+    """The attempts of the rollout's group, with rewards and advantages (``trace.group``)."""
+    return call(filters.store, "trace", "group", filters.run_id, rollout_id)
+
+
 def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object]:
     """One rollout's outcome and consumer, and its spans for the waterfall."""
     return (

@@ -245,6 +245,25 @@ def test_rollouts_page_finds_rollouts_and_opens_one_as_a_waterfall(sample_store,
     assert bars == len(spans)
     consumer = trace.rollout(con, RUN, "s1-g0-0")
     assert f"Consumed by train step **{consumer['train_step']}**" in at.success[0].value
+    # turns, tokens and durations with their units in the list
+    listed = at.dataframe[0].value.set_index("rollout_id").loc["s1-g0-0"]
+    row = found.set_index("rollout_id").loc["s1-g0-0"]
+    assert (listed["turns"], listed["decoded_tokens"]) == (
+        charts.count(row["turns"]),
+        charts.count(row["decoded_tokens"]),
+    )
+    assert listed["duration"] == charts.seconds(row["duration_s"]) and listed["duration"].endswith("s")
+    # the group view: its sibling attempts' rewards and advantages (reward − the group's mean)
+    group = at.dataframe[1].value
+    siblings = con.execute(
+        "SELECT rollout_id, reward FROM rollouts WHERE run_id = $run AND group_id = (SELECT group_id FROM "
+        "rollouts WHERE run_id = $run AND rollout_id = 's1-g0-0') ORDER BY start_ns, rollout_id",
+        {"run": RUN},
+    ).df()
+    assert group["rollout_id"].tolist() == siblings["rollout_id"].tolist()
+    mean = siblings["reward"].mean()
+    assert group["advantage"].tolist() == [charts.number(r - mean) for r in siblings["reward"]]
+    assert group.set_index("rollout_id").loc["s1-g0-0", ""] == "▶"
 
 
 def test_compare_page_puts_two_reports_side_by_side(sample_store, con):
