@@ -81,10 +81,23 @@ def lines(
     y_title: str,
     percent: bool = False,
     names: list[str] | None = None,
+    support: str | None = None,
 ) -> go.Figure:
+    """Lines over ``x``; ``support`` names a column of how many items each point rests on (turns,
+    rollouts), written beside each point and in its hover, so a point resting on a handful stands out."""
     fig = _figure(title, x_title, y_title)
     for y, name in zip(ys, names or [label(y) for y in ys], strict=True):
-        fig.add_scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode="lines+markers", name=name)
+        extra = {}
+        if support is not None:
+            counts = [count(v) for v in frame[support]]
+            extra = {
+                "text": [f"n={c}" for c in counts] if len(frame) <= 30 else None,
+                "textposition": "top center",
+                "customdata": counts,
+                "hovertemplate": f"%{{x}}: %{{y}}<br>{label(support)}: %{{customdata}}<extra>{name}</extra>",
+            }
+        mode = "lines+markers+text" if extra.get("text") else "lines+markers"
+        fig.add_scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode=mode, name=name, **extra)
     _axes(fig, frame[x], percent)
     return fig
 

@@ -183,6 +183,10 @@ def test_prefill_decode_page_shows_ratios_and_the_disaggregation_verdict(sample_
     shown = traces(figure(at, "pd-env"))
     assert shown["decode tokens"]["x"] == by_env["environment"].tolist()
     assert shown["decode tokens"]["y"] == by_env["decode_tokens"].tolist()
+    assert figure(at, "pd-env")["layout"]["yaxis"]["type"] == "log"  # small environments stay visible
+    by_turn = analyses.prefill_decode(con, RUN, by="turn_index")
+    ratio = figure(at, "pd-turn")["data"][0]
+    assert ratio["text"] == [f"n={charts.count(n)}" for n in by_turn["turns"]]  # what each point rests on
     reasons = analyses.disaggregation(con, RUN)["reasons"]
     assert any(md.value == "\n".join(f"- {r}" for r in reasons) for md in at.markdown)
 
