@@ -82,9 +82,16 @@ def lines(
     percent: bool = False,
     names: list[str] | None = None,
     support: str | None = None,
+    rolling: int | None = None,
 ) -> go.Figure:
     """Lines over ``x``; ``support`` names a column of how many items each point rests on (turns,
-    rollouts), written beside each point and in its hover, so a point resting on a handful stands out."""
+    rollouts), written beside each point and in its hover, so a point resting on a handful stands out.
+    ``rolling=N`` draws each series pale with its mean over the last N points on top (a display smoothing of
+    the figures queries returned, its window named in the legend)."""
+    if rolling:
+        return _smoothed(
+            frame, x, ys, names or [label(y) for y in ys], title, x_title, y_title, percent, rolling
+        )
     fig = _figure(title, x_title, y_title)
     for y, name in zip(ys, names or [label(y) for y in ys], strict=True):
         extra = {}
@@ -98,6 +105,36 @@ def lines(
             }
         mode = "lines+markers+text" if extra.get("text") else "lines+markers"
         fig.add_scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode=mode, name=name, **extra)
+    _axes(fig, frame[x], percent)
+    return fig
+
+
+PALETTE = ("#2563eb", "#db2777", "#0d9488", "#ea580c", "#7c3aed", "#65a30d")
+
+
+def _smoothed(frame, x, ys, names, title, x_title, y_title, percent, window) -> go.Figure:
+    fig = _figure(title, x_title, y_title)
+    for i, (y, name) in enumerate(zip(ys, names, strict=True)):
+        color = PALETTE[i % len(PALETTE)]
+        fig.add_scatter(
+            x=frame[x].tolist(),
+            y=frame[y].tolist(),
+            mode="lines",
+            name=name,
+            legendgroup=name,
+            showlegend=False,
+            opacity=0.35,
+            line={"color": color, "width": 1},
+        )
+        mean = frame[y].astype(float).rolling(window, min_periods=1).mean()
+        fig.add_scatter(
+            x=frame[x].tolist(),
+            y=mean.tolist(),
+            mode="lines",
+            name=f"{name} (mean of {window} steps)",
+            legendgroup=name,
+            line={"color": color, "width": 2.5},
+        )
     _axes(fig, frame[x], percent)
     return fig
 

@@ -378,6 +378,8 @@ BETTER = {
 def figure_label(key: str) -> str:
     """A report key as Compare labels it: ``funnel.rates.completion`` → ``Funnel · completion rate``."""
     section, _, rest = key.partition(".")
+    if not rest:
+        return label(section).capitalize()
     parts = rest.split(".")
     if section == "funnel" and parts[0] == "rates":
         name = f"{label(parts[1]).replace('nonzero signal', 'nonzero-signal')} rate"

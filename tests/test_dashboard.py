@@ -144,6 +144,8 @@ def test_funnel_page_draws_the_funnel_and_answers_what_if(sample_store, con):
     by_step = analyses.funnel(con, RUN, by="step").dropna(subset=["step"])
     shown = traces(figure(at, "rates-by-step"))
     assert shown["nonzero signal rate"]["y"] == pytest.approx(by_step["nonzero_signal_rate"].tolist())
+    mean = by_step["nonzero_signal_rate"].astype(float).rolling(10, min_periods=1).mean()
+    assert shown["nonzero signal rate (mean of 10 steps)"]["y"] == pytest.approx(mean.tolist())
     losses = analyses.funnel_losses(con, RUN)
     assert figure(at, "losses")["data"][0]["x"] == losses["lost"].tolist()
 

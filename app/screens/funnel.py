@@ -4,6 +4,7 @@ import streamlit as st
 
 from rollscope.app import charts, data
 
+ROLLING_STEPS = 10
 RATE_LABELS = {
     "completion": "Completion",
     "scoring": "Scoring",
@@ -37,11 +38,13 @@ def by_step(filters: data.Filters) -> None:
             "train step",
             "rate",
             percent=True,
+            rolling=ROLLING_STEPS,
         ),
         key="rates-by-step",
     )
     st.caption(
-        "What to look for: a rate falling as training goes on; nonzero signal falls as tasks get solved."
+        f"Each step's rate (pale) and its mean over {ROLLING_STEPS} steps. What to look for: a rate falling "
+        "as training goes on; nonzero signal falls as tasks get solved."
     )
 
 

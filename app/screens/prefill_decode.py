@@ -84,10 +84,14 @@ def by_step(filters: data.Filters) -> None:
                 "New prefill : decode per step",
                 "train step",
                 "new prefill tokens per decoded token",
+                rolling=10,
             ),
             key="pd-step",
         )
-        st.caption("What to look for: a stable ratio is what makes a fixed prefill/decode split pay.")
+        st.caption(
+            "Each step's ratio (pale) and its mean over 10 steps. What to look for: a stable ratio is what "
+            "makes a fixed prefill/decode split pay."
+        )
 
 
 def disaggregation(filters: data.Filters) -> None:

@@ -76,10 +76,14 @@ def trainer(filters: data.Filters, figures: dict) -> None:
                 "train step",
                 "share of the step spent waiting",
                 percent=True,
+                rolling=10,
             ),
             key="idle-by-step",
         )
-        st.caption("What to look for: a trainer waiting for data means rollouts are the bottleneck.")
+        st.caption(
+            "Each step's idle fraction (pale) and its mean over 10 steps. What to look for: a trainer waiting "
+            "for data means rollouts are the bottleneck."
+        )
 
 
 def tails(figures: dict) -> None:
