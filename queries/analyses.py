@@ -259,7 +259,9 @@ def _disaggregation_checks(f: dict, t: dict) -> list[tuple[bool, str]]:
     params = f.get("model_parameters")
     checks = [
         _at_least(
-            f["prefill_decode_ratio"], t["min_ratio"], "new-prefill:decode is {v:.1f}:1 (large from {t:g}:1)"
+            f["prefill_decode_ratio"],
+            t["min_ratio"],
+            "new-prefill : decode is {v:.2f} : 1 (large from {t:g} : 1)",
         ),
         _stable(f.get("steps") or 0, f.get("step_ratio_cv"), t),
         _at_least(
@@ -294,7 +296,7 @@ def _stable(n_steps: int, cv: float | None, t: dict) -> tuple[bool, str]:
     if n_steps < t["min_steps"] or cv is None:
         return False, f"{n_steps} consumed steps: too few to call the ratio stable (needs {t['min_steps']})"
     return cv <= t["max_step_cv"], (
-        f"the ratio varies by {cv:.0%} across {n_steps} steps (stable up to {t['max_step_cv']:.0%})"
+        f"the ratio varies by {100 * cv:.1f} % across {n_steps} steps (stable up to {100 * t['max_step_cv']:.1f} %)"
     )
 
 
