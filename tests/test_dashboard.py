@@ -423,18 +423,21 @@ def test_the_command_defaults_to_rollscope_store(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 def test_make_demo_takes_a_store_and_a_port(tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # make test
+    dry_run = ["make", "-n", "--no-print-directory", "-o", ".venv/.installed", "demo"]
     run = subprocess.run(
-        ["make", "-n", "-o", ".venv/.installed", "demo", f"STORE={tmp_path}/my runs", "PORT=8601"],
+        [*dry_run, f"STORE={tmp_path}/my runs", "PORT=8601"],
         cwd=ROOT,
         capture_output=True,
         text=True,
+        env=env,
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().endswith(f"rollscope dashboard --store '{tmp_path}/my runs' --port 8601")
-    plain = subprocess.run(
-        ["make", "-n", "-o", ".venv/.installed", "demo"], cwd=ROOT, capture_output=True, text=True
-    )
-    assert plain.stdout.strip().endswith("rollscope dashboard")
+    plain = subprocess.run(dry_run, cwd=ROOT, capture_output=True, text=True, env=env)
+    assert plain.stdout.strip().endswith("rollscope dashboard"), plain.stdout
 
 
 def test_the_command_refuses_a_file_for_a_store(tmp_path):

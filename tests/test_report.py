@@ -93,6 +93,11 @@ def test_text_report_reads_like_the_funnel(sample):
         "Trainer and throughput",
     ):
         assert f"\n{section}\n" in out
+    # one number format: FLOPs with SI prefixes, shares as %, a C_total line, durations with units
+    assert re.search(r"^  C_total\s+\d+\.\d\d [kMGTPE]?FLOP  [\d,.]+ device-[sh]$", out, flags=re.M), out
+    assert re.search(r"^  C_env\s+[\d,.]+ CPU-[sh]", out, flags=re.M)
+    assert "e+" not in out and not re.search(r"\d\.\d+%", out)  # no 1.33e+18, no 12.3% beside 12.3 %
+    assert re.search(r"^  rollout duration p50 / p90 / p99\s+[\d.]+ (ms|s|min|h) / ", out, flags=re.M)
 
 
 def test_unknown_run_is_one_clear_line(sample):

@@ -414,7 +414,7 @@ def test_a_paced_run_can_be_watched_growing(tmp_path):
         "--steps",
         "4",
         "--pace",
-        "0.8",
+        "1.5",  # slow enough that a reader on a loaded machine still sees the run part-way
         "--quiet",
         stdout=subprocess.DEVNULL,
         env=env,
