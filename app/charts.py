@@ -23,17 +23,6 @@ from rollscope.app.formats import (  # noqa: F401
 
 STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
 RATES = ("completion_rate", "scoring_rate", "nonzero_signal_rate", "freshness_rate")
-KIND_COLORS = {
-    "rollout": "#9aa5b1",
-    "turn": "#3b82f6",
-    "tool": "#f59e0b",
-    "reward": "#10b981",
-    "judge": "#8b5cf6",
-    "teacher": "#ec4899",
-    "sample": "#64748b",
-    "train_step": "#ef4444",
-    "other": "#cbd5e1",
-}
 # One colour per compute term on every page; none in the red that means an error.
 TERM_COLORS = {
     "rollout": "#2563eb",
@@ -41,6 +30,18 @@ TERM_COLORS = {
     "teacher": "#9333ea",
     "judge": "#f59e0b",
     "env": "#64748b",
+}
+# Span kinds in a waterfall take the colour of the compute term they are work of.
+KIND_COLORS = {
+    "rollout": "#9aa5b1",
+    "turn": TERM_COLORS["rollout"],
+    "tool": TERM_COLORS["env"],
+    "reward": "#10b981",
+    "judge": TERM_COLORS["judge"],
+    "teacher": TERM_COLORS["teacher"],
+    "sample": "#334155",
+    "train_step": TERM_COLORS["train"],
+    "other": "#cbd5e1",
 }
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
 

@@ -175,6 +175,13 @@ def test_compute_page_stacks_terms_per_step_in_either_unit(sample_store, con):
     assert shown["train"]["y"][0] == pytest.approx(step0.at["train", "flops"])
     work = analyses.token_work(con, RUN)
     assert metrics(at)["Times trained"] == charts.number(work["trained"])
+    # one colour per compute term on every page (the waterfall's spans take their term's), none error-red
+    assert {
+        t: shown[t]["marker"]["color"] for t in ("rollout", "train", "teacher", "judge") if t in shown
+    } == {t: charts.TERM_COLORS[t] for t in ("rollout", "train", "teacher", "judge") if t in shown}
+    kinds = {"turn": "rollout", "train_step": "train", "judge": "judge", "teacher": "teacher", "tool": "env"}
+    assert {k: charts.KIND_COLORS[k] for k in kinds} == {k: charts.TERM_COLORS[t] for k, t in kinds.items()}
+    assert not {"#ef4444", "#dc2626", "#ff0000"} & set(charts.TERM_COLORS.values())
 
 
 def test_prefill_decode_page_shows_ratios_and_the_disaggregation_verdict(sample_store, con):
