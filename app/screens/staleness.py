@@ -13,21 +13,23 @@ def staleness(filters: data.Filters) -> None:
         return
     bound = summary["bound"]
     cols = st.columns(5)
-    cols[0].metric("Mean staleness (policy versions)", charts.number(summary["mean"]))
-    cols[1].metric("Max staleness (policy versions)", charts.count(summary["max"]))
+    cols[0].metric(
+        "Mean staleness", charts.number(summary["mean"]), help="Policy versions behind, on average."
+    )
+    cols[1].metric("Max staleness", charts.count(summary["max"]), help="Policy versions behind, at most.")
     cols[2].metric(
         "Within the bound",
         charts.rate(summary["within_bound_share"]),
         help=f"Share of consumed samples at most {bound} policy versions behind (staleness.within_bound_share).",
     )
     cols[3].metric(
-        "Beyond the bound (samples)",
+        "Beyond the bound",
         charts.count(summary["beyond_bound"]),
         help=f"Consumed samples more than {bound} versions behind, used or not (staleness.beyond_bound); "
         f"{charts.count(summary['beyond_bound'] - summary['used_beyond_bound'])} of them were not used.",
     )
     cols[4].metric(
-        "Used beyond the bound (samples)",
+        "Used beyond the bound",
         charts.count(summary["used_beyond_bound"]),
         help="Samples the trainer used although beyond the bound: the violations proper; should be 0 "
         "(staleness.used_beyond_bound, the staleness-violations check).",
