@@ -46,7 +46,7 @@ st.caption(
     f"Sandboxed: reads only this store's views, writes nothing, returns at most "
     f"{charts.count(limits.row_limit)} rows and stops a query after {limits.time_limit_s:g} s."
 )
-left, right = st.columns([3, 1])
+left, right = st.columns([2, 1])
 with right:
     views(filters.run_id)
 with left:
