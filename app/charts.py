@@ -1,9 +1,12 @@
 """Plotly figures and number formats for the pages: every axis says its unit, every figure looks alike.
 
-Builders take the frames ``queries`` returns and only arrange them; no figure is computed here.
+Builders take the frames ``queries`` returns and only arrange them; no figure is computed here (the rolling
+mean drawn over a noisy per-step series is display smoothing, its window named in the legend).
 """
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -98,7 +101,13 @@ def lines(
         extra = {}
         if support is not None:
             counts = [count(v) for v in frame[support]]
+            largest = max([float(v) for v in frame[support] if not missing(v)] or [1.0]) or 1.0
+            sizes = [
+                4 + 14 * math.sqrt(max(float(v), 0.0) / largest) if not missing(v) else 4
+                for v in frame[support]
+            ]
             extra = {
+                "marker": {"size": sizes},
                 "text": [f"n={c}" for c in counts] if len(frame) <= 30 else None,
                 "textposition": "top center",
                 "customdata": counts,

@@ -61,7 +61,8 @@ def by_turn(filters: data.Filters) -> None:
         key="pd-turn",
     )
     st.caption(
-        "Each point says how many turns it rests on (n=…): late turn indices rest on few rollouts. What to "
+        "A point's size (and its hover, or the n=… beside it) says how many turns it rests on: late turn "
+        "indices rest on few rollouts. What to "
         "look for: a ratio growing with every turn means history is prefilled again."
     )
     st.plotly_chart(
