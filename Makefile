@@ -12,8 +12,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# make demo [STORE=DIR] [PORT=P]: the dashboard on DIR (default $ROLLSCOPE_STORE, else sample_data/); Ctrl-C stops it
 demo: $(STAMP)
-	$(BIN)/rollscope dashboard
+	$(BIN)/rollscope dashboard $(if $(STORE),--store '$(STORE)') $(if $(PORT),--port $(PORT))
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,6 +1,7 @@
 """Plotly figures and number formats for the pages: every axis says its unit, every figure looks alike.
 
-Builders take the frames ``queries`` returns and only arrange them; no figure is computed here.
+Builders take the frames ``queries`` returns and only arrange them; no figure is computed here (the rolling
+mean drawn over a noisy per-step series is display smoothing, its window named in the legend).
 """
 
 from __future__ import annotations
@@ -10,60 +11,42 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+# one number format for every face (app/formats.py), re-exported for the pages
+from rollscope.app.formats import (  # noqa: F401
+    count,
+    device_seconds,
+    flops,
+    missing,
+    number,
+    points,
+    rate,
+    ratio,
+    seconds,
+)
+
 STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
 RATES = ("completion_rate", "scoring_rate", "nonzero_signal_rate", "freshness_rate")
+# One colour per compute term on every page; none in the red that means an error.
+TERM_COLORS = {
+    "rollout": "#2563eb",
+    "train": "#16a34a",
+    "teacher": "#9333ea",
+    "judge": "#f59e0b",
+    "env": "#64748b",
+}
+# Span kinds in a waterfall take the colour of the compute term they are work of.
 KIND_COLORS = {
     "rollout": "#9aa5b1",
-    "turn": "#3b82f6",
-    "tool": "#f59e0b",
+    "turn": TERM_COLORS["rollout"],
+    "tool": TERM_COLORS["env"],
     "reward": "#10b981",
-    "judge": "#8b5cf6",
-    "teacher": "#ec4899",
-    "sample": "#64748b",
-    "train_step": "#ef4444",
+    "judge": TERM_COLORS["judge"],
+    "teacher": TERM_COLORS["teacher"],
+    "sample": "#334155",
+    "train_step": TERM_COLORS["train"],
     "other": "#cbd5e1",
 }
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
-
-
-# --- number formats (also what the tests compare with) -----------------------------------------------------
-
-
-def missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
-
-
-def count(value) -> str:
-    return "—" if missing(value) else f"{int(round(value)):,}"
-
-
-def rate(value) -> str:
-    return "—" if missing(value) else f"{100 * value:.1f} %"
-
-
-def ratio(value) -> str:
-    return "—" if missing(value) else f"{value:.2f} : 1"
-
-
-def number(value, digits: int = 2) -> str:
-    return "—" if missing(value) else f"{value:,.{digits}f}"
-
-
-def seconds(value) -> str:
-    if missing(value):
-        return "—"
-    if abs(value) >= 3600:
-        return f"{value / 3600:.2f} h"
-    return f"{value:.1f} s" if abs(value) >= 1 else f"{1000 * value:.0f} ms"
-
-
-def flops(value) -> str:
-    if missing(value):
-        return "—"
-    for scale, unit in ((1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP")):
-        if abs(value) >= scale:
-            return f"{value / scale:.2f} {unit}"
-    return f"{value:,.0f} FLOP"
 
 
 def label(name: str) -> str:
@@ -102,10 +85,66 @@ def lines(
     y_title: str,
     percent: bool = False,
     names: list[str] | None = None,
+    support: str | None = None,
+    rolling: int | None = None,
 ) -> go.Figure:
+    """Lines over ``x``; ``support`` names a column of how many items each point rests on (turns,
+    rollouts), written beside each point and in its hover, so a point resting on a handful stands out.
+    ``rolling=N`` draws each series pale with its mean over the last N points on top (a display smoothing of
+    the figures queries returned, its window named in the legend)."""
+    if rolling:
+        return _smoothed(
+            frame, x, ys, names or [label(y) for y in ys], title, x_title, y_title, percent, rolling
+        )
     fig = _figure(title, x_title, y_title)
     for y, name in zip(ys, names or [label(y) for y in ys], strict=True):
-        fig.add_scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode="lines+markers", name=name)
+        extra = {}
+        if support is not None:
+            counts = [count(v) for v in frame[support]]
+            largest = max([float(v) for v in frame[support] if not missing(v)] or [1.0]) or 1.0
+            sizes = [
+                4 + 14 * math.sqrt(max(float(v), 0.0) / largest) if not missing(v) else 4
+                for v in frame[support]
+            ]
+            extra = {
+                "marker": {"size": sizes},
+                "text": [f"n={c}" for c in counts] if len(frame) <= 30 else None,
+                "textposition": "top center",
+                "customdata": counts,
+                "hovertemplate": f"%{{x}}: %{{y}}<br>{label(support)}: %{{customdata}}<extra>{name}</extra>",
+            }
+        mode = "lines+markers+text" if extra.get("text") else "lines+markers"
+        fig.add_scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode=mode, name=name, **extra)
+    _axes(fig, frame[x], percent)
+    return fig
+
+
+PALETTE = ("#2563eb", "#db2777", "#0d9488", "#ea580c", "#7c3aed", "#65a30d")
+
+
+def _smoothed(frame, x, ys, names, title, x_title, y_title, percent, window) -> go.Figure:
+    fig = _figure(title, x_title, y_title)
+    for i, (y, name) in enumerate(zip(ys, names, strict=True)):
+        color = PALETTE[i % len(PALETTE)]
+        fig.add_scatter(
+            x=frame[x].tolist(),
+            y=frame[y].tolist(),
+            mode="lines",
+            name=name,
+            legendgroup=name,
+            showlegend=False,
+            opacity=0.35,
+            line={"color": color, "width": 1},
+        )
+        mean = frame[y].astype(float).rolling(window, min_periods=1).mean()
+        fig.add_scatter(
+            x=frame[x].tolist(),
+            y=mean.tolist(),
+            mode="lines",
+            name=f"{name} (mean of {window} steps)",
+            legendgroup=name,
+            line={"color": color, "width": 2.5},
+        )
     _axes(fig, frame[x], percent)
     return fig
 
@@ -128,20 +167,39 @@ def bars(
     stacked: bool = True,
     horizontal: bool = False,
     percent: bool = False,
+    colors: dict[str, str] | None = None,
+    log: bool = False,
 ) -> go.Figure:
     fig = _figure(title, x_title, y_title, barmode="stack" if stacked else "group")
     for y in ys:
         xs, values = frame[x].astype(str).tolist(), frame[y].tolist()
+        color = {"marker_color": colors[y]} if colors and y in colors else {}
         if horizontal:
-            fig.add_bar(y=xs, x=values, name=label(y), orientation="h")
+            fig.add_bar(y=xs, x=values, name=label(y), orientation="h", **color)
         else:
-            fig.add_bar(x=xs, y=values, name=label(y))
+            fig.add_bar(x=xs, y=values, name=label(y), **color)
+    if log:
+        (fig.update_xaxes if horizontal else fig.update_yaxes)(type="log")
     (fig.update_yaxes if horizontal else fig.update_xaxes)(type="category")  # "64" is a bucket, not a number
     if percent:
         (fig.update_xaxes if horizontal else fig.update_yaxes)(tickformat=".0%", rangemode="tozero")
     if horizontal:
         fig.update_layout(height=140 + 36 * len(frame))
         fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def second_axis(fig: go.Figure, frame: pd.DataFrame, x: str, y: str, name: str, title: str) -> go.Figure:
+    """A line on its own right-hand axis, for a figure in another unit (C_env's CPU time beside devices)."""
+    fig.add_scatter(
+        x=frame[x].astype(str).tolist(),
+        y=frame[y].tolist(),
+        name=name,
+        mode="lines",
+        yaxis="y2",
+        line={"color": TERM_COLORS["env"], "width": 2},
+    )
+    fig.update_layout(yaxis2={"overlaying": "y", "side": "right", "title": title, "rangemode": "tozero"})
     return fig
 
 
@@ -215,10 +273,30 @@ def mark(fig: go.Figure, xs: list, labels: list[str], max_labels: int = 12) -> g
     return fig
 
 
-def sparkline(frame: pd.DataFrame, x: str, y: str, title: str) -> go.Figure:
-    fig = go.Figure(go.Scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode="lines", name=label(y)))
-    fig.update_layout(title=title, height=140, margin={"l": 0, "r": 0, "t": 30, "b": 0}, showlegend=False)
-    fig.update_xaxes(visible=False)
+def sparkline(frame: pd.DataFrame, x: str, y: str, title: str, percent: bool = False) -> go.Figure:
+    """A small per-step series on a train-step axis: the raw values thin and pale, and when the frame has
+    ``rolling_mean`` that mean drawn over them."""
+    fig = go.Figure(
+        go.Scatter(
+            x=frame[x].tolist(),
+            y=frame[y].tolist(),
+            mode="lines",
+            name=label(y),
+            line={"width": 1, "color": "#93c5fd"},
+        )
+    )
+    if "rolling_mean" in frame:
+        fig.add_scatter(
+            x=frame[x].tolist(),
+            y=frame["rolling_mean"].tolist(),
+            mode="lines",
+            name="rolling mean",
+            line={"width": 2.5, "color": "#1d4ed8"},
+        )
+    fig.update_layout(title=title, height=170, margin={"l": 0, "r": 0, "t": 30, "b": 0}, showlegend=False)
+    fig.update_xaxes(title={"text": "train step", "standoff": 2}, nticks=6, title_font_size=11)
+    if percent:
+        fig.update_yaxes(tickformat=".0%")
     return fig
 
 

@@ -11,16 +11,19 @@ from rollscope.errors import RollscopeError
 
 st.set_page_config(page_title="rollscope", page_icon=":material/monitoring:", layout="wide")
 
+# The page scripts live in screens/, not pages/: Streamlit treats a pages/ folder beside the entry point as
+# the old multipage layout until the entry point has run once in that server, so a fresh server's first
+# request to /staleness ran the page without the sidebar (no filters: "no runs yet") and listed file names.
 PAGES = [
-    st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
-    st.Page("pages/compute.py", title="Compute", icon=":material/memory:"),
-    st.Page("pages/funnel.py", title="Funnel", icon=":material/filter_alt:"),
-    st.Page("pages/prefill_decode.py", title="Prefill / decode", icon=":material/balance:"),
-    st.Page("pages/spec_decode.py", title="Speculative decoding", icon=":material/bolt:"),
-    st.Page("pages/staleness.py", title="Staleness & throughput", icon=":material/schedule:"),
-    st.Page("pages/rollouts.py", title="Rollouts", icon=":material/timeline:"),
-    st.Page("pages/compare.py", title="Compare runs", icon=":material/compare_arrows:"),
-    st.Page("pages/sql.py", title="SQL", icon=":material/terminal:"),
+    st.Page("screens/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("screens/compute.py", title="Compute", icon=":material/memory:"),
+    st.Page("screens/funnel.py", title="Funnel", icon=":material/filter_alt:"),
+    st.Page("screens/prefill_decode.py", title="Prefill / decode", icon=":material/balance:"),
+    st.Page("screens/spec_decode.py", title="Speculative decoding", icon=":material/bolt:"),
+    st.Page("screens/staleness.py", title="Staleness & throughput", icon=":material/schedule:"),
+    st.Page("screens/rollouts.py", title="Rollouts", icon=":material/timeline:"),
+    st.Page("screens/compare.py", title="Compare runs", icon=":material/compare_arrows:"),
+    st.Page("screens/sql.py", title="SQL", icon=":material/terminal:"),
 ]
 
 page = st.navigation(PAGES)

@@ -321,31 +321,157 @@ def scoped(module: str, name: str, filters: Filters, run_id: str | None = None, 
 
 
 def checks(filters: Filters) -> pd.DataFrame:
-    """``queries.checks.run_checks`` as a table: one row per rule, ✓ or ✗ first."""
-    results = scoped("checks", "run_checks", filters)
+    """``queries.checks.run_checks`` as a table: failing rules first (✗), each value and threshold written
+    the way its message states it (``48.0 %``, not ``0.475``)."""
+    from rollscope.app import formats
+
+    results = sorted(scoped("checks", "run_checks", filters), key=lambda r: r.ok)
     return pd.DataFrame(
         {
             "": ["✓" if r.ok else "✗" for r in results],
             "check": [r.name for r in results],
-            "value": [r.value for r in results],
-            "threshold": [r.threshold for r in results],
+            "value": [formats.check_value(r.value, r.unit) for r in results],
+            "threshold": [formats.check_value(r.threshold, r.unit) for r in results],
             "message": [r.message for r in results],
         }
     )
 
 
+SECTIONS = {
+    "steps": "Steps",
+    "funnel": "Funnel",
+    "compute": "Compute",
+    "prefill_decode": "Prefill : decode",
+    "spec_decode": "Speculative decoding",
+    "staleness": "Staleness",
+    "trainer": "Trainer",
+    "throughput": "Throughput",
+}
+# Report keys where more is better (+1) or worse (-1); Compare highlights the better run on these only.
+BETTER = {
+    "funnel.usable": 1,
+    "funnel.rates.": 1,
+    "compute.wasted_compute_share": -1,
+    "compute.token_work.reprefilled": -1,
+    "compute.token_work.generated_per_usable_token": -1,
+    "prefill_decode.cache_hit_rate": 1,
+    "prefill_decode.reprefill_waste_tokens": -1,
+    "spec_decode.acceptance_rate": 1,
+    "spec_decode.mean_accepted_length": 1,
+    "spec_decode.expected_tokens_per_step": 1,
+    "spec_decode.max_drift_points": -1,
+    "spec_decode.drafter_logprob_turns": -1,
+    "staleness.mean": -1,
+    "staleness.within_bound_share": 1,
+    "staleness.freshness_rate": 1,
+    "staleness.beyond_bound": -1,
+    "staleness.violations": -1,
+    "staleness.used_beyond_bound": -1,
+    "trainer.idle_fraction": -1,
+    "throughput.rollout_tokens_per_s": 1,
+    "throughput.tool_wait_share": -1,
+    "throughput.dropped_spans": -1,
+    "throughput.failed_spans": -1,
+}
+
+
+def figure_label(key: str) -> str:
+    """A report key as Compare labels it: ``funnel.rates.completion`` → ``Funnel · completion rate``."""
+    section, _, rest = key.partition(".")
+    if not rest:
+        return label(section).capitalize()
+    parts = rest.split(".")
+    if section == "funnel" and parts[0] == "rates":
+        name = f"{label(parts[1]).replace('nonzero signal', 'nonzero-signal')} rate"
+    elif section == "compute" and parts[0] in ("flops", "device_seconds", "flops_share") and len(parts) > 1:
+        what = {"flops": "FLOPs", "device_seconds": "device time", "flops_share": "share of C_total FLOPs"}
+        name = f"C_{parts[1]} {what[parts[0]]}"
+    elif key == "compute.env_cpu_seconds":
+        name = "C_env CPU time"
+    else:
+        name = " ".join(
+            label(p) for p in parts if p not in ("token_work", "disaggregation") or len(parts) == 1
+        )
+    return f"{SECTIONS.get(section, label(section))} · {name}"
+
+
+def report_value(key: str, value) -> str:
+    """A report value formatted by what it is (a share, FLOPs, seconds, a count), as every page does."""
+    from rollscope.app import formats
+
+    if value is None or isinstance(value, bool | str):
+        return "" if value is None else ("yes" if value is True else "no" if value is False else value)
+    last = key.rsplit(".", 1)[-1]
+    if _is_share(key):
+        return formats.rate(value)
+    if ".flops." in key:
+        return formats.flops(value)
+    if ".device_seconds." in key:
+        return formats.device_seconds(value)
+    if last == "env_cpu_seconds":
+        return formats.device_seconds(value, "CPU")
+    if last.endswith("_s") or last.endswith("_seconds"):
+        return formats.seconds(value)
+    if last == "max_drift_points":
+        return formats.points(value)
+    return formats.count(value) if float(value).is_integer() else formats.number(value)
+
+
 def report_table(reports: dict[str, dict]) -> pd.DataFrame:
-    """Reports of two runs, one row per figure (dotted path), and the change from the first to the second."""
+    """Reports of two runs, one row per figure with a readable label, the change from the first to the
+    second (absolute, in the figure's own format, and relative) and which run is better where that is
+    plain (``better``: the run's id, else empty). ``key`` keeps the report's dotted key."""
+    from rollscope.app import formats
+
     flat = {run: flatten(report) for run, report in reports.items()}
-    first, second = flat.values()
+    (run_a, first), (run_b, second) = flat.items()
     keys = [k for k in first | second if k not in ("run_id",)]
-    table = pd.DataFrame({"figure": keys, **{run: [cell(f.get(k)) for k in keys] for run, f in flat.items()}})
-    table["change"] = [cell(_change(first.get(k), second.get(k))) for k in keys]
+    table = pd.DataFrame(
+        {
+            "figure": [figure_label(k) for k in keys],
+            **{run: [report_value(k, f.get(k)) for k in keys] for run, f in flat.items()},
+        }
+    )
+    changes = [_change(first.get(k), second.get(k)) for k in keys]
+    table["change"] = [
+        "" if c is None else _signed(report_value(k, c), c) if not _is_share(k) else formats.points(100 * c)
+        for k, c in zip(keys, changes, strict=True)
+    ]
+    table["relative change"] = [
+        formats.rate(_relative(first.get(k), c)) if c is not None and not _is_share(k) else ""
+        for k, c in zip(keys, changes, strict=True)
+    ]
+    table["better"] = [_better(k, c, run_a, run_b) for k, c in zip(keys, changes, strict=True)]
+    table["key"] = keys
     return table
 
 
+def _is_share(key: str) -> bool:
+    last = key.rsplit(".", 1)[-1]
+    return ".rates." in key or "flops_share" in key or last.endswith(("rate", "share", "fraction"))
+
+
+def _signed(text: str, change) -> str:
+    return text if change < 0 or text.startswith("-") else f"+{text}"
+
+
+def _relative(a, change):
+    return change / abs(a) if isinstance(a, int | float) and a else None
+
+
+def _better(key: str, change, run_a: str, run_b: str) -> str:
+    direction = next((d for prefix, d in BETTER.items() if key == prefix or key.startswith(prefix)), 0)
+    if not direction or not change:
+        return ""
+    return run_b if change * direction > 0 else run_a
+
+
+def label(name: str) -> str:
+    return name.replace("_", " ")
+
+
 def cell(value) -> str:
-    """A report value as the Compare table shows it: integers exact, other numbers to 4 significant digits."""
+    """A report value as plain text: integers exact, other numbers to 4 significant digits."""
     if value is None:
         return ""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -374,6 +500,21 @@ def views() -> dict[str, str]:
     return dict(VIEW_DOCS)
 
 
+@st.cache_data(show_spinner=False)
+def view_columns() -> dict[str, list[str]]:
+    """Each view's columns (``queries.catalog``), the same for every store."""
+    from rollscope.queries.catalog import documented_columns
+
+    return documented_columns()
+
+
+def macros() -> dict[str, str]:
+    """The table macros a query can call like a view, and what each returns."""
+    from rollscope.queries.catalog import MACRO_DOCS
+
+    return dict(MACRO_DOCS)
+
+
 def what_if(dispatched: int, rates: dict, new_rates: dict) -> dict:
     return analyses.what_if(dispatched, rates, new_rates)
 
@@ -390,6 +531,11 @@ def rollouts(filters: Filters, **search) -> object:
         limit=SEARCH_LIMIT,
         **search,
     )
+
+
+def rollout_group(filters: Filters, rollout_id: str):
+    """The attempts of the rollout's group, with rewards and advantages (``trace.group``)."""
+    return call(filters.store, "trace", "group", filters.run_id, rollout_id)
 
 
 def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object]:

@@ -91,7 +91,7 @@ def render(store: Path, page: str) -> tuple[float, float]:
 
     from rollscope.app import data
 
-    at = AppTest.from_file(str(ROOT / "app" / "pages" / f"{page}.py"), default_timeout=1200)
+    at = AppTest.from_file(str(ROOT / "app" / "screens" / f"{page}.py"), default_timeout=1200)
     at.session_state["store"] = str(store)
     at.session_state[data.FILTERS] = filters(store)
     st.cache_data.clear()

@@ -8,7 +8,10 @@ falls back, because a typo in a job's environment must not stop the job.
 from __future__ import annotations
 
 import logging
+import math
 import os
+import re
+import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -34,47 +37,113 @@ ENV = {
 }
 
 
-def _env_value(names: tuple[str, ...], cast, default):
-    for name in names:
-        raw = os.environ.get(name)
-        if raw is None or raw == "":
-            continue
-        try:
-            return cast(raw)
-        except ValueError:
-            log.warning("rollscope: ignoring %s=%r (not a valid value); using %r", name, raw, default)
-            return default
-    return default
+def _env_value(name: str, parse, default):
+    """``parse(os.environ[name])``; unset or empty gives ``default``, and so does any bad value, with a
+    warning: whatever a job's environment holds, the job keeps running."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return parse(raw.strip())
+    except (ValueError, TypeError, OverflowError) as e:
+        log.warning("rollscope: ignoring %s=%r (%s); using %r", name, raw, e, default)
+        return default
 
 
-def _positive(cast):
-    def parse(raw):
-        value = cast(raw)
-        if value <= 0:
-            raise ValueError(raw)
-        return value
+def _number(cast, low: float, high: float, *, low_inclusive: bool = False):
+    """A parser for a finite number in (low, high] (or [low, high]): nothing else reaches a collector."""
+
+    def parse(value):
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise TypeError(f"expected a number, not {type(value).__name__}")
+        number = cast(float(value)) if cast is int and isinstance(value, float) else cast(value)
+        if cast is int and isinstance(value, float) and number != value:
+            raise ValueError(f"expected a whole number, not {value!r}")
+        if not math.isfinite(number):
+            raise ValueError(f"expected a finite number, not {value!r}")
+        above = number >= low if low_inclusive else number > low
+        if not above or number > high:
+            bracket = "[" if low_inclusive else "("
+            raise ValueError(f"expected a number in {bracket}{low:g}, {high:g}], not {value!r}")
+        return number
 
     return parse
 
 
-def _switch(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value not in ("0", "1", "true", "false", "on", "off", "yes", "no"):
-        raise ValueError(raw)
-    return value in ("1", "true", "on", "yes")
+def _switch(value) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("0", "1", "true", "false", "on", "off", "yes", "no"):
+        raise ValueError(f"expected 0/1, true/false, on/off or yes/no, not {value!r}")
+    return text in ("1", "true", "on", "yes")
 
 
-def _role(raw: str) -> str:
+def _role(value) -> str:
     from rollscope.collectors.semconv import ROLES
 
-    if raw not in ROLES:
-        raise ValueError(raw)
-    return raw
+    if value not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}, not {value!r}")
+    return value
+
+
+def _run_id(value) -> str:
+    from rollscope.store.layout import check_run_id
+
+    return check_run_id(value)
+
+
+def safe_run_id(text: str) -> str:
+    """``text`` reduced to the run-id alphabet (letters, digits, '.', '_', '-'; at most 128 characters)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", text).lstrip("._-")[:128].rstrip("-")
+    return safe or f"run-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+
+
+def _text(value) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected text, not {type(value).__name__}")
+    return value
+
+
+def _path(value) -> Path:
+    if not isinstance(value, str | os.PathLike):
+        raise TypeError(f"expected a directory, not {type(value).__name__}")
+    path = Path(value)
+    if any(len(os.fsencode(part)) > 255 for part in path.parts):
+        raise ValueError("a name in that path is longer than 255 bytes")
+    if path.exists() and not path.is_dir():
+        raise ValueError("that is a file, not a store directory")
+    return path
+
+
+# field: (its environment variable, its parser). The same parser checks an argument (which raises) and an
+# environment value (which is logged and falls back), so every consumer of Settings gets a valid value.
+FIELDS = {
+    "store": ("ROLLSCOPE_STORE", _path),
+    "run_id": ("ROLLSCOPE_RUN_ID", _run_id),
+    "role": ("ROLLSCOPE_ROLE", _role),
+    "devices": ("ROLLSCOPE_DEVICES", _number(float, 0, 1_000_000, low_inclusive=True)),
+    "service_name": ("OTEL_SERVICE_NAME", _text),
+    "segment_rows": ("ROLLSCOPE_SEGMENT_ROWS", _number(int, 0, 10_000_000)),
+    "segment_seconds": ("ROLLSCOPE_SEGMENT_SECONDS", _number(float, 0, 86_400)),
+    "stats_seconds": ("ROLLSCOPE_STATS_SECONDS", _number(float, 0, 86_400)),
+    "compact": ("ROLLSCOPE_COMPACT", _switch),
+    "compact_seconds": ("ROLLSCOPE_COMPACT_SECONDS", _number(float, 0, 86_400)),
+    "max_queue_size": ("OTEL_BSP_MAX_QUEUE_SIZE", _number(int, 0, 4_194_304)),
+    "max_export_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", _number(int, 0, 4_194_304)),
+    "schedule_delay_millis": ("OTEL_BSP_SCHEDULE_DELAY", _number(float, 0, 3_600_000)),
+}
 
 
 @dataclass
 class Settings:
-    """Everything a collector needs; build with :meth:`resolve` so precedence is applied once."""
+    """Everything a collector needs; build with :meth:`resolve` so precedence is applied once.
+
+    Bounds (a value outside them is an error as an argument, and ignored with a warning from the environment):
+    devices 0-1,000,000; segment_rows 1-10,000,000; segment_seconds, stats_seconds and compact_seconds above 0 and at most a
+    day; max_queue_size and max_export_batch_size 1-4,194,304; schedule_delay_millis above 0 and at most an
+    hour. Numbers must be finite.
+    """
 
     store: Path = Path("runs")
     run_id: str | None = None
@@ -93,55 +162,37 @@ class Settings:
 
     @classmethod
     def resolve(cls, **arguments) -> Settings:
-        d = cls()
-        env = {
-            "store": _env_value(("ROLLSCOPE_STORE",), Path, d.store),
-            "run_id": _env_value(("ROLLSCOPE_RUN_ID",), str, d.run_id),
-            "role": _env_value(("ROLLSCOPE_ROLE",), _role, d.role),
-            "devices": _env_value(("ROLLSCOPE_DEVICES",), float, d.devices),
-            "service_name": _env_value(("OTEL_SERVICE_NAME",), str, d.service_name),
-            "segment_rows": _env_value(("ROLLSCOPE_SEGMENT_ROWS",), _positive(int), d.segment_rows),
-            "segment_seconds": _env_value(
-                ("ROLLSCOPE_SEGMENT_SECONDS",), _positive(float), d.segment_seconds
-            ),
-            "stats_seconds": _env_value(("ROLLSCOPE_STATS_SECONDS",), _positive(float), d.stats_seconds),
-            "compact": _env_value(("ROLLSCOPE_COMPACT",), _switch, d.compact),
-            "compact_seconds": _env_value(
-                ("ROLLSCOPE_COMPACT_SECONDS",), _positive(float), d.compact_seconds
-            ),
-            "max_queue_size": _env_value(("OTEL_BSP_MAX_QUEUE_SIZE",), _positive(int), d.max_queue_size),
-            "max_export_batch_size": _env_value(
-                ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE",), _positive(int), d.max_export_batch_size
-            ),
-            "schedule_delay_millis": _env_value(
-                ("OTEL_BSP_SCHEDULE_DELAY",), _positive(float), d.schedule_delay_millis
-            ),
-        }
         known = {f.name for f in fields(cls)}
         unknown = set(arguments) - known
         if unknown:
             raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
+        d = cls()
+        env = {name: _env_value(var, parse, getattr(d, name)) for name, (var, parse) in FIELDS.items()}
         given = {k: v for k, v in arguments.items() if v is not None}
+        for name, value in given.items():
+            if name in FIELDS:
+                try:
+                    given[name] = FIELDS[name][1](value)
+                except (ValueError, TypeError, OverflowError) as e:
+                    raise ValueError(f"{name}: {e}") from e
         settings = cls(**{**env, **given})
         settings.validate()
         return settings
 
     def validate(self) -> None:
-        from rollscope.collectors.semconv import ROLES
-
         self.store = Path(self.store)
-        if self.role not in ROLES:
-            raise ValueError(f"role must be one of {', '.join(ROLES)}, not {self.role!r}")
-        if self.devices < 0:
-            raise ValueError(f"devices must be >= 0, not {self.devices!r}")
-        if self.compact_seconds <= 0:
-            raise ValueError(f"compact_seconds must be > 0, not {self.compact_seconds!r}")
+        self.role = _role(self.role)
         self.max_export_batch_size = min(self.max_export_batch_size, self.max_queue_size)
 
 
 def default_store() -> Path:
     """The store the command line uses when --store is not given."""
-    return _env_value(("ROLLSCOPE_STORE",), Path, Settings.store)
+    return env_store() or Settings.store
+
+
+def env_store() -> Path | None:
+    """``$ROLLSCOPE_STORE`` when set to a usable directory name, else None."""
+    return _env_value("ROLLSCOPE_STORE", _path, None)
 
 
 def compact_seconds(settings: Settings | None = None) -> float | None:

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from rollscope.collectors import semconv
 from rollscope.collectors.exporter import StoreSpanExporter, StoreSpanProcessor
 from rollscope.collectors.helpers import RL
-from rollscope.collectors.settings import Settings, compact_seconds
+from rollscope.collectors.settings import Settings, compact_seconds, safe_run_id
 from rollscope.store.layout import check_run_id
 
 log = logging.getLogger("rollscope")
@@ -67,10 +67,9 @@ def process_resource(
 
 
 def _attach(config: Settings, resource: Resource, tracer_provider, set_global: bool) -> RL:
-    run = resource.attributes.get(semconv.RUN_ID)
-    if not run:
-        raise ValueError("attach() needs a run id: pass run_id=, or set ROLLSCOPE_RUN_ID or rl.run.id")
-    check_run_id(str(run))
+    run = _run_id(config, resource)
+    if run != resource.attributes.get(semconv.RUN_ID):
+        resource = resource.merge(Resource({semconv.RUN_ID: run}))
     exporter = StoreSpanExporter(
         config.store,
         default_run_id=str(run),
@@ -123,6 +122,24 @@ def _resource(config: Settings, model_name, model_parameters, algorithm, stalene
         semconv.SERVICE_INSTANCE_ID, base.attributes.get(semconv.SERVICE_INSTANCE_ID) or uuid.uuid4().hex
     )
     return base.merge(Resource(attributes))
+
+
+def _run_id(config: Settings, resource: Resource) -> str:
+    """The run id: the argument or ROLLSCOPE_RUN_ID (validated by Settings), else rl.run.id from
+    OTEL_RESOURCE_ATTRIBUTES. A malformed id from the environment is made safe, with a warning, rather than
+    stopping the job; no run id at all is the caller's error."""
+    run = config.run_id or resource.attributes.get(semconv.RUN_ID)
+    source = "rl.run.id in OTEL_RESOURCE_ATTRIBUTES"
+    if not run and (os.environ.get("ROLLSCOPE_RUN_ID") or "").strip():
+        run, source = os.environ["ROLLSCOPE_RUN_ID"], "ROLLSCOPE_RUN_ID"
+    if not run:
+        raise ValueError("attach() needs a run id: pass run_id=, or set ROLLSCOPE_RUN_ID or rl.run.id")
+    try:
+        return check_run_id(str(run))
+    except ValueError:
+        safe = safe_run_id(str(run))
+        log.warning("rollscope: %s=%r is not a valid run id; writing to run %r instead", source, run, safe)
+        return safe
 
 
 def _existing_sdk_provider() -> TracerProvider | None:

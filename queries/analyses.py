@@ -259,7 +259,9 @@ def _disaggregation_checks(f: dict, t: dict) -> list[tuple[bool, str]]:
     params = f.get("model_parameters")
     checks = [
         _at_least(
-            f["prefill_decode_ratio"], t["min_ratio"], "new-prefill:decode is {v:.1f}:1 (large from {t:g}:1)"
+            f["prefill_decode_ratio"],
+            t["min_ratio"],
+            "new-prefill : decode is {v:.2f} : 1 (large from {t:g} : 1)",
         ),
         _stable(f.get("steps") or 0, f.get("step_ratio_cv"), t),
         _at_least(
@@ -294,7 +296,7 @@ def _stable(n_steps: int, cv: float | None, t: dict) -> tuple[bool, str]:
     if n_steps < t["min_steps"] or cv is None:
         return False, f"{n_steps} consumed steps: too few to call the ratio stable (needs {t['min_steps']})"
     return cv <= t["max_step_cv"], (
-        f"the ratio varies by {cv:.0%} across {n_steps} steps (stable up to {t['max_step_cv']:.0%})"
+        f"the ratio varies by {100 * cv:.1f} % across {n_steps} steps (stable up to {100 * t['max_step_cv']:.1f} %)"
     )
 
 
@@ -345,29 +347,36 @@ def staleness(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
 
 
 def staleness_summary(con, run_id: str, steps=None, environment=None) -> dict:
-    """Mean and max staleness, the share within the bound, samples beyond it (violations) and how many of
-    those the trainer used anyway, over consumed samples."""
+    """Over consumed samples: mean and max staleness, the share within the bound, the samples beyond it, and
+    of those how many the trainer used anyway (the violations proper); the run's declared bound even before
+    any sample is consumed. ``freshness_rate`` and ``violations`` are the older names of
+    ``within_bound_share`` and ``beyond_bound`` (docs/report.md)."""
     dist = staleness(con, run_id, steps, environment)
     n = int(dist["samples"].sum())
+    bound = staleness_bound(con, run_id)
     if not n:
-        return {
-            "samples": 0,
-            "mean": None,
-            "max": None,
-            "freshness_rate": None,
-            "violations": 0,
-            "used_beyond_bound": 0,
-            "bound": None,
+        figures = {"samples": 0, "mean": None, "max": None, "within_bound_share": None, "beyond_bound": 0}
+        figures["used_beyond_bound"] = 0
+    else:
+        figures = {
+            "samples": n,
+            "mean": float((dist["staleness"] * dist["samples"]).sum() / n),
+            "max": int(dist["staleness"].max()),
+            "within_bound_share": float(dist.loc[dist["within_bound"], "samples"].sum() / n),
+            "beyond_bound": int(dist["violations"].sum()),
+            "used_beyond_bound": int(dist.loc[~dist["within_bound"], "used"].sum()),
         }
     return {
-        "samples": n,
-        "mean": float((dist["staleness"] * dist["samples"]).sum() / n),
-        "max": int(dist["staleness"].max()),
-        "freshness_rate": float(dist.loc[dist["within_bound"], "samples"].sum() / n),
-        "violations": int(dist["violations"].sum()),
-        "used_beyond_bound": int(dist.loc[~dist["within_bound"], "used"].sum()),
-        "bound": plain(dist["staleness_bound"].iloc[0]),
+        **figures,
+        "bound": bound,
+        "freshness_rate": figures["within_bound_share"],
+        "violations": figures["beyond_bound"],
     }
+
+
+def staleness_bound(con, run_id: str) -> int | None:
+    """The run's rl.staleness.bound (the largest any process declared), or None."""
+    return plain(query(con, "staleness_bound", require_run(con, run_id)).iat[0, 0])
 
 
 def trainer(con, run_id: str, steps=None) -> dict:
@@ -413,11 +422,17 @@ TRENDS = {
 }
 
 
-def trend(con, run_id: str, metric: str, steps=None, environment=None) -> pd.DataFrame:
-    """One figure per consuming step (columns step, <metric>), for the overview's sparklines."""
+def trend(
+    con, run_id: str, metric: str, steps=None, environment=None, rolling: int | None = None
+) -> pd.DataFrame:
+    """One figure per consuming step (columns step, <metric>), for the overview's sparklines; with
+    ``rolling=N`` also ``rolling_mean``, the mean of the last N steps' figures (fewer at the start)."""
     if metric not in TRENDS:
         raise ValueError(f"metric must be one of {', '.join(TRENDS)}, not {metric!r}")
     analysis, column = TRENDS[metric]
     frame = analysis(con, run_id, steps, environment)
     series = frame.loc[frame["step"].notna(), ["step", column]].rename(columns={column: metric})
-    return series.reset_index(drop=True)
+    series = series.reset_index(drop=True)
+    if rolling:
+        series["rolling_mean"] = series[metric].astype(float).rolling(rolling, min_periods=1).mean()
+    return series

@@ -26,6 +26,23 @@ VIEW_DOCS = {
 }
 
 
+# The table macros a query can call like a view (README "Report and check" lists them too).
+MACRO_DOCS = {
+    "rollout_steps('RUN')": "one row per rollout: its consuming train step, staleness and recorded sample decision",
+    "rollout_stages('RUN')": "one row per rollout: its funnel stage flags, the stage it was lost at and why",
+    "consumed_samples('RUN', NULL, NULL, NULL)": "one row per consumed sample (step range and environment "
+    "filters): step, staleness, decision, the run's bound",
+}
+
+
+def documented_columns() -> dict[str, list[str]]:
+    """Each documented view's columns, read from DuckDB over an empty store (no data needed)."""
+    from rollscope.queries.reader import Reader
+
+    with tempfile.TemporaryDirectory() as empty:
+        return view_columns(Reader(empty).con)
+
+
 def view_columns(con) -> dict[str, list[str]]:
     return {
         view: [row[0] for row in con.execute(f"DESCRIBE {view}").fetchall()]  # view names are our constants
@@ -34,10 +51,7 @@ def view_columns(con) -> dict[str, list[str]]:
 
 
 def markdown() -> str:
-    from rollscope.queries.reader import Reader
-
-    with tempfile.TemporaryDirectory() as empty:
-        columns = view_columns(Reader(empty).con)
+    columns = documented_columns()
     conventions = {a.column for a in semconv.ALL_ATTRIBUTES} - {"run_id"}
     columns["spans"] = [c for c in columns["spans"] if c not in conventions] + [
         "every column of docs/semconv.md"

@@ -28,6 +28,7 @@ class CheckResult:
     value: float | int | None
     threshold: float | int
     message: str
+    unit: str = "count"  # how value and threshold read: "count", "share" (a fraction, shown as %), "points"
 
     def line(self) -> str:
         return f"{'PASS' if self.ok else 'FAIL'} {self.name}: {self.message}"
@@ -52,7 +53,7 @@ def drafter_logprobs(con, run_id: str, limits: dict) -> CheckResult:
             "drafter-logprobs", True, 0, limit, "no turn recorded the drafter's log-probabilities"
         )
     where = f"steps {_span(lint['step'])}, policy versions {_span(lint['policy_version'])}"
-    message = f"{turns} turns recorded the drafter's log-probabilities ({where}; at most {limit:g} allowed)"
+    message = f"{turns:,} turns recorded the drafter's log-probabilities ({where}; at most {limit:g} allowed)"
     return CheckResult("drafter-logprobs", turns <= limit, turns, limit, message)
 
 
@@ -60,16 +61,17 @@ def acceptance_drift(con, run_id: str, limits: dict) -> CheckResult:
     limit = limits["acceptance-drift"]
     drift = analyses.spec_drift(con, run_id, drop_points=limit)
     if drift["drop_points"].isna().all():
-        return CheckResult("acceptance-drift", True, None, limit, "no speculative decoding recorded")
+        return CheckResult(
+            "acceptance-drift", True, None, limit, "no speculative decoding recorded", "points"
+        )
     worst = drift.loc[drift["drop_points"].idxmax()]
     message = (
-        f"drafter {worst['drafter_version']} acceptance {worst['baseline_acceptance']:.1%} → "
-        f"{worst['latest_acceptance']:.1%} from its first to its latest policy versions, "
-        f"a {worst['drop_points']:.1f}-point drop (at most {limit:g} allowed)"
+        f"drafter {worst['drafter_version']} acceptance {_pct(worst['baseline_acceptance'])} → "
+        f"{_pct(worst['latest_acceptance'])} from its first to its latest policy versions, "
+        f"a drop of {worst['drop_points']:.1f} points (at most {limit:g} allowed)"
     )
-    return CheckResult(
-        "acceptance-drift", not drift["flagged"].any(), float(worst["drop_points"]), limit, message
-    )
+    flagged, drop = bool(drift["flagged"].any()), float(worst["drop_points"])
+    return CheckResult("acceptance-drift", not flagged, drop, limit, message, "points")
 
 
 def staleness_violations(con, run_id: str, limits: dict) -> CheckResult:
@@ -77,19 +79,19 @@ def staleness_violations(con, run_id: str, limits: dict) -> CheckResult:
     limit, window = limits["staleness-violations"], int(limits["staleness-window"])
     by_step = analyses.staleness_by_step(con, run_id)
     if by_step.empty:
-        return CheckResult("staleness-violations", True, None, limit, "no consumed samples yet")
+        return CheckResult("staleness-violations", True, None, limit, "no consumed samples yet", "share")
     rolled = by_step[["samples", "violations"]].rolling(window, min_periods=1).sum()
     share = rolled["violations"] / rolled["samples"]
     worst, used = share.idxmax(), int(by_step["used_beyond_bound"].sum())
     last_step = int(by_step.at[worst, "step"])
     first_step = int(by_step["step"].iloc[max(0, worst - window + 1)])
     message = (
-        f"steps {first_step}–{last_step}: {share[worst]:.0%} of consumed samples beyond the staleness bound "
-        f"{by_step['staleness_bound'].iloc[0]} (at most {limit:.0%} in any {window} steps); "
-        f"{used} used by the trainer anyway (none allowed)"
+        f"steps {first_step}–{last_step}: {_pct(share[worst])} of consumed samples beyond the bound "
+        f"({by_step['staleness_bound'].iloc[0]} policy versions; at most {_pct(limit)} in any {window} steps); "
+        f"{used} samples used beyond the bound (none allowed)"
     )
     ok = share[worst] <= limit and used == 0
-    return CheckResult("staleness-violations", bool(ok), float(share[worst]), limit, message)
+    return CheckResult("staleness-violations", bool(ok), float(share[worst]), limit, message, "share")
 
 
 def nonzero_signal(con, run_id: str, limits: dict) -> CheckResult:
@@ -99,10 +101,13 @@ def nonzero_signal(con, run_id: str, limits: dict) -> CheckResult:
     frame, where = (latest, f"the last {len(latest)} steps") if len(latest) else (by_step, "all rollouts")
     scored = int(frame["scored"].sum())
     if not scored:
-        return CheckResult("nonzero-signal", True, None, limit, "no scored rollouts yet")
+        return CheckResult("nonzero-signal", True, None, limit, "no scored rollouts yet", "share")
     rate = frame["nonzero_signal"].sum() / scored
-    message = f"nonzero-signal rate {rate:.1%} over {where} (at least {limit:.0%} required)"
-    return CheckResult("nonzero-signal", rate >= limit, float(rate), limit, message)
+    if not int(frame["scored_in_groups"].sum()):
+        message = "no group has two scored attempts yet: nonzero signal needs groups to compare rewards in"
+        return CheckResult("nonzero-signal", True, None, limit, message, "share")
+    message = f"nonzero-signal rate {_pct(rate)} over {where} (at least {_pct(limit)} required)"
+    return CheckResult("nonzero-signal", rate >= limit, float(rate), limit, message, "share")
 
 
 def dropped_spans(con, run_id: str, limits: dict) -> CheckResult:
@@ -112,11 +117,16 @@ def dropped_spans(con, run_id: str, limits: dict) -> CheckResult:
         row.get("failed_spans") or 0,
         limits["dropped-spans"],
     )
-    message = f"{dropped} spans dropped and {failed} failed by the exporters (at most {limit:g} allowed)"
+    message = f"{dropped:,} spans dropped and {failed:,} failed by the exporters (at most {limit:g} allowed)"
     return CheckResult("dropped-spans", dropped + failed <= limit, dropped + failed, limit, message)
 
 
 RULES = (drafter_logprobs, acceptance_drift, staleness_violations, nonzero_signal, dropped_spans)
+
+
+def _pct(share: float) -> str:
+    """A share as the report and the pages print it (app/formats.rate)."""
+    return f"{100 * share:.1f} %"
 
 
 def _span(values) -> str:

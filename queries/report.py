@@ -62,6 +62,7 @@ def _funnel(con, run_id: str, filters: dict) -> dict:
     rates = ("completion", "scoring", "nonzero_signal", "freshness", "usable")
     return {
         **{stage: row.get(stage, 0) for stage in stages},
+        "scored_in_groups": row.get("scored_in_groups", 0),
         "rates": {rate: row.get(f"{rate}_rate") for rate in rates},
     }
 
@@ -76,13 +77,30 @@ def _compute(con, run_id: str, filters: dict) -> dict:
     flops = {t: analyses.plain(terms.at[t, "flops"]) for t in TERMS}
     seconds = {t: analyses.plain(terms.at[t, "device_seconds"]) for t in TERMS}
     work = analyses.token_work(con, run_id, **filters)
+    total = sum(v for v in flops.values() if v is not None)
     return {
-        "flops": {**flops, "total": sum(v for v in flops.values() if v is not None)},
+        "flops": {**flops, "total": total},
+        "flops_share": {t: (flops[t] / total if total and flops[t] is not None else None) for t in TERMS},
         "device_seconds": {**seconds, "total": sum(v for v in seconds.values() if v is not None)},
         "env_cpu_seconds": analyses.plain(terms.at["env", "device_seconds"]),
         "token_work": {k: v for k, v in work.items() if k != "wasted_compute_share"},
         "wasted_compute_share": work.get("wasted_compute_share"),
     }
+
+
+def compute_table(con, run_id: str, steps=None, environment=None):
+    """One row per compute term (rollout, train, teacher, judge, env): FLOPs, device-seconds (env: CPU
+    seconds) and each term's share of C_total's FLOPs and of its accelerator time (env: none, it is CPU)."""
+    terms = analyses.compute_terms(con, run_id, steps=steps, environment=environment)
+    terms = terms[["term", "flops", "device_seconds"]].reset_index(drop=True)
+    accelerators = terms["term"] != "env"
+    flops_total = terms.loc[accelerators, "flops"].sum()
+    seconds_total = terms.loc[accelerators, "device_seconds"].sum()
+    terms["flops_share"] = terms["flops"] / flops_total if flops_total else None
+    terms["device_seconds_share"] = (
+        (terms["device_seconds"] / seconds_total).where(accelerators) if seconds_total else None
+    )
+    return terms
 
 
 def _prefill_decode(con, run_id: str, filters: dict) -> dict:
@@ -140,6 +158,7 @@ def _throughput(con, run_id: str, filters: dict) -> dict:
     row = analyses.throughput(con, run_id, **filters)
     keys = (
         "rollout_tokens_per_s",
+        "rate_window_s",
         "length_p50",
         "length_p90",
         "length_p99",

@@ -91,19 +91,32 @@ def _lock_down(con: duckdb.DuckDBPyConnection, read_paths: list[str], memory_lim
         con.execute(statement, {name: values[name] for name in statement.named_parameters} or None)
 
 
-def reading_statement(sql: str) -> str:
-    """The text of the one statement in ``sql``, provided it only reads; otherwise a SandboxRefusal."""
+def one_statement(sql: str, syntax_title: str = "Syntax error") -> duckdb.Statement:
+    """The one statement in ``sql``; an empty text (blank or comments only) or several statements are a
+    QueryError with a one-line message, never a traceback or a silently dropped result."""
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as e:
-        raise QueryError("Syntax error", _first_line(e), sql=sql) from e
-    if len(statements) != 1:
-        raise SandboxRefusal(
-            "One statement",
-            f"the explorer runs one statement at a time; this text holds {len(statements)}",
+        raise QueryError(syntax_title, _first_line(e), sql=sql) from e
+    if not statements:
+        raise QueryError(
+            "Empty query",
+            "there is no SQL here, only blanks or comments; write a query, e.g. SELECT * FROM runs",
             sql=sql,
         )
-    statement = statements[0]
+    if len(statements) > 1:
+        raise QueryError(
+            "One statement at a time",
+            f"this text holds {len(statements)} statements; run them one at a time (for a script, "
+            "`rollscope views` gives the views to the plain duckdb CLI)",
+            sql=sql,
+        )
+    return statements[0]
+
+
+def reading_statement(sql: str) -> str:
+    """The text of the one statement in ``sql``, provided it only reads; otherwise a QueryError."""
+    statement = one_statement(sql)
     if statement.type not in READING_STATEMENTS:
         kind = statement.type.name.replace("_", " ")
         raise SandboxRefusal(

@@ -64,6 +64,11 @@ def rollout(con, run_id: str, rollout_id: str) -> dict | None:
     return {k: _plain(v) for k, v in frame.iloc[0].items()}
 
 
+def group(con, run_id: str, rollout_id: str) -> pd.DataFrame:
+    """The attempts of the rollout's group (itself included): reward, advantage, turns and tokens."""
+    return _query(con, "group", run_id=run_id, rollout_id=rollout_id)
+
+
 def spans(con, run_id: str, rollout_id: str) -> pd.DataFrame:
     """Every span of the rollout in start order, with ``kind``, ``start_s`` and ``end_s`` from its start."""
     return _query(con, "spans", run_id=run_id, rollout_id=rollout_id)

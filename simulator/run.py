@@ -179,6 +179,8 @@ def _drive(
         truth.add_step(step, records)
         pool.send(records, tick)
         written += sum(len(r) for r in records.values())
+        if spans_target is None:  # the first step alone misjudges a run whose steps grow or shrink
+            bar.estimate(round(written / (step.index + 1) * config.steps))
         tick()
         done = written >= spans_target if spans_target is not None else step.index + 1 >= config.steps
         if done:

@@ -592,5 +592,6 @@ def test_trends_give_one_point_per_consuming_step(tiny):
         {"step": 2, "usable": 0},
     ]
     assert analyses.trend(con, "tiny", "staleness_mean")["staleness_mean"].tolist() == [0.0, 2.0]
+    assert analyses.trend(con, "tiny", "usable", rolling=2)["rolling_mean"].tolist() == [2.0, 1.0]
     with pytest.raises(ValueError, match="metric must be one of"):
         analyses.trend(con, "tiny", "vibes")

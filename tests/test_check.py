@@ -70,7 +70,7 @@ def test_nonzero_signal_collapse_and_dropped_spans_fail(store):
     SegmentWriter(store, "collector_stats").publish("tiny", pa.table(stats, schema=COLLECTOR_STATS_SCHEMA))
     code, lines, _ = check(store, "tiny")
     assert code == 1
-    assert lines["nonzero-signal"].startswith("FAIL nonzero-signal: nonzero-signal rate 0.0%")
+    assert lines["nonzero-signal"].startswith("FAIL nonzero-signal: nonzero-signal rate 0.0 %")
     assert lines["dropped-spans"] == (
         "FAIL dropped-spans: 7 spans dropped and 0 failed by the exporters (at most 0 allowed)"
     )
@@ -110,3 +110,19 @@ def test_the_shipped_sample_run_fails_exactly_on_its_misconfigurations(tmp_path)
     )
     assert lines["staleness-violations"].startswith("FAIL")
     assert lines["nonzero-signal"].startswith("PASS") and lines["dropped-spans"].startswith("PASS")
+
+
+def test_each_check_value_reads_as_its_message_states_it():
+    """The Overview shows value and threshold beside the message: 47.5 % beside '47.5 %', not 0.475."""
+    from rollscope.app import formats
+    from rollscope.queries.checks import run_checks
+
+    store, _ = simulated("sample-preset")
+    results = run_checks(connect(store), "sample-preset")
+    for r in results:
+        if r.value is not None:
+            assert formats.check_value(r.value, r.unit) in r.message, (r.name, r.unit, r.message)
+    units = {r.name: r.unit for r in results}
+    assert units["staleness-violations"] == units["nonzero-signal"] == "share"
+    assert formats.check_value(0.475, "share") == "47.5 %"
+    assert formats.check_value(32.9757, "points") == "33.0 points"

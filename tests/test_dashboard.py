@@ -5,18 +5,21 @@ traceback."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from rollscope.app import charts, data
+from rollscope.app import charts, data, formats
 from rollscope.queries import analyses, trace
 from rollscope.queries.checks import run_checks
 from rollscope.queries.reader import Reader
 from rollscope.queries.report import report
 from rollscope.store import layout
+from tests.conftest import ROOT
 from tests.test_dashboard_fixtures import RunWriter
 
 pytest_plugins = ("tests.test_dashboard_fixtures",)  # sample_store, empty_store
@@ -45,7 +48,7 @@ def open_page(store: Path, page: str = "overview", run: str | None = RUN, **stat
         at.query_params["run"] = run
     at.run()
     if page != "overview":
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"screens/{page}.py").run()
     return at
 
 
@@ -106,7 +109,8 @@ def test_overview_shows_the_report_the_checks_and_the_trends(sample_store, con):
     expected = report(con, RUN)
     funnel = expected["funnel"]
     shown = metrics(at)
-    seconds = float(shown.pop("Accelerator time").removesuffix(" s").replace(",", ""))
+    value, unit = shown.pop("Accelerator time").split(" ")
+    seconds = float(value.replace(",", "")) * {"device-s": 1, "device-h": 3600}[unit]
     assert seconds == pytest.approx(expected["compute"]["device_seconds"]["total"], rel=5e-3)  # (see Compare)
     assert shown == {
         "Rollouts dispatched": charts.count(funnel["dispatched"]),
@@ -119,9 +123,15 @@ def test_overview_shows_the_report_the_checks_and_the_trends(sample_store, con):
     }
     assert metrics(at)["Rollouts dispatched"] == "80"
     assert f"= **{funnel['usable']}** usable" in at.markdown[0].value
-    checks = at.dataframe[0].value
-    assert checks["check"].tolist() == [r.name for r in run_checks(con, RUN)]
-    assert checks[""].tolist() == ["✓" if r.ok else "✗" for r in run_checks(con, RUN)]
+    results = run_checks(con, RUN)
+    failing, passing = [r for r in results if not r.ok], [r for r in results if r.ok]
+    # failing checks first, in red, with the full message and the value as the message states it
+    shown_checks = [m.value for m in at.markdown if ":material/c" in m.value]
+    assert shown_checks == [
+        f":red-background[:material/cancel: **{r.name}** fails]: :red[{r.message}]  \n"
+        f"value {formats.check_value(r.value, r.unit)}, threshold {formats.check_value(r.threshold, r.unit)}"
+        for r in failing
+    ] + [f":green[:material/check_circle: **{r.name}**]: {r.message}" for r in passing]
     usable = analyses.trend(con, RUN, "usable")
     assert traces(figure(at, "trend-usable"))["usable"]["y"] == usable["usable"].tolist()
 
@@ -134,11 +144,20 @@ def test_funnel_page_draws_the_funnel_and_answers_what_if(sample_store, con):
     by_step = analyses.funnel(con, RUN, by="step").dropna(subset=["step"])
     shown = traces(figure(at, "rates-by-step"))
     assert shown["nonzero signal rate"]["y"] == pytest.approx(by_step["nonzero_signal_rate"].tolist())
+    mean = by_step["nonzero_signal_rate"].astype(float).rolling(10, min_periods=1).mean()
+    assert shown["nonzero signal rate (mean of 10 steps)"]["y"] == pytest.approx(mean.tolist())
     losses = analyses.funnel_losses(con, RUN)
     assert figure(at, "losses")["data"][0]["x"] == losses["lost"].tolist()
 
-    at.slider(key="what-if-nonzero_signal").set_value(0.8).run()
     rates = {k: float(row[f"{k}_rate"]) for k in ("completion", "scoring", "nonzero_signal", "freshness")}
+    # the first view is a useful target: the weakest stage 20 points up, so the gain is not 0.0 %
+    weakest = min(rates, key=rates.get)
+    start = min(100, round(100 * rates[weakest]) + 20)
+    assert at.slider(key=f"what-if-{weakest}").value == start
+    first = analyses.what_if(int(row["dispatched"]), rates, {weakest: start / 100})
+    assert metrics(at)["Worth a decode-throughput increase of"] == charts.rate(first["throughput_gain"])
+    assert first["throughput_gain"] > 0
+    at.slider(key="what-if-nonzero_signal").set_value(80).run()  # sliders are in %
     expected = analyses.what_if(int(row["dispatched"]), rates, {"nonzero_signal": 0.8})
     assert metrics(at)["Usable with these rates"] == charts.number(expected["new_usable"], 0)
     assert metrics(at)["Worth a decode-throughput increase of"] == charts.rate(expected["throughput_gain"])
@@ -156,6 +175,13 @@ def test_compute_page_stacks_terms_per_step_in_either_unit(sample_store, con):
     assert shown["train"]["y"][0] == pytest.approx(step0.at["train", "flops"])
     work = analyses.token_work(con, RUN)
     assert metrics(at)["Times trained"] == charts.number(work["trained"])
+    # one colour per compute term on every page (the waterfall's spans take their term's), none error-red
+    assert {
+        t: shown[t]["marker"]["color"] for t in ("rollout", "train", "teacher", "judge") if t in shown
+    } == {t: charts.TERM_COLORS[t] for t in ("rollout", "train", "teacher", "judge") if t in shown}
+    kinds = {"turn": "rollout", "train_step": "train", "judge": "judge", "teacher": "teacher", "tool": "env"}
+    assert {k: charts.KIND_COLORS[k] for k in kinds} == {k: charts.TERM_COLORS[t] for k, t in kinds.items()}
+    assert not {"#ef4444", "#dc2626", "#ff0000"} & set(charts.TERM_COLORS.values())
 
 
 def test_prefill_decode_page_shows_ratios_and_the_disaggregation_verdict(sample_store, con):
@@ -166,6 +192,10 @@ def test_prefill_decode_page_shows_ratios_and_the_disaggregation_verdict(sample_
     shown = traces(figure(at, "pd-env"))
     assert shown["decode tokens"]["x"] == by_env["environment"].tolist()
     assert shown["decode tokens"]["y"] == by_env["decode_tokens"].tolist()
+    assert figure(at, "pd-env")["layout"]["yaxis"]["type"] == "log"  # small environments stay visible
+    by_turn = analyses.prefill_decode(con, RUN, by="turn_index")
+    ratio = figure(at, "pd-turn")["data"][0]
+    assert ratio["text"] == [f"n={charts.count(n)}" for n in by_turn["turns"]]  # what each point rests on
     reasons = analyses.disaggregation(con, RUN)["reasons"]
     assert any(md.value == "\n".join(f"- {r}" for r in reasons) for md in at.markdown)
 
@@ -173,7 +203,14 @@ def test_prefill_decode_page_shows_ratios_and_the_disaggregation_verdict(sample_
 def test_spec_decode_page_warns_about_drift_and_draws_acceptance(sample_store, con):
     at = open_page(sample_store, "spec_decode")
     assert_clean(at)
-    assert "Drafter d0 is drifting" in at.warning[0].value
+    # d0 drifted, but d4 replaced it at policy version 4: a note, not a call to refresh a retired drafter
+    assert not [w.value for w in at.warning if "d0" in w.value]
+    assert any("Drafter d0 drifted before it was replaced" in c.value for c in at.caption)
+    overall = analyses.spec_decode(con, RUN).iloc[0]
+    shown_metrics = metrics(at)
+    assert shown_metrics["Draft budget k (spec_k)"] == charts.count(overall["k"])
+    assert shown_metrics["Effective speed-up"] == f"{charts.number(overall['effective_speedup'])} ×"
+    assert overall["effective_speedup"] == pytest.approx(overall["mean_accepted_length"] + 1)
     by_version = analyses.spec_decode(con, RUN, by="policy_version")
     shown = figure(at, "spec-version")
     assert shown["data"][0]["x"] == by_version["policy_version"].tolist()
@@ -182,10 +219,22 @@ def test_spec_decode_page_warns_about_drift_and_draws_acceptance(sample_store, c
     assert (refresh["x0"], shown["layout"]["annotations"][0]["text"]) == (4, "drafter d4")
 
 
+@pytest.mark.skipif(not layout.run_ids(data.SAMPLE_STORE), reason="sample_data/ holds no run yet")
+def test_the_logprob_lint_is_an_error_at_the_top_not_a_drift_warning():
+    at = open_page(data.SAMPLE_STORE, "spec_decode", run=None)  # the sample records drafter log-probs
+    assert_clean(at)
+    first = next(m.value for m in at.markdown if "lint" in m.value.lower())
+    assert first.startswith(":red-background[:material/error: **Log-prob lint fails**]")
+    assert all("lint" not in w.value.lower() for w in at.warning)  # the yellow is for drift only
+
+
 def test_staleness_page_draws_the_distribution_against_the_bound(sample_store, con):
     at = open_page(sample_store, "staleness")
     summary = analyses.staleness_summary(con, RUN)
-    assert metrics(at)["Bound violations (samples)"] == charts.count(summary["violations"])
+    shown_metrics = metrics(at)
+    assert shown_metrics["Beyond the bound"] == charts.count(summary["beyond_bound"])
+    assert shown_metrics["Used beyond the bound"] == charts.count(summary["used_beyond_bound"])
+    assert shown_metrics["Within the bound"] == charts.rate(summary["within_bound_share"])
     dist = analyses.staleness(con, RUN)
     shown = figure(at, "staleness")
     assert shown["data"][0]["y"] == dist["samples"].tolist()
@@ -209,6 +258,25 @@ def test_rollouts_page_finds_rollouts_and_opens_one_as_a_waterfall(sample_store,
     assert bars == len(spans)
     consumer = trace.rollout(con, RUN, "s1-g0-0")
     assert f"Consumed by train step **{consumer['train_step']}**" in at.success[0].value
+    # turns, tokens and durations with their units in the list
+    listed = at.dataframe[0].value.set_index("rollout_id").loc["s1-g0-0"]
+    row = found.set_index("rollout_id").loc["s1-g0-0"]
+    assert (listed["turns"], listed["decoded_tokens"]) == (
+        charts.count(row["turns"]),
+        charts.count(row["decoded_tokens"]),
+    )
+    assert listed["duration"] == charts.seconds(row["duration_s"]) and listed["duration"].endswith("s")
+    # the group view: its sibling attempts' rewards and advantages (reward − the group's mean)
+    group = at.dataframe[1].value
+    siblings = con.execute(
+        "SELECT rollout_id, reward FROM rollouts WHERE run_id = $run AND group_id = (SELECT group_id FROM "
+        "rollouts WHERE run_id = $run AND rollout_id = 's1-g0-0') ORDER BY start_ns, rollout_id",
+        {"run": RUN},
+    ).df()
+    assert group["rollout_id"].tolist() == siblings["rollout_id"].tolist()
+    mean = siblings["reward"].mean()
+    assert group["advantage"].tolist() == [charts.number(r - mean) for r in siblings["reward"]]
+    assert group.set_index("rollout_id").loc["s1-g0-0", ""] == "▶"
 
 
 def test_compare_page_puts_two_reports_side_by_side(sample_store, con):
@@ -217,12 +285,18 @@ def test_compare_page_puts_two_reports_side_by_side(sample_store, con):
     expected = data.report_table({RUN: report(con, RUN), "exp-8": report(con, "exp-8")})
     shown = at.dataframe[0].value
     assert shown["figure"].tolist() == expected["figure"].tolist()
-    for run in (RUN, "exp-8", "change"):  # numbers to 0.5 %: compute_terms' busy time wobbles (see report)
-        assert [same_cell(a, b) for a, b in zip(shown[run], expected[run], strict=True)] == [True] * len(
-            shown
-        )
-    dispatched = shown.set_index("figure").loc["funnel.dispatched"]
+    for column in (RUN, "exp-8", "change"):  # numbers to 0.5 %: compute_terms' busy time wobbles (see report)
+        assert [same_cell(a, b) for a, b in zip(shown[column], expected[column], strict=True)] == [
+            True
+        ] * len(shown)
+    rows = shown.set_index("figure")
+    dispatched = rows.loc["Funnel · dispatched"]
     assert (dispatched[RUN], dispatched["exp-8"], dispatched["change"]) == ("80", "48", "-32")
+    assert dispatched["relative change"] == "-40.0 %"
+    usable = report(con, RUN)["funnel"]["usable"], report(con, "exp-8")["funnel"]["usable"]
+    assert rows.loc["Funnel · usable", "better"] == (RUN if usable[0] > usable[1] else "exp-8")
+    assert "funnel.rates.completion" not in rows.index and "Funnel · completion rate" in rows.index
+    assert rows.loc["Funnel · completion rate", RUN].endswith(" %")
 
 
 def test_sql_page_runs_the_example_and_refuses_writes(sample_store, con):
@@ -234,6 +308,16 @@ def test_sql_page_runs_the_example_and_refuses_writes(sample_store, con):
     at.text_area(key="sql-text").input("COPY rollouts TO 'out.csv'")
     at.button[0].click().run()
     assert "Read-only" in at.error[0].value
+    at.text_area(key="sql-text").input("  -- nothing yet")
+    at.button[0].click().run()
+    assert at.error[0].value.startswith("**Empty query**: there is no SQL here, only blanks or comments")
+    # the table macros and each view's columns are listed beside the editor
+    listed = " ".join(m.value for m in at.markdown)
+    assert (
+        f"`rollout_stages('{RUN}')`" in listed and f"`consumed_samples('{RUN}', NULL, NULL, NULL)`" in listed
+    )
+    assert any(e.label.startswith("`turns`") for e in at.expander)
+    assert "`new_input_tokens`" in " ".join(c.value for c in at.caption)
 
 
 def test_sidebar_filters_apply_to_every_figure(sample_store, con):
@@ -330,6 +414,37 @@ def test_the_command_serves_locally_headless_without_usage_stats(tmp_path):
     }
     assert command[-3:] == ["--", "--store", str(tmp_path)]
     assert "--" not in streamlit_command(None, 8600)  # no --store: the app opens sample_data/
+
+
+def test_the_command_defaults_to_rollscope_store(tmp_path, monkeypatch):
+    import argparse
+
+    from rollscope.app.commands.dashboard import chosen_store
+
+    monkeypatch.setenv("ROLLSCOPE_STORE", str(tmp_path / "env-store"))
+    assert chosen_store(argparse.Namespace(store=None)) == tmp_path / "env-store"
+    assert chosen_store(argparse.Namespace(store=str(tmp_path / "given"))) == tmp_path / "given"
+    monkeypatch.setenv("ROLLSCOPE_STORE", "")
+    assert chosen_store(argparse.Namespace(store=None)) is None  # the shipped sample_data/
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_demo_takes_a_store_and_a_port(tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # make test
+    dry_run = ["make", "-n", "--no-print-directory", "-o", ".venv/.installed", "demo"]
+    run = subprocess.run(
+        [*dry_run, f"STORE={tmp_path}/my runs", "PORT=8601"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().endswith(f"rollscope dashboard --store '{tmp_path}/my runs' --port 8601")
+    plain = subprocess.run(dry_run, cwd=ROOT, capture_output=True, text=True, env=env)
+    assert plain.stdout.strip().endswith("rollscope dashboard"), plain.stdout
 
 
 def test_the_command_refuses_a_file_for_a_store(tmp_path):

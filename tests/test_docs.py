@@ -32,8 +32,8 @@ def test_readme_lists_every_view_with_its_real_columns():
 
 def test_readme_names_every_dashboard_page_and_only_real_ones():
     entry = (ROOT / "app" / "dashboard.py").read_text()
-    pages = dict(re.findall(r'st\.Page\("pages/(\w+)\.py", title="([^"]+)"', entry))
-    assert set(pages) == {p.stem for p in (ROOT / "app" / "pages").glob("*.py")}
+    pages = dict(re.findall(r'st\.Page\("screens/(\w+)\.py", title="([^"]+)"', entry))
+    assert set(pages) == {p.stem for p in (ROOT / "app" / "screens").glob("*.py")}
     section = README[README.index("Pages: ") : README.index("The sidebar")]
     assert set(re.findall(r"\*\*([^*]+)\*\*", section)) == set(pages.values())
 
@@ -97,3 +97,15 @@ def test_docs_list_every_analysis_and_only_real_ones():
         and list(inspect.signature(f).parameters)[:2] == ["con", "run_id"]
     }
     assert named == (analyses_ - {"require_run"}) | {"what_if"}  # require_run: a guard, what_if: no run
+
+
+def test_readme_shows_the_overview_and_says_what_a_bare_machine_needs():
+    images = re.findall(r"!\[[^\]]+\]\(([^)]+\.png)\)", README)
+    assert images == ["docs/overview.png"]
+    assert (ROOT / images[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for needed in ("python3-venv", "`make`", "chromium"):
+        assert needed in README
+    after = README[README.index("## Attach to a job") : README.index("## Commands")]
+    assert (
+        "rollscope dashboard --store runs" in after and "rollscope report --store runs --run exp-7" in after
+    )

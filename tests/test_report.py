@@ -93,6 +93,11 @@ def test_text_report_reads_like_the_funnel(sample):
         "Trainer and throughput",
     ):
         assert f"\n{section}\n" in out
+    # one number format: FLOPs with SI prefixes, shares as %, a C_total line, durations with units
+    assert re.search(r"^  C_total\s+\d+\.\d\d [kMGTPE]?FLOP  [\d,.]+ device-[sh]$", out, flags=re.M), out
+    assert re.search(r"^  C_env\s+[\d,.]+ CPU-[sh]", out, flags=re.M)
+    assert "e+" not in out and not re.search(r"\d\.\d+%", out)  # no 1.33e+18, no 12.3% beside 12.3 %
+    assert re.search(r"^  rollout duration p50 / p90 / p99\s+[\d.]+ (ms|s|min|h) / ", out, flags=re.M)
 
 
 def test_unknown_run_is_one_clear_line(sample):
@@ -130,7 +135,65 @@ def test_the_overview_headline_is_the_report_less_what_it_does_not_show(sample):
     assert "prefill_decode.ratio" in headline and "trainer.idle_fraction" in headline
     assert not any(k.startswith(("throughput", "staleness", "funnel.losses")) for k in headline)
     # what it leaves out is not computed: the step range, environments, losses, disaggregation, staleness
-    # and throughput queries of the report did not run
+    # (its distribution and the run's bound) and throughput queries of the report did not run
     report_runs = []
     report(analyses.Shared(lambda: report_runs.append(1) or con), "samples", steps=(3, 9))
-    assert len(report_runs) - len(runs) == 6
+    assert len(report_runs) - len(runs) == 7
+
+
+def _readme_attach_example() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Attach to a job") :]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def attach_example(tmp_path_factory):
+    """README's attach example, run as a user would: a script in its own folder, then the commands."""
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("attach-example")
+    (folder / "job.py").write_text(_readme_attach_example())
+    subprocess.run([sys.executable, "job.py"], cwd=folder, check=True, timeout=120)
+    return folder / "runs"
+
+
+def test_the_report_on_the_attach_example_knows_its_bound_and_what_it_cannot_know(attach_example):
+    code, out, err = rollscope("report", "--store", attach_example, "--run", "exp-7", "--json")
+    assert (code, err) == (0, "")
+    figures = json.loads(out)
+    assert figures["staleness"]["bound"] == 2  # staleness_bound=2 was passed to attach()
+    # its turns last microseconds: no rate can be known from them, rather than millions of tokens a second
+    assert figures["throughput"]["rollout_tokens_per_s"] is None
+    assert 0 < figures["throughput"]["rate_window_s"] < 1
+    assert figures["funnel"]["scored_in_groups"] == 0
+    assert [x["reason"] for x in figures["funnel"]["losses"]] == ["only scored attempt in its group"]
+    _, text, _ = rollscope("report", "--store", attach_example, "--run", "exp-7")
+    assert re.search(r"^  staleness bound\s+2 policy versions$", text, flags=re.M), text
+    assert re.search(
+        r"^  decoded tokens / s\s+— \(the turns span \d+ µs; a rate needs at least 1 s\)$", text, re.M
+    )
+    assert "group too small" not in text and "None" not in text
+    code, out, _ = rollscope("check", "--store", attach_example, "--run", "exp-7")
+    assert code == 0 and "PASS nonzero-signal: no group has two scored attempts yet" in out
+
+
+def test_staleness_figures_have_one_name_each_in_report_and_check():
+    store = ROOT / "sample_data"
+    _, out, _ = rollscope("report", "--store", store, "--run", "sample", "--json")
+    st = json.loads(out)["staleness"]
+    assert st["beyond_bound"] > st["used_beyond_bound"] == 0  # the sample trainer drops stale samples
+    assert (st["freshness_rate"], st["violations"]) == (st["within_bound_share"], st["beyond_bound"])
+    _, text, _ = rollscope("report", "--store", store, "--run", "sample")
+    not_used = st["beyond_bound"] - st["used_beyond_bound"]
+    assert f"beyond the bound                   {st['beyond_bound']:,} samples ({not_used:,} not used" in text
+    assert re.search(
+        rf"^  used beyond the bound\s+{st['used_beyond_bound']} samples \(violations", text, re.M
+    )
+    assert f"within the bound                   {100 * st['within_bound_share']:.1f} %" in text
+    assert "violations (used beyond bound)" not in text
+    _, lines, _ = rollscope("check", "--store", store, "--run", "sample")
+    line = next(x for x in lines.splitlines() if "staleness-violations" in x)
+    assert "of consumed samples beyond the bound" in line
+    assert f"; {st['used_beyond_bound']} samples used beyond the bound (none allowed)" in line

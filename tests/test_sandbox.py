@@ -102,7 +102,13 @@ def test_the_connection_itself_is_locked_down(sandbox):
 
 def test_one_statement_at_a_time(sandbox):
     error = refusal(sandbox, "SELECT 1; COPY (SELECT 1) TO '/tmp/x.csv'")
-    assert error.title == "One statement"
+    assert error.title == "One statement at a time"
+
+
+@pytest.mark.parametrize("sql", ["", "  ", "-- only a comment"])
+def test_an_empty_query_says_so_plainly(sandbox, sql):
+    error = refusal(sandbox, sql)
+    assert error.title == "Empty query" and "only blanks or comments" in str(error)
 
 
 def test_rows_stop_at_the_row_limit(sandbox):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rollscope.collectors.settings import Settings
+from rollscope.collectors.settings import ENV, Settings
 
 
 @pytest.mark.parametrize(
@@ -48,3 +48,116 @@ def test_attach_reads_the_run_id_from_otel_resource_attributes(monkeypatch, tmp_
         assert rl.run_id == "from-env"
     finally:
         rl.shutdown()
+
+
+# --- every variable rollscope reads, set to anything: the job keeps running and a bad value is logged ---------
+
+ANY_VALUE = ["-3", "0", "1.5", "abc", "nan", "inf", "1e400", "99999999999999999999", "", "   ", "x" * 300]
+
+# Values each variable accepts; every other non-blank value is logged and ignored.
+ACCEPTED = {
+    "ROLLSCOPE_STORE": {"-3", "0", "1.5", "abc", "nan", "inf", "1e400", "99999999999999999999"},
+    "ROLLSCOPE_RUN_ID": {"0", "1.5", "abc", "nan", "inf", "1e400", "99999999999999999999"},
+    "ROLLSCOPE_ROLE": set(),
+    "ROLLSCOPE_DEVICES": {"0", "1.5"},
+    "ROLLSCOPE_SEGMENT_ROWS": set(),
+    "ROLLSCOPE_SEGMENT_SECONDS": {"1.5"},
+    "ROLLSCOPE_STATS_SECONDS": {"1.5"},
+    "ROLLSCOPE_COMPACT": {"0"},
+    "ROLLSCOPE_COMPACT_SECONDS": {"1.5"},
+    "OTEL_SERVICE_NAME": set(ANY_VALUE),
+    "OTEL_BSP_MAX_QUEUE_SIZE": set(),
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": set(),
+    "OTEL_BSP_SCHEDULE_DELAY": {"1.5"},
+}
+RESOURCE_VALUES = [
+    "abc",
+    "=,=",
+    "rl.run.id=../../etc",
+    "rl.run.id=",
+    "rl.staleness.bound=abc,rl.model.parameters=-3",
+    "rl.compute.devices=-3,rl.compute.role=chef",
+    "rl.staleness.bound=1e400",
+]
+
+
+def _job(
+    tmp_path, monkeypatch, name: str, value: str, resource="rl.run.id=fallback"
+) -> tuple[int, list[str]]:
+    """Run a small job in ``tmp_path`` with ``name=value``; the spans it stored and rollscope's warnings."""
+    import logging
+
+    import pyarrow.parquet as pq
+
+    from rollscope.collectors import attach
+
+    monkeypatch.chdir(tmp_path)
+    for other in ENV:
+        monkeypatch.delenv(other, raising=False)
+    if resource:
+        monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", resource)
+    monkeypatch.setenv(name, value)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("rollscope")
+    logger.addHandler(handler)
+    try:
+        rl = attach(run_id=None if "RUN_ID" in name else "job", set_global=False, staleness_bound=2)
+        try:
+            for i in range(3):
+                with rl.rollout(task_id=f"t-{i}", environment="swe"), rl.turn(0, output_tokens=5):
+                    pass
+            assert rl.force_flush()
+        finally:
+            rl.shutdown()
+    finally:
+        logger.removeHandler(handler)
+    stored = sum(pq.read_metadata(p).num_rows for p in tmp_path.rglob("spans/run_id=*/*.parquet"))
+    warnings = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+    return stored, warnings
+
+
+@pytest.mark.parametrize("value", ANY_VALUE, ids=lambda v: repr(v[:12]))
+@pytest.mark.parametrize("name", list(ACCEPTED))
+def test_any_value_of_a_variable_leaves_the_job_running(tmp_path, monkeypatch, name, value):
+    stored, warnings = _job(tmp_path, monkeypatch, name, value)
+    assert stored == 6  # three rollouts of one turn each
+    bad = value.strip() != "" and value not in ACCEPTED[name]
+    assert any(name in w for w in warnings) == bad, warnings
+
+
+@pytest.mark.parametrize("value", RESOURCE_VALUES)
+def test_any_resource_attributes_leave_the_job_running(tmp_path, monkeypatch, value):
+    stored, _ = _job(tmp_path, monkeypatch, "OTEL_RESOURCE_ATTRIBUTES", value)
+    assert stored == 6
+
+
+def test_a_malformed_run_id_from_the_environment_is_made_safe(tmp_path, monkeypatch):
+    import re
+
+    stored, warnings = _job(tmp_path, monkeypatch, "ROLLSCOPE_RUN_ID", "exp 7/../a", resource=None)
+    assert stored == 6
+    assert [p.name for p in (tmp_path / "runs" / "spans").iterdir()] == ["run_id=exp-7-..-a"]
+    assert any(re.search("ROLLSCOPE_RUN_ID.*exp-7-..-a", w) for w in warnings), warnings
+
+
+def test_a_store_path_that_is_a_file_falls_back(tmp_path, monkeypatch):
+    (tmp_path / "not-a-dir").write_text("")
+    stored, warnings = _job(tmp_path, monkeypatch, "ROLLSCOPE_STORE", str(tmp_path / "not-a-dir"))
+    assert stored == 6 and (tmp_path / "runs" / "spans").is_dir()
+    assert any("ROLLSCOPE_STORE" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"devices": float("nan")},
+        {"segment_seconds": float("inf")},
+        {"segment_rows": 0},
+        {"max_queue_size": "x"},
+    ],
+)
+def test_a_bad_argument_raises_a_clear_error(arguments):
+    with pytest.raises(ValueError, match=next(iter(arguments))):
+        Settings.resolve(**arguments)

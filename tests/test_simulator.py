@@ -375,6 +375,9 @@ SAMPLE = ROOT / "sample_data"
 def test_the_shipped_sample_run_is_the_one_its_ground_truth_describes():
     truth = groundtruth.load(SAMPLE, "sample")
     assert groundtruth.content_digest(SAMPLE, "sample") == truth["content_digest"]
+    second = groundtruth.load(SAMPLE, "no-excursion")  # the same run with one lever fixed, for Compare
+    assert groundtruth.content_digest(SAMPLE, "no-excursion") == second["content_digest"]
+    assert not second["events"]["staleness_excursion_steps"]
     events = truth["events"]
     assert len(truth["by_step"]) >= 100 and len(truth["by_environment"]) >= 3
     assert len(events["drafter_refreshes"]) >= 2 and events["logprob_drafter_policy_versions"]
@@ -384,12 +387,15 @@ def test_the_shipped_sample_run_is_the_one_its_ground_truth_describes():
 
 
 @pytest.mark.slow
-def test_the_sample_run_regenerates_from_its_documented_command(tmp_path):
+@pytest.mark.parametrize(("run", "preset"), [("sample", "sample"), ("no-excursion", "sample-no-excursion")])
+def test_the_sample_run_regenerates_from_its_documented_command(tmp_path, run, preset):
+    command = f"rollscope simulate --store sample_data --run-id {run} --preset {preset} --compact"
+    assert command in " ".join((ROOT / "README.md").read_text().split())  # the command README states
     code, _, err = rollscope(
-        "simulate", "--store", tmp_path, "--run-id", "sample", "--preset", "sample", "--compact", "--quiet"
+        "simulate", "--store", tmp_path, "--run-id", run, "--preset", preset, "--compact", "--quiet"
     )
     assert code == 0, err
-    fresh, shipped = groundtruth.load(tmp_path, "sample"), groundtruth.load(SAMPLE, "sample")
+    fresh, shipped = groundtruth.load(tmp_path, run), groundtruth.load(SAMPLE, run)
     assert fresh["content_digest"] == shipped["content_digest"]
     assert fresh == shipped
 
@@ -436,7 +442,7 @@ def test_a_paced_run_can_be_watched_growing(tmp_path):
         "--steps",
         "4",
         "--pace",
-        "0.8",
+        "1.5",  # slow enough that a reader on a loaded machine still sees the run part-way
         "--quiet",
         stdout=subprocess.DEVNULL,
         env=env,
@@ -449,3 +455,19 @@ def test_a_paced_run_can_be_watched_growing(tmp_path):
     final = groundtruth.load(tmp_path, "live")["run"]["funnel"]["dispatched"]
     assert seen == sorted(seen)
     assert any(0 < n < final for n in seen)
+
+
+def test_the_progress_bar_ends_at_its_total_and_never_passes_it(tmp_path):
+    import re
+
+    code, _, err = rollscope(
+        "simulate", "--store", tmp_path, "--run-id", "bar", "--config", _knobs(tmp_path), "--workers", "1"
+    )
+    assert code == 0, err
+    drawn = [
+        (int(share), int(done.replace(",", "")), int(total.replace(",", "")))
+        for share, done, total in re.findall(r"(\d+)%\s+([\d,]+)/([\d,]+) spans", err)
+    ]
+    assert drawn and all(done <= total and share <= 100 for share, done, total in drawn), drawn
+    spans = groundtruth.load(tmp_path, "bar")["spans"]["total"]
+    assert drawn[-1] == (100, spans, spans)

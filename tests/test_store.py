@@ -151,6 +151,38 @@ def test_bad_sql_is_one_clear_line(attached, store):
     assert err.startswith("rollscope: Query failed: Parser Error") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("query", "title"),
+    [
+        ("", "Empty query"),
+        ("   \n\t ", "Empty query"),
+        ("-- just a comment", "Empty query"),
+        ("/* a block comment */ ;", "Empty query"),
+        ("SELECT 1 AS a; SELECT 2 AS b", "One statement at a time"),
+        ("SELECT count(*) FROM rollouts;; SELECT 2;", "One statement at a time"),
+    ],
+)
+def test_empty_sql_or_several_statements_is_one_clear_line(attached, store, query, title):
+    rl = attached()
+    with rl.rollout("r1"):
+        pass
+    rl.force_flush()
+    code, out, err = rollscope("sql", "--store", store, query)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"rollscope: {title}: ") and err.count("\n") == 1, err
+
+
+def test_one_statement_with_a_trailing_semicolon_runs(attached, store):
+    rl = attached()
+    with rl.rollout("r1"):
+        pass
+    rl.force_flush()
+    code, out, err = rollscope(
+        "sql", "--store", store, "--format", "csv", "SELECT count(*) AS n FROM rollouts; "
+    )
+    assert (code, out, err) == (0, "n\n1\n", "")
+
+
 def test_runs_are_partitioned_and_listed(attached, store):
     for run in ("exp-1", "exp-2"):
         rl = attached(run_id=run)

@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--token",
-        default=os.environ.get("ROLLSCOPE_TOKEN") or None,
+        default=os.environ.get("ROLLSCOPE_TOKEN", "").strip() or None,
         help="require 'Authorization: Bearer TOKEN' on every request (default: $ROLLSCOPE_TOKEN, which "
         "keeps the token out of `ps`)",
     )

@@ -22,7 +22,7 @@ def register(sub) -> None:
         "--store",
         default=None,
         metavar="DIR",
-        help="store directory (default: the shipped sample_data/ with its sample run)",
+        help="store directory (default: $ROLLSCOPE_STORE, else the shipped sample_data/ with its sample run)",
     )
     p.add_argument(
         "--port", type=_port, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})"
@@ -66,15 +66,24 @@ def streamlit_command(store: Path | None, port: int) -> list[str]:
     return command + (["--", "--store", str(store)] if store is not None else [])
 
 
+def chosen_store(args) -> Path | None:
+    """--store, else $ROLLSCOPE_STORE, else None: the app opens the shipped sample_data/."""
+    from rollscope.collectors.settings import env_store
+
+    given = args.store or env_store()
+    return Path(given).resolve() if given else None
+
+
 def run(args) -> int:
     from rollscope.errors import StoreError
 
-    store = Path(args.store).resolve() if args.store else None  # None: the app opens sample_data/
+    store = chosen_store(args)
     if store is not None and store.exists() and not store.is_dir():
         raise StoreError("Not a store", f"{store} is a file, not a rollscope store directory")
     where = store or "the shipped sample_data/"
     print(
-        f"rollscope dashboard: http://127.0.0.1:{args.port}  (store {where}; Ctrl-C stops)", file=sys.stderr
+        f"rollscope dashboard: http://127.0.0.1:{args.port}  (store {where}; pid {os.getpid()}; Ctrl-C stops it)",
+        file=sys.stderr,
     )
     command = streamlit_command(store, args.port)
     os.execv(command[0], command)  # the server replaces this process: one pid, signals go straight to it

@@ -1,12 +1,21 @@
 -- Where the funnel loses rollouts: per stage, how many and why (infra_error, aborted, invalid, judge
--- timeout, judge error, no reward, group too small, all-equal group, stale, not consumed yet).
-SELECT lost_at AS stage, lost_reason AS reason, count(*) AS lost
+-- timeout, judge error, no reward, no group_id, only scored attempt in its group, all-equal group, stale, not
+-- consumed yet). rollout_stages' 'group too small' is told apart here: a rollout that records no group_id,
+-- or one whose group has no other scored attempt to compare its reward with.
+SELECT
+    lost_at AS stage,
+    CASE
+        WHEN lost_reason = 'group too small' AND group_id IS NULL THEN 'no group_id'
+        WHEN lost_reason = 'group too small' THEN 'only scored attempt in its group'
+        ELSE lost_reason
+    END AS reason,
+    count(*) AS lost
 FROM rollout_stages($run_id)
 WHERE lost_at IS NOT NULL
   AND ($step_lo IS NULL OR step >= $step_lo)
   AND ($step_hi IS NULL OR step <= $step_hi)
   AND ($environment IS NULL OR environment = $environment)
-GROUP BY lost_at, lost_reason
+GROUP BY 1, 2
 ORDER BY
-    CASE lost_at WHEN 'completed' THEN 1 WHEN 'scored' THEN 2 WHEN 'nonzero_signal' THEN 3 ELSE 4 END,
+    CASE stage WHEN 'completed' THEN 1 WHEN 'scored' THEN 2 WHEN 'nonzero_signal' THEN 3 ELSE 4 END,
     lost DESC, reason

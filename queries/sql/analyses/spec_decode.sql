@@ -3,6 +3,9 @@
 -- per policy version, drafter version, versions since the drafter's refresh, environment, rollout-length
 -- bucket (the rollout's decoded tokens, rounded down to a power of two) or consuming step ($by), over the
 -- turns that drafted. Summed from the turn sums (macros/06); k is the budget most of those turns used.
+-- effective_speedup = (accepted + verify steps) / verify steps: the tokens each target-model verify step
+-- yields (its accepted draft tokens and the one it decodes itself) against one token per step without a
+-- drafter; the drafter's own cost is not counted.
 WITH kept AS (
     SELECT
         CASE WHEN $by = 'policy_version' THEN policy_version END AS policy_version,
@@ -46,6 +49,7 @@ rated AS (
 SELECT
     * EXCLUDE (k),
     accepted / nullif(verify_steps, 0) AS mean_accepted_length,
+    (accepted + verify_steps) / nullif(verify_steps, 0) AS effective_speedup,
     CASE
         WHEN acceptance_rate >= 1 THEN k + 1
         ELSE (1 - pow(acceptance_rate, k + 1)) / (1 - acceptance_rate)

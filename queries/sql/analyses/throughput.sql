@@ -1,6 +1,7 @@
 -- Throughput and waiting (the trainer's idle fraction is trainer.sql): decoded tokens per second of rollout
 -- wall time, the rollout-length tail (decoded tokens and seconds per rollout), the share of rollout
--- time spent in tool / sandbox calls, and the spans exporters dropped or failed to write.
+-- time spent in tool / sandbox calls, and the spans exporters dropped or failed to write. A rate needs time
+-- to be a rate: over turns that span less than one second (rate_window_s) it is NULL, not a division by ~0.
 -- Per-rollout turn and tool sums come from _rollout_work (macros/05); each tail is one quantile_cont over a
 -- list of fractions (one sort, not three).
 WITH consumed AS (
@@ -31,8 +32,8 @@ stats AS (
 ),
 lengths AS (  -- over kept rollouts with turns
     SELECT
-        sum(generated) FILTER (turns > 0)
-            / nullif((max(last_turn_ns) - min(first_turn_ns)) / 1e9, 0) AS tokens_per_s,
+        (max(last_turn_ns) - min(first_turn_ns)) / 1e9 AS window_s,
+        CASE WHEN window_s >= 1.0 THEN sum(generated) FILTER (turns > 0) / window_s END AS tokens_per_s,
         quantile_cont(generated, [0.5, 0.9, 0.99]) FILTER (turns > 0) AS tokens,
         sum(tool_ns) / 1e9 AS tool_s
     FROM kept_work
@@ -43,6 +44,7 @@ durations AS (
 )
 SELECT
     l.tokens_per_s AS rollout_tokens_per_s,
+    l.window_s AS rate_window_s,
     l.tokens[1] AS length_p50,
     l.tokens[2] AS length_p90,
     l.tokens[3] AS length_p99,

@@ -1,7 +1,7 @@
 -- Rollouts of one run matching the Rollouts page's filters, newest first, with the train step that consumed
 -- each (its rl.sample span; NULL = not consumed yet). NULL filters match everything; a step filter keeps
 -- only consumed rollouts, as the analyses do. Without a step filter only the newest $limit rollouts are
--- looked up in samples.
+-- looked up in samples. turns, decoded_tokens and new_prefill_tokens sum the rollout's turns.
 WITH matched AS MATERIALIZED (
     SELECT * FROM rollouts AS r
     WHERE r.run_id = $run_id
@@ -21,12 +21,21 @@ consumed AS (
     FROM samples
     WHERE run_id = $run_id AND rollout_id IN (SELECT rollout_id FROM matched)
     GROUP BY rollout_id
+),
+work AS (
+    SELECT rollout_id, count(*) AS turns, sum(output_tokens) AS decoded_tokens,
+        sum(new_input_tokens) AS new_prefill_tokens
+    FROM turns
+    WHERE run_id = $run_id AND rollout_id IN (SELECT rollout_id FROM matched)
+    GROUP BY rollout_id
 )
 SELECT
     m.rollout_id, m.environment, m.task_id, m.group_id, m.rollout_status, m.reward, m.policy_version,
-    c.train_step, c.sample_decision, c.sample_staleness, m.start_time, m.duration_s
+    c.train_step, c.sample_decision, c.sample_staleness, m.start_time, m.duration_s,
+    coalesce(w.turns, 0) AS turns, w.decoded_tokens, w.new_prefill_tokens
 FROM matched AS m
 LEFT JOIN consumed AS c USING (rollout_id)
+LEFT JOIN work AS w USING (rollout_id)
 WHERE ($step_lo IS NULL OR c.train_step >= $step_lo)
   AND ($step_hi IS NULL OR c.train_step <= $step_hi)
 ORDER BY m.start_ns DESC, m.rollout_id

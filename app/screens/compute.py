@@ -1,5 +1,6 @@
 """Compute: where the accelerators' time and FLOPs go, step by step, and the work around a training token."""
 
+import pandas as pd
 import streamlit as st
 
 from rollscope.app import charts, data
@@ -9,13 +10,18 @@ TERMS = ["rollout", "train", "teacher", "judge"]
 
 
 def totals(filters: data.Filters, work: dict) -> None:
-    terms = data.analysis("compute_terms", filters).set_index("term")
+    table = data.scoped("report", "compute_table", filters).set_index("term")
+    accelerators = table.loc[TERMS]
     row = st.columns(4)
-    row[0].metric("Accelerator time", charts.seconds(terms.loc[TERMS, "device_seconds"].sum()))
-    row[1].metric("FLOPs", charts.flops(terms.loc[TERMS, "flops"].sum()))
+    row[0].metric(
+        "C_total accelerator time",
+        charts.device_seconds(accelerators["device_seconds"].sum()),
+        help="Device-seconds of rollout, train, teacher and judge processes (devices × busy time).",
+    )
+    row[1].metric("C_total FLOPs", charts.flops(accelerators["flops"].sum()))
     row[2].metric(
-        "Environment CPU time",
-        charts.seconds(terms.at["env", "device_seconds"]),
+        "C_env CPU time",
+        charts.device_seconds(table.at["env", "device_seconds"], "CPU"),
         help="Σ tool and sandbox durations; CPU, not summed with accelerators.",
     )
     row[3].metric(
@@ -23,12 +29,30 @@ def totals(filters: data.Filters, work: dict) -> None:
         charts.rate(work.get("wasted_compute_share")),
         help="Share of rollout + judge + teacher FLOPs spent on rollouts that never became usable.",
     )
+    like = accelerators["device_seconds"].sum()
+    shown = pd.DataFrame(
+        {
+            "term": [f"C_{t}" for t in table.index],
+            "FLOPs": [charts.flops(v) for v in table["flops"]],
+            "share of C_total FLOPs": [charts.rate(v) for v in table["flops_share"]],
+            "device time": [
+                charts.device_seconds(v, "CPU" if t == "env" else "device", like=like)
+                for t, v in table["device_seconds"].items()
+            ],
+            "share of accelerator time": [charts.rate(v) for v in table["device_seconds_share"]],
+        }
+    )
+    st.dataframe(shown, hide_index=True, width="stretch", key="compute-terms")
+    st.caption(
+        "C_env is CPU time in sandboxes and tools: beside the accelerator terms, never summed with them."
+    )
 
 
 def per_step(filters: data.Filters) -> None:
     measure = st.segmented_control("Measure", list(MEASURES), default="device-seconds", key="compute-measure")
     column, unit = MEASURES[measure or "device-seconds"]
     frame = data.analysis("compute_terms", filters, by="step")
+    env = frame[frame["term"] == "env"]
     frame = frame[frame["term"].isin(TERMS)]
     if frame.empty:
         st.caption("No compute recorded per step yet.")
@@ -39,10 +63,19 @@ def per_step(filters: data.Filters) -> None:
         .reset_index()
     )
     present = [t for t in TERMS if t in wide.columns]
-    st.plotly_chart(
-        charts.bars(wide, "step", present, f"Compute per consuming train step ({unit})", "train step", unit),
-        key="compute-by-step",
+    fig = charts.bars(
+        wide,
+        "step",
+        present,
+        f"Compute per consuming train step ({unit})",
+        "train step",
+        unit,
+        colors=charts.TERM_COLORS,
     )
+    if column == "device_seconds" and not env.empty:  # C_env is CPU time: its own axis, never stacked
+        env = env.assign(step=env["step"].astype("string").fillna("not consumed"))
+        charts.second_axis(fig, env, "step", "device_seconds", "env (CPU-seconds, right axis)", "CPU-seconds")
+    st.plotly_chart(fig, key="compute-by-step")
     st.caption("What to look for: rollout dwarfing train (an inference-heavy run), or judge/teacher growing.")
 
 

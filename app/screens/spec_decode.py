@@ -7,29 +7,46 @@ from rollscope.app import charts, data
 MAX_DRIFT_WARNINGS = 3
 
 
+def lint(filters: data.Filters) -> None:
+    """The log-prob lint is an error of the run's setup, not a trend: red, at the top."""
+    found = data.analysis("logprob_lint", filters)
+    if found.empty:
+        return
+    with st.container(border=True):
+        st.markdown(
+            f":red-background[:material/error: **Log-prob lint fails**] :red[{charts.count(found['turns'].sum())} "
+            "turns recorded the *drafter's* log-probabilities for training: the importance ratios of those "
+            "samples are wrong. Record the policy's (target model's) log-probabilities.]"
+        )
+        st.dataframe(found, hide_index=True)
+
+
 def warnings(filters: data.Filters) -> None:
+    """Drift of the drafter in service now is a warning; a drafter already replaced only a note."""
     drift = data.analysis("spec_drift", filters)
+    current = drift.sort_values("first_policy_version")["drafter_version"].iloc[-1] if len(drift) else None
     flagged = drift[drift["flagged"]].sort_values("drop_points", ascending=False)
     for row in flagged.head(MAX_DRIFT_WARNINGS).itertuples():
-        st.warning(
-            f"**Drafter {row.drafter_version} is drifting from the policy**: acceptance fell from "
-            f"{charts.rate(row.baseline_acceptance)} to {charts.rate(row.latest_acceptance)} "
-            f"({row.drop_points:.1f} points) between policy versions {row.first_policy_version} and "
-            f"{row.last_policy_version}. Refresh or retrain it on recent rollouts.",
-            icon=":material/warning:",
+        fell = (
+            f"acceptance fell from {charts.rate(row.baseline_acceptance)} to "
+            f"{charts.rate(row.latest_acceptance)} ({charts.points(row.drop_points)}) between policy versions "
+            f"{row.first_policy_version} and {row.last_policy_version}"
         )
+        if row.drafter_version == current:
+            st.warning(
+                f"**Drafter {row.drafter_version} is drifting from the policy**: {fell}. Refresh or retrain it "
+                "on recent rollouts.",
+                icon=":material/warning:",
+            )
+        else:
+            st.caption(
+                f":material/history: Drafter {row.drafter_version} drifted before it was replaced ({fell}); "
+                "nothing to do for it now."
+            )
     if len(flagged) > MAX_DRIFT_WARNINGS:
         st.caption(
             f"… and {len(flagged) - MAX_DRIFT_WARNINGS} more drafter versions drifted (largest drops first)."
         )
-    lint = data.analysis("logprob_lint", filters)
-    if not lint.empty:
-        st.warning(
-            f"**Log-prob lint**: {charts.count(lint['turns'].sum())} turns recorded the *drafter's* "
-            "log-probabilities for training; the importance ratios of those samples are wrong.",
-            icon=":material/report:",
-        )
-        st.dataframe(lint, hide_index=True)
 
 
 def headline(filters: data.Filters) -> None:
@@ -39,12 +56,23 @@ def headline(filters: data.Filters) -> None:
             "No speculative decoding in this selection: no turn records drafted tokens (`rl.spec.draft_tokens`)."
         )
     row = frame.iloc[0]
-    cols = st.columns(3)
+    cols = st.columns(5)
     cols[0].metric("Acceptance rate α", charts.rate(row["acceptance_rate"]))
-    cols[1].metric(
+    cols[1].metric("Draft budget k (spec_k)", charts.count(row["k"]), help="Tokens drafted per verify step.")
+    cols[2].metric(
         "Mean accepted length (tokens per verify step)", charts.number(row["mean_accepted_length"])
     )
-    cols[2].metric("Expected tokens per verify step", charts.number(row["expected_tokens_per_step"]))
+    cols[3].metric(
+        "Expected tokens per verify step",
+        charts.number(row["expected_tokens_per_step"]),
+        help="(1 − α^(k+1)) / (1 − α): what α and k promise.",
+    )
+    cols[4].metric(
+        "Effective speed-up",
+        f"{charts.number(row['effective_speedup'])} ×",
+        help="(accepted + verify steps) / verify steps: tokens per target-model step against 1 without a "
+        "drafter (the drafter's own cost not counted).",
+    )
 
 
 def by_policy_version(filters: data.Filters) -> None:
@@ -136,6 +164,7 @@ def by_environment_and_length(filters: data.Filters) -> None:
 
 
 def body(filters: data.Filters) -> None:
+    lint(filters)
     warnings(filters)
     headline(filters)
     by_policy_version(filters)

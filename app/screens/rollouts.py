@@ -5,19 +5,31 @@ import streamlit as st
 from rollscope.app import charts, data
 
 STATUSES = [None, "ok", "infra_error", "aborted"]
-COLUMNS = [
-    "rollout_id",
-    "environment",
-    "task_id",
-    "rollout_status",
-    "reward",
-    "policy_version",
-    "train_step",
-    "sample_decision",
-    "sample_staleness",
-    "duration_s",
-    "start_time",
-]
+COLUMNS = {  # column: how it reads (None: as it is)
+    "rollout_id": None,
+    "environment": None,
+    "task_id": None,
+    "rollout_status": None,
+    "reward": charts.number,
+    "policy_version": charts.count,
+    "train_step": charts.count,
+    "sample_decision": None,
+    "sample_staleness": charts.count,
+    "turns": charts.count,
+    "decoded_tokens": charts.count,
+    "new_prefill_tokens": charts.count,
+    "duration_s": charts.seconds,
+    "start_time": lambda t: "—" if charts.missing(t) else t.strftime("%Y-%m-%d %H:%M:%S"),
+}
+
+
+def readable(frame, columns: dict):
+    """The frame's columns as the page shows them: counts with separators, durations with units."""
+    shown = frame[list(columns)].copy()
+    for column, form in columns.items():
+        if form is not None:
+            shown[column] = [form(v) for v in shown[column]]
+    return shown.rename(columns={"duration_s": "duration", "start_time": "started"})
 
 
 def search(filters: data.Filters):
@@ -34,7 +46,7 @@ def search(filters: data.Filters):
         f"{charts.count(len(found))} rollouts (newest first, at most {data.SEARCH_LIMIT}); the sidebar's "
         "environment and step range apply."
     )
-    st.dataframe(found[COLUMNS], hide_index=True, height=240, width="stretch")
+    st.dataframe(readable(found, COLUMNS), hide_index=True, height=240, width="stretch", key="found")
     return found
 
 
@@ -61,12 +73,40 @@ def outcome(rollout: dict) -> None:
         )
 
 
+GROUP_COLUMNS = {
+    "rollout_id": None,
+    "rollout_status": None,
+    "reward": charts.number,
+    "advantage": charts.number,
+    "advantage_z": charts.number,
+    "turns": charts.count,
+    "decoded_tokens": charts.count,
+    "duration_s": charts.seconds,
+}
+
+
+def group(filters: data.Filters, rollout_id: str) -> None:
+    attempts = data.rollout_group(filters, rollout_id)
+    if attempts.empty:
+        st.caption("This rollout records no group_id: no sibling attempts to compare its reward with.")
+        return
+    st.markdown(f"**Its group: {len(attempts)} attempts** (this rollout marked ▶)")
+    shown = readable(attempts, GROUP_COLUMNS)
+    shown.insert(0, "", ["▶" if this else "" for this in attempts["this_rollout"]])
+    st.dataframe(shown, hide_index=True, width="stretch", key="group")
+    st.caption(
+        "advantage = reward − the group's mean reward; advantage z = that over the rewards' standard deviation "
+        "(— when all rewards are equal: the group gives no signal)."
+    )
+
+
 def trace(filters: data.Filters, rollout_id: str) -> None:
     rollout, spans = data.rollout(filters, rollout_id)
     if rollout is None:
         st.warning(f"Rollout {rollout_id!r} is not in run {filters.run_id}.")
         return
     outcome(rollout)
+    group(filters, rollout_id)
     st.plotly_chart(charts.waterfall(spans), key="waterfall")
     st.caption(
         "What to look for: gaps between turns (tool or queue waits), a judge or reward long after the "

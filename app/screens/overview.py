@@ -4,6 +4,8 @@ import streamlit as st
 
 from rollscope.app import charts, data
 
+ROLLING_STEPS = 10
+PERCENT = {"nonzero_signal_rate", "acceptance_rate", "trainer_idle_fraction"}
 TRENDS = {
     "usable": "Usable rollouts per step (count)",
     "nonzero_signal_rate": "Nonzero-signal rate per step",
@@ -28,7 +30,7 @@ def headline(figures: dict) -> None:
     row = st.columns(4)
     row[0].metric(
         "Accelerator time",
-        charts.seconds(compute["device_seconds"]["total"]),
+        charts.device_seconds(compute["device_seconds"]["total"]),
         help="Device-seconds of rollout, train, teacher and judge processes.",
     )
     row[1].metric("New prefill : decode", charts.ratio(figures["prefill_decode"]["ratio"]))
@@ -53,23 +55,37 @@ def funnel_line(funnel: dict) -> str:
 def checks(filters: data.Filters) -> None:
     results = data.checks(filters)
     st.subheader("Checks")
-    st.caption("What to look for: any ✗ — each check names the threshold it compares with.")
-    st.dataframe(results, hide_index=True, width="stretch")
+    failing = results[results[""] == "✗"]
+    st.caption(
+        f"{len(failing)} of {len(results)} checks fail (`rollscope check`; thresholds in docs/report.md)."
+        if len(failing)
+        else f"All {len(results)} checks pass (`rollscope check`; thresholds in docs/report.md)."
+    )
+    for row in results.itertuples(index=False):  # failing first, in red (an st.error means the page broke)
+        if row[0] == "✗":
+            st.markdown(
+                f":red-background[:material/cancel: **{row.check}** fails]: :red[{row.message}]  \n"
+                f"value {row.value}, threshold {row.threshold}"
+            )
+        else:
+            st.markdown(f":green[:material/check_circle: **{row.check}**]: {row.message}")
 
 
 def trends(filters: data.Filters) -> None:
     st.subheader("Trends")
     st.caption(
-        "What to look for: a rate sliding step after step (the workload drifting as the policy learns)."
+        f"Per consuming train step: each step's value (pale) and its rolling mean over {ROLLING_STEPS} steps "
+        "(dark). What to look for: a rate sliding step after step (the workload drifting as the policy learns)."
     )
     columns = st.columns(3)
     for i, (metric, title) in enumerate(TRENDS.items()):
-        series = data.analysis("trend", filters, metric=metric)
+        series = data.analysis("trend", filters, metric=metric, rolling=ROLLING_STEPS)
         with columns[i % 3]:
             if series.empty:
                 st.caption(f"{title}: no steps yet")
             else:
-                st.plotly_chart(charts.sparkline(series, "step", metric, title), key=f"trend-{metric}")
+                fig = charts.sparkline(series, "step", metric, title, percent=metric in PERCENT)
+                st.plotly_chart(fig, key=f"trend-{metric}")
 
 
 def body(filters: data.Filters) -> None:

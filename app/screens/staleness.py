@@ -8,20 +8,31 @@ from rollscope.app import charts, data
 def staleness(filters: data.Filters) -> None:
     summary = data.analysis("staleness_summary", filters)
     if not summary["samples"]:
-        st.info("No consumed samples in this selection: the trainer records no `rl.sample` spans yet.")
+        bound = "none declared" if summary["bound"] is None else f"{summary['bound']} policy versions"
+        st.info(f"No consumed samples in this selection yet (staleness bound: {bound}).")
         return
-    cols = st.columns(4)
-    cols[0].metric("Mean staleness (policy versions)", charts.number(summary["mean"]))
-    cols[1].metric("Max staleness (policy versions)", charts.count(summary["max"]))
+    bound = summary["bound"]
+    cols = st.columns(5)
+    cols[0].metric(
+        "Mean staleness", charts.number(summary["mean"]), help="Policy versions behind, on average."
+    )
+    cols[1].metric("Max staleness", charts.count(summary["max"]), help="Policy versions behind, at most.")
     cols[2].metric(
         "Within the bound",
-        charts.rate(summary["freshness_rate"]),
-        help=f"Share of consumed samples at most {summary['bound']} versions behind.",
+        charts.rate(summary["within_bound_share"]),
+        help=f"Share of consumed samples at most {bound} policy versions behind (staleness.within_bound_share).",
     )
     cols[3].metric(
-        "Bound violations (samples)",
-        charts.count(summary["violations"]),
-        help="Samples trained on although beyond the bound.",
+        "Beyond the bound",
+        charts.count(summary["beyond_bound"]),
+        help=f"Consumed samples more than {bound} versions behind, used or not (staleness.beyond_bound); "
+        f"{charts.count(summary['beyond_bound'] - summary['used_beyond_bound'])} of them were not used.",
+    )
+    cols[4].metric(
+        "Used beyond the bound",
+        charts.count(summary["used_beyond_bound"]),
+        help="Samples the trainer used although beyond the bound: the violations proper; should be 0 "
+        "(staleness.used_beyond_bound, the staleness-violations check).",
     )
     frame = data.analysis("staleness", filters)
     st.plotly_chart(
@@ -50,7 +61,12 @@ def trainer(filters: data.Filters, figures: dict) -> None:
         charts.rate(figures["trainer_idle_fraction"]),
         help="Σ train_wait_s / Σ train step duration.",
     )
-    cols[1].metric("Decode throughput (tokens/s)", charts.number(figures["rollout_tokens_per_s"], 0))
+    cols[1].metric(
+        "Decode throughput (tokens/s)",
+        charts.number(figures["rollout_tokens_per_s"], 0),
+        help="Decoded tokens / seconds from the first turn's start to the last turn's end; — while the turns "
+        f"span less than 1 s (now {charts.seconds(figures.get('rate_window_s'))}).",
+    )
     frame = data.analysis("trainer_steps", filters)
     if not frame.empty:
         st.plotly_chart(
@@ -62,10 +78,14 @@ def trainer(filters: data.Filters, figures: dict) -> None:
                 "train step",
                 "share of the step spent waiting",
                 percent=True,
+                rolling=10,
             ),
             key="idle-by-step",
         )
-        st.caption("What to look for: a trainer waiting for data means rollouts are the bottleneck.")
+        st.caption(
+            "Each step's idle fraction (pale) and its mean over 10 steps. What to look for: a trainer waiting "
+            "for data means rollouts are the bottleneck."
+        )
 
 
 def tails(figures: dict) -> None:

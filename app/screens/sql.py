@@ -8,11 +8,16 @@ from rollscope.errors import QueryError
 RESULT = "sql-result"
 
 
-def views() -> None:
+def views(run_id: str) -> None:
     st.markdown("**Views**")
+    columns = data.view_columns()
     for view, what in data.views().items():
-        st.markdown(f"- `{view}`: {what}")
-    st.caption("Columns: `DESCRIBE <view>`; definitions: docs/metrics.md and docs/semconv.md.")
+        with st.expander(f"`{view}`: {what}"):
+            st.caption(", ".join(f"`{c}`" for c in columns.get(view, [])))
+    st.markdown("**Table macros** (call them like a view)")
+    for macro, what in data.macros().items():
+        st.markdown(f"- `{macro.replace('RUN', run_id)}`: {what}")
+    st.caption("Definitions: docs/metrics.md and docs/semconv.md.")
 
 
 def run(filters: data.Filters, sql: str) -> None:
@@ -41,9 +46,9 @@ st.caption(
     f"Sandboxed: reads only this store's views, writes nothing, returns at most "
     f"{charts.count(limits.row_limit)} rows and stops a query after {limits.time_limit_s:g} s."
 )
-left, right = st.columns([3, 1])
+left, right = st.columns([2, 1])
 with right:
-    views()
+    views(filters.run_id)
 with left:
     with st.form("sql-form"):
         text = st.text_area("SQL", value=data.sql_example(), height=180, key="sql-text")

@@ -4,6 +4,7 @@ import streamlit as st
 
 from rollscope.app import charts, data
 
+ROLLING_STEPS = 10
 RATE_LABELS = {
     "completion": "Completion",
     "scoring": "Scoring",
@@ -37,11 +38,13 @@ def by_step(filters: data.Filters) -> None:
             "train step",
             "rate",
             percent=True,
+            rolling=ROLLING_STEPS,
         ),
         key="rates-by-step",
     )
     st.caption(
-        "What to look for: a rate falling as training goes on; nonzero signal falls as tasks get solved."
+        f"Each step's rate (pale) and its mean over {ROLLING_STEPS} steps. What to look for: a rate falling "
+        "as training goes on; nonzero signal falls as tasks get solved."
     )
 
 
@@ -78,18 +81,30 @@ def losses(filters: data.Filters) -> None:
     st.caption("What to look for: the largest bar is the cheapest experience to win back.")
 
 
+WHAT_IF_STEP_POINTS = 20  # the first view raises the weakest stage by this many points (README: 60 % → 80 %)
+
+
 def what_if(row: dict) -> None:
     st.subheader("What if")
-    st.caption(
-        "Move a rate and see the usable experience it yields, and the decode-throughput increase "
-        "that would be worth the same."
-    )
     rates = {name: float(row[f"{name}_rate"] or 0.0) for name in RATE_LABELS}
+    weakest = min(rates, key=rates.get)
+    start = {name: round(100 * rate) for name, rate in rates.items()}
+    start[weakest] = min(100, start[weakest] + WHAT_IF_STEP_POINTS)
+    st.caption(
+        f"Move a rate and see the usable experience it yields, and the decode-throughput increase worth the "
+        f"same. It starts with the weakest stage, {RATE_LABELS[weakest].lower()} "
+        f"({charts.rate(rates[weakest])}), raised by {WHAT_IF_STEP_POINTS} points; the others at their "
+        "current rates (shown under each slider)."
+    )
     columns = st.columns(len(rates))
-    new_rates = {
-        name: columns[i].slider(RATE_LABELS[name], 0.0, 1.0, rates[name], 0.01, key=f"what-if-{name}")
-        for i, name in enumerate(rates)
-    }
+    new_rates = {}
+    for i, name in enumerate(rates):
+        with columns[i]:
+            chosen = st.slider(
+                f"{RATE_LABELS[name]} (%)", 0, 100, start[name], 1, format="%d %%", key=f"what-if-{name}"
+            )
+            st.caption(f"now {charts.rate(rates[name])}")
+        new_rates[name] = chosen / 100 if chosen != round(100 * rates[name]) else rates[name]
     result = data.what_if(int(row["dispatched"]), rates, new_rates)
     cols = st.columns(3)
     cols[0].metric("Usable now (rollouts)", charts.number(result["usable"], 0))

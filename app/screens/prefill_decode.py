@@ -28,10 +28,22 @@ def headline(filters: data.Filters) -> None:
 def by_environment(filters: data.Filters) -> None:
     frame = data.analysis("prefill_decode", filters, by="environment")
     st.plotly_chart(
-        charts.bars(frame, "environment", TOKENS, "Tokens per environment", "environment", "tokens"),
+        charts.bars(
+            frame,
+            "environment",
+            TOKENS,
+            "Tokens per environment (log scale)",
+            "environment",
+            "tokens (log scale)",
+            stacked=False,
+            log=True,
+        ),
         key="pd-env",
     )
-    st.caption("What to look for: environments with large tool outputs sit far on the prefill side.")
+    st.caption(
+        "On a log scale, so a small environment stays visible beside a large one. What to look for: "
+        "environments with large tool outputs sit far on the prefill side."
+    )
 
 
 def by_turn(filters: data.Filters) -> None:
@@ -44,10 +56,15 @@ def by_turn(filters: data.Filters) -> None:
             "New prefill : decode by turn",
             "turn index",
             "new prefill tokens per decoded token",
+            support="turns",
         ),
         key="pd-turn",
     )
-    st.caption("What to look for: a ratio growing with every turn means history is prefilled again.")
+    st.caption(
+        "A point's size (and its hover, or the n=… beside it) says how many turns it rests on: late turn "
+        "indices rest on few rollouts. What to "
+        "look for: a ratio growing with every turn means history is prefilled again."
+    )
     st.plotly_chart(
         charts.bars(frame, "turn_index", TOKENS[:2], "Cached vs new prefill by turn", "turn index", "tokens"),
         key="pd-cache",
@@ -68,10 +85,14 @@ def by_step(filters: data.Filters) -> None:
                 "New prefill : decode per step",
                 "train step",
                 "new prefill tokens per decoded token",
+                rolling=10,
             ),
             key="pd-step",
         )
-        st.caption("What to look for: a stable ratio is what makes a fixed prefill/decode split pay.")
+        st.caption(
+            "Each step's ratio (pale) and its mean over 10 steps. What to look for: a stable ratio is what "
+            "makes a fixed prefill/decode split pay."
+        )
 
 
 def disaggregation(filters: data.Filters) -> None:

@@ -13,11 +13,20 @@ def pick_other(filters: data.Filters) -> str:
 
 
 def figures(filters: data.Filters, other: str) -> None:
-    reports = {run: data.report(filters, run_id=run) for run in (filters.run_id, other)}
-    st.dataframe(data.report_table(reports), hide_index=True, height=420, width="stretch")
+    runs = (filters.run_id, other)
+    reports = {run: data.report(filters, run_id=run) for run in runs}
+    table = data.report_table(reports)
+    shown = table.drop(columns=["key"])
+
+    def highlight(row):  # the better run's cell, where better is plain (more usable, less waste, ...)
+        return ["background-color: #dcfce7" if column == row["better"] else "" for column in row.index]
+
+    st.dataframe(shown.style.apply(highlight, axis=1), hide_index=True, height=460, width="stretch")
     st.caption(
-        "Every figure of `rollscope report` for both runs; change = second − first. What to look for: "
-        "rates and shares that moved, more than counts (runs differ in length)."
+        f"Every figure of `rollscope report` for both runs; change = {other} − {filters.run_id} (shares in "
+        "percentage points), relative change against the first run; the better run is shaded green where "
+        "better is plain. What to look for: rates and shares that moved, more than counts (runs differ in "
+        "length)."
     )
 
 

@@ -1,0 +1,92 @@
+"""One number format for every face of rollscope: the report, the check lines, the pages and Compare.
+
+Shares and rates as percentages (``12.3 %``), never a fraction beside a percentage of the same thing; counts
+with thousands separators; FLOPs with SI prefixes; durations with their unit; a figure that cannot be known
+as ``—``. Tests compare what a face shows with these functions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+MISSING = "—"
+_SI = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def missing(value) -> bool:
+    if value is None or value is pd.NA:
+        return True
+    try:
+        return math.isnan(value)
+    except TypeError:
+        return False
+
+
+def count(value) -> str:
+    return MISSING if missing(value) else f"{int(round(value)):,}"
+
+
+def rate(value) -> str:
+    """A share or rate (0.25) as a percentage (25.0 %)."""
+    return MISSING if missing(value) else f"{100 * value:.1f} %"
+
+
+def points(value) -> str:
+    """A difference of two percentages, in percentage points."""
+    return MISSING if missing(value) else f"{value:.1f} points"
+
+
+def ratio(value) -> str:
+    return MISSING if missing(value) else f"{value:.2f} : 1"
+
+
+def number(value, digits: int = 2) -> str:
+    return MISSING if missing(value) else f"{value:,.{digits}f}"
+
+
+def seconds(value) -> str:
+    """A duration with its unit: µs, ms, s, min or h."""
+    if missing(value):
+        return MISSING
+    size = abs(value)
+    if size >= 3600:
+        return f"{value / 3600:,.2f} h"
+    if size >= 120:
+        return f"{value / 60:.1f} min"
+    if size >= 1 or size == 0:
+        return f"{value:.1f} s"
+    return f"{1000 * value:.0f} ms" if size >= 0.001 else f"{1e6 * value:.0f} µs"
+
+
+def device_seconds(value, unit: str = "device", like=None) -> str:
+    """Device time (devices × seconds) with its unit: ``1,234.5 device-s``, or hours once ``like`` (the
+    figure a column of them is read against, e.g. their total; default the value itself) reaches one hour."""
+    if missing(value):
+        return MISSING
+    scale = value if like is None or missing(like) else like
+    if abs(scale) >= 3600:
+        return f"{value / 3600:,.1f} {unit}-h"
+    return f"{value:,.1f} {unit}-s"
+
+
+def flops(value) -> str:
+    """FLOPs with an SI prefix: 1.33 EFLOP, 74.4 TFLOP, 950 FLOP."""
+    if missing(value):
+        return MISSING
+    for scale, prefix in _SI:
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {prefix}FLOP"
+    return f"{value:,.0f} FLOP"
+
+
+def per_second(value, what: str) -> str:
+    return MISSING if missing(value) else f"{value:,.0f} {what}/s"
+
+
+def check_value(value, unit: str) -> str:
+    """A health check's figure the way its message states it (``unit`` from queries.checks.CheckResult)."""
+    if missing(value):
+        return MISSING
+    return {"share": rate, "points": points, "count": count}.get(unit, number)(value)
