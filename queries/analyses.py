@@ -408,6 +408,16 @@ def staleness_by_step(con, run_id: str, steps=None, environment=None) -> pd.Data
     return query(con, "staleness_by_step", require_run(con, run_id), **_filters(steps, environment))
 
 
+def generations_by_step(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
+    """Per consuming step: rollouts, mean decoded tokens per rollout, share clipped at the length limit."""
+    return query(con, "generations_by_step", require_run(con, run_id), **_filters(steps, environment))
+
+
+def rewards_by_step(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
+    """Per consuming step and reward function: rollouts scored and the mean score."""
+    return query(con, "rewards_by_step", require_run(con, run_id), **_filters(steps, environment))
+
+
 # metric -> (by-step analysis, its column)
 TRENDS = {
     "usable": (lambda con, run, s, e: funnel(con, run, "step", s, e), "usable"),

@@ -1,0 +1,552 @@
+"""TRL in one call: ``instrument(trainer, store="runs/", run_id="grpo-1")`` on an already-built ``GRPOTrainer``.
+
+Nothing else in the training script changes. The adapter wraps four of the trainer's own methods on the
+instance (generation, reward computation, batch preparation, the vLLM weight sync when there is one) and adds a
+``TrainerCallback``; from what they see it emits, through the store exporter of ``attach()``:
+
+* ``rl.rollout`` per completion: task = the prompt (or the dataset's ``task_id`` column), group = that prompt's
+  ``num_generations`` completions of one generation round, environment = the dataset's ``environment`` column,
+  else ``task``, else ``default``; policy version = optimizer steps completed when it was generated; status
+  ``ok``; reward = TRL's combined reward (weighted sum over reward functions, absent when none scored it).
+* ``rl.turn`` under it: prompt tokens, decoded tokens counted as TRL counts them (tool-result tokens excluded),
+  and ``gen_ai.response.finish_reasons`` = ``["length"]`` when the completion was clipped (its last token is
+  neither EOS nor padding, TRL's test for ``completions/clipped_ratio``), else ``["stop"]``.
+* ``rl.reward`` per reward function with its value (a function returning ``None`` for a sample: a span with no
+  score) and the function's own call time.
+* ``rl.train_step`` per optimizer step: samples and tokens it trained on, seconds it waited for generation and
+  scoring; ``rl.weight_sync`` where TRL pushes weights to vLLM.
+* ``rl.sample`` per completion the trainer consumed, with TRL's semantics: ``unscored`` when every reward
+  function returned ``None``, ``zero_signal`` when TRL's zero-std test (the one behind ``frac_reward_zero_std``)
+  holds for it, ``used`` otherwise. A completion trained on in several optimizer steps (``num_iterations``,
+  ``steps_per_generation``) gets one sample at its first step; ``rl.sample.uses`` and ``rl.sample.last_step``
+  record the reuse.
+
+It never changes training: it reads what the methods return and passes it on untouched (the one addition, a
+per-sample index list riding along the buffered batch, is removed before the loss sees the batch), draws no
+random numbers from any generator training uses, and any failure inside it is logged once, counted in
+``stats``, and never raised into training.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+log = logging.getLogger("rollscope.integrations.trl")
+
+_SAMPLE_KEY = "_rollscope_sample"  # rides along TRL's buffered batch; removed before compute_loss
+_TASK_ID_MAX = 1000
+FINISH_REASONS = "gen_ai.response.finish_reasons"  # GenAI convention; kept in the span's `attributes` JSON
+
+
+def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) -> TRLInstrumentation:
+    """Instrument a built ``trl.GRPOTrainer``; returns the handle (``.rl``, ``.stats``, ``.close()``).
+
+    ``store`` and ``run_id`` (and any other keyword) go to ``rollscope.attach``; a bad store or run id fails
+    here, before training starts. Calling it twice on one trainer returns the first handle.
+    """
+    existing = getattr(trainer, "_rollscope_instrumentation", None)
+    if existing is not None:
+        return existing
+    from rollscope.collectors.wiring import attach
+
+    attach_kwargs.setdefault("role", "train")
+    attach_kwargs.setdefault("algorithm", "grpo")
+    attach_kwargs.setdefault("set_global", False)  # the job's own tracing stays as it was
+    for key, value in _describe(trainer).items():
+        attach_kwargs.setdefault(key, value)
+    rl = attach(store=store, run_id=run_id, **attach_kwargs)
+    _private_ids(rl)
+    inst = TRLInstrumentation(trainer, rl)
+    inst.install()
+    trainer._rollscope_instrumentation = inst
+    return inst
+
+
+def _describe(trainer) -> dict:
+    out = {}
+    try:
+        model = trainer.model
+        name = getattr(getattr(model, "config", None), "_name_or_path", None)
+        if name:
+            out["model_name"] = str(name)
+        out["model_parameters"] = int(sum(p.numel() for p in model.parameters()))
+        device = getattr(trainer.accelerator, "device", None)
+        out["devices"] = 1.0 if getattr(device, "type", "cpu") not in ("cpu", "mps") else 0.0
+    except Exception:
+        log.debug("rollscope: could not describe the model", exc_info=True)
+    return out
+
+
+class _PrivateIds:
+    """Span and trace ids from a private generator: the SDK's default draws from the global ``random``, which
+    training seeds and may use; ours must not move it."""
+
+    def __init__(self):
+        self._rng = random.Random(os.urandom(16))
+        self._lock = threading.Lock()
+
+    def generate_span_id(self) -> int:
+        with self._lock:
+            return self._rng.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        with self._lock:
+            return self._rng.getrandbits(128) or 1
+
+
+def _private_ids(rl) -> None:
+    ids = _PrivateIds()
+    rl.tracer.id_generator = ids
+    if getattr(rl.provider, "_rollscope_made", False):
+        rl.provider.id_generator = ids
+
+
+@dataclass
+class _Batch:
+    """One generation round on this process: what TRL generated and scored, until its samples are consumed."""
+
+    round: int
+    policy_version: int
+    start_ns: int
+    inputs: list
+    gen_start_ns: int | None = None
+    gen_end_ns: int | None = None
+    prompt_lengths: list = field(default_factory=list)
+    completion_lengths: list = field(default_factory=list)
+    truncated: list = field(default_factory=list)
+    reward_start_ns: int | None = None
+    reward_end_ns: int | None = None
+    reward_calls: dict = field(default_factory=dict)  # reward function index -> (start_ns, end_ns)
+    rewards_per_func: list | None = None  # this process's rows: [sample][function], None = no score
+    combined: list | None = None
+    decisions: list | None = None
+    rollout_ids: list = field(default_factory=list)
+    uses: Counter = field(default_factory=Counter)  # local sample index -> micro-batches that trained on it
+    first_step: dict = field(default_factory=dict)
+    last_step: dict = field(default_factory=dict)
+    end_ns: int | None = None
+
+
+class TRLInstrumentation:
+    """The hooks on one trainer. ``stats``: spans emitted per kind and failures per hook."""
+
+    def __init__(self, trainer, rl):
+        self.trainer = trainer
+        self.rl = rl
+        self.counts: Counter = Counter()
+        self.failures: Counter = Counter()
+        self._warned: set[str] = set()
+        self._round = 0
+        self._batch: _Batch | None = None  # the round being generated / scored
+        self._buffer: _Batch | None = None  # the round whose samples the trainer is consuming
+        self._step_start_ns: int | None = None
+        self._step_wait_s = 0.0
+        self._step_samples = 0
+        self._step_tokens = 0
+        self._closed = False
+
+    # --- installing ---------------------------------------------------------------------------------------
+
+    def install(self) -> None:
+        t = self.trainer
+        missing = []
+        for name, wrapper in (
+            ("_generate_and_score_completions", self._wrap_generate_and_score),
+            ("_generate", self._wrap_generate),
+            ("_calculate_rewards", self._wrap_calculate_rewards),
+            ("_prepare_inputs", self._wrap_prepare_inputs),
+        ):
+            original = getattr(t, name, None)
+            if original is None:
+                missing.append(name)
+                continue
+            setattr(t, name, wrapper(original))
+        funcs = getattr(t, "reward_funcs", None)
+        if isinstance(funcs, list):
+            for i, func in enumerate(funcs):
+                if callable(func) and not _is_module(func):
+                    funcs[i] = self._wrap_reward_func(i, func)
+        sync = getattr(getattr(t, "vllm_generation", None), "sync_weights", None)
+        if sync is not None:
+            t.vllm_generation.sync_weights = self._wrap_sync(sync)
+        t.add_callback(_callback(self))
+        if missing:
+            log.warning(
+                "rollscope: %s has no %s; rollouts and samples are not recorded, train steps are",
+                type(t).__name__,
+                ", ".join(missing),
+            )
+
+    def close(self) -> None:
+        """Record the samples still buffered, then flush the store exporter (training keeps going if it fails)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._guard("close", self._retire_buffer)
+        self._guard("close", self.rl.force_flush)
+
+    @property
+    def stats(self) -> dict:
+        return {"spans": dict(self.counts), "failures": dict(self.failures), "exporter": self.rl.stats}
+
+    def _guard(self, hook: str, fn, *args):
+        """Run our own bookkeeping; a failure is logged (once per hook), counted, and never raised."""
+        try:
+            return fn(*args)
+        except Exception:
+            self.failures[hook] += 1
+            if hook not in self._warned:
+                self._warned.add(hook)
+                log.warning("rollscope: the TRL adapter's %s hook failed; training goes on", hook, exc_info=True)
+            return None
+
+    def _training(self) -> bool:
+        model = getattr(self.trainer, "model", None)
+        return bool(getattr(model, "training", False))
+
+    # --- wrappers around the trainer's methods -------------------------------------------------------------
+
+    def _wrap_generate_and_score(self, original):
+        @functools.wraps(original)
+        def generate_and_score(inputs, *args, **kwargs):
+            if not self._training():
+                return original(inputs, *args, **kwargs)
+            started = time.time_ns()
+            self._guard("generate", self._begin_batch, inputs, started)
+            try:
+                output = original(inputs, *args, **kwargs)
+            finally:
+                batch, self._batch = self._batch, None
+            ended = time.time_ns()
+            self._step_wait_s += (ended - started) / 1e9
+            if batch is not None and self._guard("generate", self._finish_batch, batch, ended):
+                self._guard("generate", self._tag, output, batch)
+            return output
+
+        return generate_and_score
+
+    def _wrap_generate(self, original):
+        @functools.wraps(original)
+        def generate(prompts, *args, **kwargs):
+            started = time.time_ns()
+            result = original(prompts, *args, **kwargs)
+            if self._batch is not None:
+                self._guard("generate", self._record_generation, result, started, time.time_ns())
+            return result
+
+        return generate
+
+    def _wrap_calculate_rewards(self, original):
+        @functools.wraps(original)
+        def calculate_rewards(*args, **kwargs):
+            started = time.time_ns()
+            result = original(*args, **kwargs)
+            if self._batch is not None:
+                self._guard("reward", self._record_rewards, result, started, time.time_ns())
+            return result
+
+        return calculate_rewards
+
+    def _wrap_reward_func(self, index: int, func):
+        def record(started):
+            if self._batch is not None:
+                self._batch.reward_calls[index] = (started, time.time_ns())
+
+        if inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None)):
+
+            @functools.wraps(func)
+            async def reward_async(*args, **kwargs):
+                started = time.time_ns()
+                try:
+                    return await func(*args, **kwargs)
+                finally:
+                    self._guard("reward", record, started)
+
+            return reward_async
+
+        @functools.wraps(func)
+        def reward(*args, **kwargs):
+            started = time.time_ns()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self._guard("reward", record, started)
+
+        return reward
+
+    def _wrap_prepare_inputs(self, original):
+        @functools.wraps(original)
+        def prepare_inputs(*args, **kwargs):
+            inputs = original(*args, **kwargs)
+            if isinstance(inputs, dict) and _SAMPLE_KEY in inputs:
+                tags = inputs[_SAMPLE_KEY]
+                inputs = {k: v for k, v in inputs.items() if k != _SAMPLE_KEY}
+                self._guard("samples", self._consume, tags)
+            return inputs
+
+        return prepare_inputs
+
+    def _wrap_sync(self, original):
+        @functools.wraps(original)
+        def sync_weights(*args, **kwargs):
+            started = time.time_ns()
+            result = original(*args, **kwargs)
+            self._guard("weight_sync", self._emit_sync, started, time.time_ns())
+            return result
+
+        return sync_weights
+
+    # --- bookkeeping --------------------------------------------------------------------------------------
+
+    def _begin_batch(self, inputs, started: int) -> None:
+        self._retire_buffer()
+        self._batch = _Batch(
+            round=self._round,
+            policy_version=int(self.trainer.state.global_step),
+            start_ns=started,
+            inputs=list(inputs),
+        )
+        self._round += 1
+
+    def _record_generation(self, result, started: int, ended: int) -> None:
+        b = self._batch
+        prompt_ids, completion_ids, tool_mask = result[0], result[1], result[2]
+        eos_and_pad = {*self.trainer.eos_token_ids, self.trainer._tokenizer.pad_token_id}
+        b.gen_start_ns, b.gen_end_ns = started, ended
+        b.prompt_lengths = [len(ids) for ids in prompt_ids]
+        if tool_mask is not None:  # TRL counts only model-generated tokens
+            b.completion_lengths = [int(sum(mask)) for mask in tool_mask]
+        else:
+            b.completion_lengths = [len(ids) for ids in completion_ids]
+        b.truncated = [bool(len(ids)) and _last(ids) not in eos_and_pad for ids in completion_ids]
+
+    def _record_rewards(self, rewards_per_func, started: int, ended: int) -> None:
+        import torch
+
+        b = self._batch
+        t = self.trainer
+        b.reward_start_ns, b.reward_end_ns = started, ended
+        n_local = len(b.inputs)
+        everything = rewards_per_func.detach().float().cpu()
+        decisions = _decisions(t, everything, torch)
+        weights = t.reward_weights.detach().float().cpu()
+        combined = (everything * weights.unsqueeze(0)).nansum(dim=1)
+        unscorable = torch.isnan(everything).all(dim=1)
+        local = slice(t.accelerator.process_index * n_local, (t.accelerator.process_index + 1) * n_local)
+        rows = everything[local].tolist()
+        b.rewards_per_func = [[None if v != v else v for v in row] for row in rows]
+        b.combined = [None if u else float(c) for c, u in zip(combined[local].tolist(), unscorable[local].tolist())]
+        b.decisions = decisions[local]
+        b.global_offset = local.start
+
+    def _finish_batch(self, batch: _Batch, ended: int) -> bool:
+        if batch.rewards_per_func is None or not batch.completion_lengths:
+            return False  # a path we do not understand (e.g. a trainer subclass): record nothing half-made
+        batch.end_ns = ended
+        self._emit_rollouts(batch)
+        self._buffer = batch
+        return True
+
+    def _tag(self, output, batch: _Batch) -> None:
+        if isinstance(output, dict):
+            output[_SAMPLE_KEY] = [(batch.round, i) for i in range(len(batch.rollout_ids))]
+
+    def _consume(self, tags) -> None:
+        b = self._buffer
+        step = int(self.trainer.state.global_step)
+        for round_, i in tags:
+            if b is None or round_ != b.round:
+                continue
+            b.uses[i] += 1
+            b.first_step.setdefault(i, step)
+            b.last_step[i] = step
+            self._step_samples += 1
+            self._step_tokens += b.prompt_lengths[i] + b.completion_lengths[i]
+
+    def _retire_buffer(self) -> None:
+        """Emit rl.sample for every completion of the buffered round that the trainer consumed."""
+        b, self._buffer = self._buffer, None
+        if b is None:
+            return
+        now = time.time_ns()
+        for i, rollout_id in enumerate(b.rollout_ids):
+            if i not in b.first_step:
+                continue  # never trained on (training stopped first)
+            with self.rl.sample(
+                rollout_id,
+                b.first_step[i],
+                b.decisions[i],
+                sample_staleness=b.first_step[i] - b.policy_version,
+                sample_tokens=b.prompt_lengths[i] + b.completion_lengths[i],
+                attributes={"rl.sample.uses": b.uses[i], "rl.sample.last_step": b.last_step[i]},
+                start_time=b.end_ns,
+                end_time=now,
+            ):
+                pass
+            self.counts["rl.sample"] += 1
+
+    # --- spans --------------------------------------------------------------------------------------------
+
+    def _emit_rollouts(self, b: _Batch) -> None:
+        t = self.trainer
+        names = list(getattr(t, "reward_func_names", [])) or [f"reward_{j}" for j in range(len(b.rewards_per_func[0]))]
+        generations = int(getattr(t, "num_generations", 1) or 1)
+        run = self.rl.run_id
+        gen_start = b.gen_start_ns or b.start_ns
+        gen_end = b.gen_end_ns or b.end_ns
+        for i, example in enumerate(b.inputs):
+            group = (b.global_offset + i) // generations
+            with self.rl.rollout(
+                task_id=_task_id(example),
+                group_id=f"{run}/r{b.round}/g{group}",
+                environment=_environment(example),
+                policy_version=b.policy_version,
+                rollout_status="ok",
+                reward=b.combined[i],
+                start_time=b.start_ns,
+                end_time=b.end_ns,
+            ) as rollout:
+                rollout_id = rollout.span.attributes.get("rl.rollout.id")
+                with self.rl.turn(
+                    0,
+                    input_tokens=b.prompt_lengths[i],
+                    output_tokens=b.completion_lengths[i],
+                    policy_version=b.policy_version,
+                    attributes={FINISH_REASONS: ["length"] if b.truncated[i] else ["stop"]},
+                    start_time=gen_start,
+                    end_time=gen_end,
+                ):
+                    pass
+                for j, value in enumerate(b.rewards_per_func[i]):
+                    start, end = b.reward_calls.get(j, (b.reward_start_ns, b.reward_end_ns))
+                    with self.rl.reward(reward_name=names[j], reward=value, start_time=start, end_time=end):
+                        pass
+            b.rollout_ids.append(rollout_id)
+        self.counts["rl.rollout"] += len(b.inputs)
+        self.counts["rl.turn"] += len(b.inputs)
+        self.counts["rl.reward"] += len(b.inputs) * len(names)
+
+    def _emit_step(self, state) -> None:
+        if self._step_start_ns is None:
+            return
+        step = int(state.global_step) - 1
+        with self.rl.train_step(
+            step,
+            policy_version=step + 1,
+            train_samples=self._step_samples,
+            train_tokens=self._step_tokens,
+            train_wait_s=self._step_wait_s,
+            start_time=self._step_start_ns,
+            end_time=time.time_ns(),
+        ):
+            pass
+        self.counts["rl.train_step"] += 1
+        self._step_start_ns = None
+
+    def _emit_sync(self, started: int, ended: int) -> None:
+        with self.rl.weight_sync(int(self.trainer.state.global_step), start_time=started, end_time=ended):
+            pass
+        self.counts["rl.weight_sync"] += 1
+
+    def _step_begin(self) -> None:
+        self._step_start_ns = time.time_ns()
+        self._step_wait_s = 0.0
+        self._step_samples = 0
+        self._step_tokens = 0
+
+
+def _callback(inst: TRLInstrumentation):
+    from transformers import TrainerCallback
+
+    class RollscopeCallback(TrainerCallback):
+        """Train steps from the trainer's own step events; samples and a flush when training ends."""
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            inst._guard("train_step", inst._step_begin)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            inst._guard("train_step", inst._emit_step, state)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            inst._guard("train_end", inst._retire_buffer)
+            inst._guard("train_end", inst.rl.force_flush)
+
+    return RollscopeCallback()
+
+
+def _decisions(trainer, rewards_per_func, torch) -> list[str]:
+    """TRL's own tests, on the gathered rewards: every function None → unscored; zero std → zero_signal."""
+    from trl.trainer.utils import nanstd
+
+    n_funcs = rewards_per_func.shape[1]
+    unscorable = torch.isnan(rewards_per_func).all(dim=1)
+    weights = trainer.reward_weights.detach().float().cpu().unsqueeze(0)
+    generations = int(trainer.num_generations)
+    aggregation = getattr(trainer, "multi_objective_aggregation", "sum_then_normalize")
+    scale = getattr(trainer, "scale_rewards", "group")
+    if aggregation == "normalize_then_sum":
+        grouped = rewards_per_func.view(-1, generations, n_funcs)
+        mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
+        std_k = nanstd(grouped, dim=1, keepdim=True) if generations > 1 else torch.zeros_like(mean_k)
+        rewards = (((grouped - mean_k) / (std_k + 1e-4)).view(-1, n_funcs) * weights).nansum(dim=1)
+        rewards[unscorable] = torch.nan
+        std = nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
+    else:
+        rewards = (rewards_per_func * weights).nansum(dim=1)
+        rewards[unscorable] = torch.nan
+        if scale == "batch":
+            std = nanstd(rewards).expand_as(rewards) if rewards.numel() > 1 else torch.zeros_like(rewards)
+        elif generations > 1:
+            std = nanstd(rewards.view(-1, generations), dim=1).repeat_interleave(generations, dim=0)
+        else:
+            std = torch.zeros_like(rewards)
+    zero = torch.isclose(std, torch.zeros_like(std)).tolist()
+    return [
+        "unscored" if u else "zero_signal" if z else "used" for u, z in zip(unscorable.tolist(), zero, strict=True)
+    ]
+
+
+def _is_module(func) -> bool:
+    try:
+        from torch import nn
+    except ImportError:
+        return False
+    return isinstance(func, nn.Module)
+
+
+def _last(ids):
+    last = ids[-1]
+    return last.item() if hasattr(last, "item") else last
+
+
+def _environment(example) -> str:
+    if isinstance(example, dict):
+        for column in ("environment", "task"):
+            value = example.get(column)
+            if isinstance(value, str) and value:
+                return value
+    return "default"
+
+
+def _task_id(example) -> str | None:
+    if not isinstance(example, dict):
+        return None
+    if example.get("task_id") is not None:
+        return str(example["task_id"])
+    prompt = example.get("prompt")
+    if prompt is None:
+        return None
+    text = prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, default=str)
+    if len(text) <= _TASK_ID_MAX:
+        return text
+    return f"{text[:200]}…#{hashlib.sha1(text.encode()).hexdigest()[:12]}"
