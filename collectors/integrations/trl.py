@@ -38,6 +38,7 @@ import os
 import random
 import threading
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -87,25 +88,25 @@ def _describe(trainer) -> dict:
     return out
 
 
-class _PrivateIds:
+def _private_ids(rl) -> None:
     """Span and trace ids from a private generator: the SDK's default draws from the global ``random``, which
     training seeds and may use; ours must not move it."""
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
-    def __init__(self):
-        self._rng = random.Random(os.urandom(16))
-        self._lock = threading.Lock()
+    class PrivateIds(RandomIdGenerator):
+        def __init__(self):
+            self._rng = random.Random(os.urandom(16))
+            self._lock = threading.Lock()
 
-    def generate_span_id(self) -> int:
-        with self._lock:
-            return self._rng.getrandbits(64) or 1
+        def generate_span_id(self) -> int:
+            with self._lock:
+                return self._rng.getrandbits(64) or 1
 
-    def generate_trace_id(self) -> int:
-        with self._lock:
-            return self._rng.getrandbits(128) or 1
+        def generate_trace_id(self) -> int:
+            with self._lock:
+                return self._rng.getrandbits(128) or 1
 
-
-def _private_ids(rl) -> None:
-    ids = _PrivateIds()
+    ids = PrivateIds()
     rl.tracer.id_generator = ids
     if getattr(rl.provider, "_rollscope_made", False):
         rl.provider.id_generator = ids
@@ -135,6 +136,7 @@ class _Batch:
     first_step: dict = field(default_factory=dict)
     last_step: dict = field(default_factory=dict)
     end_ns: int | None = None
+    global_offset: int = 0  # index of this process's first sample in the gathered batch
 
 
 class TRLInstrumentation:
@@ -207,7 +209,9 @@ class TRLInstrumentation:
             self.failures[hook] += 1
             if hook not in self._warned:
                 self._warned.add(hook)
-                log.warning("rollscope: the TRL adapter's %s hook failed; training goes on", hook, exc_info=True)
+                log.warning(
+                    "rollscope: the TRL adapter's %s hook failed; training goes on", hook, exc_info=True
+                )
             return None
 
     def _training(self) -> bool:
@@ -262,7 +266,7 @@ class TRLInstrumentation:
             if self._batch is not None:
                 self._batch.reward_calls[index] = (started, time.time_ns())
 
-        if inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None)):
+        if _is_async(func):
 
             @functools.wraps(func)
             async def reward_async(*args, **kwargs):
@@ -345,7 +349,10 @@ class TRLInstrumentation:
         local = slice(t.accelerator.process_index * n_local, (t.accelerator.process_index + 1) * n_local)
         rows = everything[local].tolist()
         b.rewards_per_func = [[None if v != v else v for v in row] for row in rows]
-        b.combined = [None if u else float(c) for c, u in zip(combined[local].tolist(), unscorable[local].tolist())]
+        b.combined = [
+            None if u else float(c)
+            for c, u in zip(combined[local].tolist(), unscorable[local].tolist(), strict=True)
+        ]
         b.decisions = decisions[local]
         b.global_offset = local.start
 
@@ -399,14 +406,18 @@ class TRLInstrumentation:
 
     def _emit_rollouts(self, b: _Batch) -> None:
         t = self.trainer
-        names = list(getattr(t, "reward_func_names", [])) or [f"reward_{j}" for j in range(len(b.rewards_per_func[0]))]
+        names = list(getattr(t, "reward_func_names", [])) or [
+            f"reward_{j}" for j in range(len(b.rewards_per_func[0]))
+        ]
         generations = int(getattr(t, "num_generations", 1) or 1)
         run = self.rl.run_id
         gen_start = b.gen_start_ns or b.start_ns
         gen_end = b.gen_end_ns or b.end_ns
         for i, example in enumerate(b.inputs):
             group = (b.global_offset + i) // generations
+            rollout_id = uuid.uuid4().hex
             with self.rl.rollout(
+                rollout_id,
                 task_id=_task_id(example),
                 group_id=f"{run}/r{b.round}/g{group}",
                 environment=_environment(example),
@@ -415,8 +426,7 @@ class TRLInstrumentation:
                 reward=b.combined[i],
                 start_time=b.start_ns,
                 end_time=b.end_ns,
-            ) as rollout:
-                rollout_id = rollout.span.attributes.get("rl.rollout.id")
+            ):
                 with self.rl.turn(
                     0,
                     input_tokens=b.prompt_lengths[i],
@@ -512,7 +522,8 @@ def _decisions(trainer, rewards_per_func, torch) -> list[str]:
             std = torch.zeros_like(rewards)
     zero = torch.isclose(std, torch.zeros_like(std)).tolist()
     return [
-        "unscored" if u else "zero_signal" if z else "used" for u, z in zip(unscorable.tolist(), zero, strict=True)
+        "unscored" if u else "zero_signal" if z else "used"
+        for u, z in zip(unscorable.tolist(), zero, strict=True)
     ]
 
 
@@ -522,6 +533,16 @@ def _is_module(func) -> bool:
     except ImportError:
         return False
     return isinstance(func, nn.Module)
+
+
+def _is_async(func) -> bool:
+    """TRL's own test where it has one (it decides which call path a reward function takes)."""
+    try:
+        from trl.trainer.utils import is_async_callable
+
+        return bool(is_async_callable(func))
+    except ImportError:
+        return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
 
 
 def _last(ids):
