@@ -1,0 +1,206 @@
+"""The TRL adapter on a real GRPOTrainer (tiny Llama on CPU, built in tests/trl_tiny.py): rollscope's per-step
+figures equal TRL's own logged metrics, and training is the same with and without the adapter."""
+
+from __future__ import annotations
+
+import logging
+import math
+import subprocess
+import sys
+
+import pytest
+
+from tests import trl_tiny
+
+STEPS = 20
+RUN = "grpo-1"
+
+
+def _needs_trl():
+    pytest.importorskip("trl", reason="needs the trl extra: pip install -e '.[dev,trl]' (make test-slow does)")
+
+
+def test_importing_the_adapter_loads_neither_torch_nor_trl():
+    code = (
+        "import sys, rollscope.integrations.trl as m; assert callable(m.instrument); "
+        "print(sorted(k for k in ('torch', 'trl', 'transformers') if k in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same 20-step run twice on one seed: plain, then instrumented."""
+    _needs_trl()
+    from rollscope.integrations.trl import instrument
+
+    root = tmp_path_factory.mktemp("trl")
+    plain = trl_tiny.trainer(root / "plain", max_steps=STEPS)
+    plain.train()
+    traced = trl_tiny.trainer(root / "traced", max_steps=STEPS)
+    inst = instrument(traced, store=root / "store", run_id=RUN)
+    traced.train()
+    inst.close()
+    yield plain, traced, inst, root / "store"
+    inst.rl.shutdown()
+
+
+def _number(value) -> float:
+    """A figure as a float; no value (SQL NULL, TRL's NaN mean of no scores) is NaN."""
+    return math.nan if value is None else float(value)
+
+
+def _same(ours: float, theirs: float) -> bool:
+    if math.isnan(ours) or math.isnan(theirs):
+        return math.isnan(ours) and math.isnan(theirs)
+    return math.isclose(ours, theirs, rel_tol=1e-5, abs_tol=1e-6)
+
+
+def _trl_steps(trainer) -> dict[int, dict]:
+    return {e["step"]: e for e in trainer.state.log_history if "frac_reward_zero_std" in e}
+
+
+@pytest.mark.slow
+def test_the_adapter_never_changes_training(runs):
+    plain, traced, inst, _ = runs
+    assert inst.stats["failures"] == {}
+    assert len(_trl_steps(traced)) == STEPS
+    assert trl_tiny.training_figures(traced.state.log_history) == trl_tiny.training_figures(plain.state.log_history)
+
+
+@pytest.mark.slow
+def test_rollscope_figures_equal_trls_own_step_by_step(runs):
+    from rollscope.queries import analyses, connect
+
+    _, traced, inst, store = runs
+    con = connect(store)
+    funnel = analyses.funnel(con, RUN, by="step").set_index("step")
+    generations = analyses.generations_by_step(con, RUN).set_index("step")
+    rewards = analyses.rewards_by_step(con, RUN).set_index(["step", "reward_name"])["mean_reward"]
+    trl = _trl_steps(traced)
+    names = list(traced.reward_func_names)
+
+    header = ["trl step", "nonzero signal", "mean tokens", "clipped", *(f"{n} mean" for n in names)]
+    lines = [" | ".join(header), " | ".join("---" for _ in header)]
+    mismatches = []
+    for trl_step, logged in sorted(trl.items()):
+        step = trl_step - 1  # rollscope's train_step s produces policy version s + 1; TRL logs it as step s + 1
+        pairs = [
+            ("nonzero signal", funnel.loc[step, "nonzero_signal_rate"], 1 - logged["frac_reward_zero_std"]),
+            ("mean tokens", generations.loc[step, "mean_output_tokens"], logged["completions/mean_length"]),
+            ("clipped", generations.loc[step, "clipped_share"], logged["completions/clipped_ratio"]),
+            *((f"{n} mean", rewards.loc[(step, n)], logged[f"rewards/{n}/mean"]) for n in names),
+        ]
+        pairs = [(what, _number(ours), _number(theirs)) for what, ours, theirs in pairs]
+        lines.append(" | ".join([str(trl_step), *(f"{ours:.4f} / {theirs:.4f}" for _, ours, theirs in pairs)]))
+        mismatches += [(trl_step, what, ours, theirs) for what, ours, theirs in pairs if not _same(ours, theirs)]
+    table = "\n".join(["rollscope / TRL, per step", *lines])
+    print("\n" + table)
+    assert len(trl) == STEPS >= 20
+    assert not mismatches, f"{mismatches}\n{table}"
+    # The run exercises every branch: groups with and without signal, clipped and finished completions, and a
+    # reward function that returns None (environment "b"), so equal figures are not equal by accident.
+    frac = [e["frac_reward_zero_std"] for e in trl.values()]
+    clipped = [e["completions/clipped_ratio"] for e in trl.values()]
+    assert any(f > 0 for f in frac) and any(f < 1 for f in frac)
+    assert any(0 < c < 1 for c in clipped)
+    scored = analyses.rewards_by_step(con, RUN)
+    assert (scored[scored.reward_name == "brevity"].scored < 8).any()
+
+
+@pytest.mark.slow
+def test_every_completion_is_a_rollout_with_its_turn_rewards_and_one_sample(runs):
+    from rollscope.queries import connect
+
+    _, traced, _, store = runs
+    con = connect(store)
+    per_step = 8  # 2 prompts x 4 generations
+    rollouts = con.execute(
+        "SELECT count(*), count(DISTINCT group_id), count(DISTINCT task_id), min(policy_version), "
+        "max(policy_version), list(DISTINCT environment ORDER BY environment) FROM rollouts WHERE run_id = ?",
+        [RUN],
+    ).fetchone()
+    assert rollouts == (STEPS * per_step, STEPS * 2, len(trl_tiny.PROMPTS), 0, STEPS - 1, ["a", "b", "c"])
+    # Each group is one prompt's 4 completions of one round, generated by the policy of that step.
+    groups = con.execute(
+        "SELECT count(*) AS n, count(DISTINCT task_id) AS tasks, count(DISTINCT policy_version) AS versions "
+        "FROM rollouts WHERE run_id = ? GROUP BY group_id",
+        [RUN],
+    ).fetchall()
+    assert set(groups) == {(4, 1, 1)}
+    assert con.execute("SELECT count(*) FROM turns WHERE run_id = ?", [RUN]).fetchone()[0] == STEPS * per_step
+    assert con.execute(
+        "SELECT count(*), count(DISTINCT rollout_id) FROM samples WHERE run_id = ?", [RUN]
+    ).fetchone() == (STEPS * per_step, STEPS * per_step)
+    # Train steps: one per optimizer step, with what they trained on; TRL's own num_tokens is the running sum.
+    steps = con.execute(
+        "SELECT train_step, policy_version, train_samples, train_tokens, train_wait_s FROM train_steps "
+        "WHERE run_id = ? ORDER BY train_step",
+        [RUN],
+    ).fetchall()
+    assert [s[:3] for s in steps] == [(i, i + 1, per_step) for i in range(STEPS)]
+    assert all(s[4] > 0 for s in steps)
+    num_tokens = [e["num_tokens"] for e in _trl_steps(traced).values()]
+    assert [sum(s[3] for s in steps[: i + 1]) for i in range(STEPS)] == num_tokens
+    # A function's None is "no score from it": a reward span without a score, not a zero.
+    unscored = con.execute(
+        "SELECT count(*) FROM rewards w JOIN rollouts r USING (run_id, rollout_id) "
+        "WHERE w.run_id = ? AND w.reward_name = 'brevity' AND r.environment = 'b' AND w.reward IS NULL",
+        [RUN],
+    ).fetchone()[0]
+    assert unscored == con.execute(
+        "SELECT count(*) FROM rollouts WHERE run_id = ? AND environment = 'b'", [RUN]
+    ).fetchone()[0]
+
+
+@pytest.mark.slow
+def test_a_completion_trained_on_in_several_steps_is_one_sample_with_its_reuse(tmp_path):
+    """num_iterations=2, steps_per_generation=2: each completion feeds 2 of the 4 steps after its generation."""
+    _needs_trl()
+    from rollscope.integrations.trl import instrument
+    from rollscope.queries import analyses, connect
+
+    trainer = trl_tiny.trainer(
+        tmp_path / "out", max_steps=8, per_device_train_batch_size=4, steps_per_generation=2, num_iterations=2
+    )
+    inst = instrument(trainer, store=tmp_path / "store", run_id="reuse")
+    trainer.train()
+    inst.close()
+    con = connect(tmp_path / "store")
+    samples = con.execute(
+        "SELECT s.train_step, r.policy_version, s.attributes->>'rl.sample.uses', "
+        "s.attributes->>'rl.sample.last_step' FROM samples s JOIN rollouts r USING (run_id, rollout_id) "
+        "WHERE s.run_id = 'reuse'"
+    ).fetchall()
+    assert len(samples) == 16  # 2 generation rounds of 8; each completion once
+    for first, version, uses, last in samples:
+        assert uses == "2"
+        assert version <= first < int(last) <= version + 3
+    steps = analyses.trainer_steps(con, "reuse")
+    assert list(steps.train_samples) == [4] * 8
+    funnel = analyses.funnel(con, "reuse")
+    assert int(funnel.dispatched.iloc[0]) == 16
+    inst.rl.shutdown()
+
+
+@pytest.mark.slow
+def test_a_failing_adapter_is_logged_and_counted_never_raised(tmp_path, caplog):
+    _needs_trl()
+    from rollscope.integrations.trl import instrument
+
+    trainer = trl_tiny.trainer(tmp_path / "out", max_steps=3)
+    inst = instrument(trainer, store=tmp_path / "store", run_id="broken")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("exporter on fire")
+
+    inst.rl.rollout = broken
+    inst.rl.train_step = broken
+    with caplog.at_level(logging.WARNING, logger="rollscope.integrations.trl"):
+        trainer.train()
+    assert trainer.state.global_step == 3
+    assert inst.stats["failures"] == {"generate": 3, "train_step": 3}
+    warnings = [r for r in caplog.records if "training goes on" in r.getMessage()]
+    assert len(warnings) == 2  # once per hook, not once per step
+    inst.rl.shutdown()
