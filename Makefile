@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Extras the slow suite installs on top of dev: trl (torch, transformers, trl) for the TRL adapter's real
+# GRPOTrainer runs, verifiers for the verifiers hook's tests against the real package.
+SLOW_EXTRAS := dev,trl,verifiers
+SLOW_STAMP := $(VENV)/.installed-slow
 
 .PHONY: demo test test-slow lint format bench clean
 
@@ -12,6 +16,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+$(SLOW_STAMP): $(STAMP) pyproject.toml Makefile
+	$(BIN)/pip install --quiet -e '.[$(SLOW_EXTRAS)]'
+	touch $(SLOW_STAMP)
+
 # make demo [STORE=DIR] [PORT=P]: the dashboard on DIR (default $ROLLSCOPE_STORE, else sample_data/); Ctrl-C stops it
 demo: $(STAMP)
 	$(BIN)/rollscope dashboard $(if $(STORE),--store '$(STORE)') $(if $(PORT),--port $(PORT))
@@ -20,8 +28,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
-test-slow: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,verifiers]'
+test-slow: $(SLOW_STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
 lint: $(STAMP)
@@ -32,12 +39,13 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-bench: $(STAMP)
+bench: $(SLOW_STAMP)
 	$(BIN)/python -m benchmarks.export_overhead
 	$(BIN)/python -m benchmarks.simulate
 	$(BIN)/python -m benchmarks.ingest
 	$(BIN)/python -m benchmarks.queries
 	$(BIN)/python -m benchmarks.dashboard
+	$(BIN)/python -m benchmarks.trl_overhead
 
 clean:
 	rm -rf $(VENV) *.egg-info

@@ -17,7 +17,9 @@ RUN = "grpo-1"
 
 
 def _needs_trl():
-    pytest.importorskip("trl", reason="needs the trl extra: pip install -e '.[dev,trl]' (make test-slow does)")
+    pytest.importorskip(
+        "trl", reason="needs the trl extra: pip install -e '.[dev,trl]' (make test-slow does)"
+    )
 
 
 def test_importing_the_adapter_loads_neither_torch_nor_trl():
@@ -66,7 +68,9 @@ def test_the_adapter_never_changes_training(runs):
     plain, traced, inst, _ = runs
     assert inst.stats["failures"] == {}
     assert len(_trl_steps(traced)) == STEPS
-    assert trl_tiny.training_figures(traced.state.log_history) == trl_tiny.training_figures(plain.state.log_history)
+    assert trl_tiny.training_figures(traced.state.log_history) == trl_tiny.training_figures(
+        plain.state.log_history
+    )
 
 
 @pytest.mark.slow
@@ -85,7 +89,9 @@ def test_rollscope_figures_equal_trls_own_step_by_step(runs):
     lines = [" | ".join(header), " | ".join("---" for _ in header)]
     mismatches = []
     for trl_step, logged in sorted(trl.items()):
-        step = trl_step - 1  # rollscope's train_step s produces policy version s + 1; TRL logs it as step s + 1
+        step = (
+            trl_step - 1
+        )  # rollscope's train_step s produces policy version s + 1; TRL logs it as step s + 1
         pairs = [
             ("nonzero signal", funnel.loc[step, "nonzero_signal_rate"], 1 - logged["frac_reward_zero_std"]),
             ("mean tokens", generations.loc[step, "mean_output_tokens"], logged["completions/mean_length"]),
@@ -93,8 +99,12 @@ def test_rollscope_figures_equal_trls_own_step_by_step(runs):
             *((f"{n} mean", rewards.loc[(step, n)], logged[f"rewards/{n}/mean"]) for n in names),
         ]
         pairs = [(what, _number(ours), _number(theirs)) for what, ours, theirs in pairs]
-        lines.append(" | ".join([str(trl_step), *(f"{ours:.4f} / {theirs:.4f}" for _, ours, theirs in pairs)]))
-        mismatches += [(trl_step, what, ours, theirs) for what, ours, theirs in pairs if not _same(ours, theirs)]
+        lines.append(
+            " | ".join([str(trl_step), *(f"{ours:.4f} / {theirs:.4f}" for _, ours, theirs in pairs)])
+        )
+        mismatches += [
+            (trl_step, what, ours, theirs) for what, ours, theirs in pairs if not _same(ours, theirs)
+        ]
     table = "\n".join(["rollscope / TRL, per step", *lines])
     print("\n" + table)
     assert len(trl) == STEPS >= 20
@@ -149,9 +159,12 @@ def test_every_completion_is_a_rollout_with_its_turn_rewards_and_one_sample(runs
         "WHERE w.run_id = ? AND w.reward_name = 'brevity' AND r.environment = 'b' AND w.reward IS NULL",
         [RUN],
     ).fetchone()[0]
-    assert unscored == con.execute(
-        "SELECT count(*) FROM rollouts WHERE run_id = ? AND environment = 'b'", [RUN]
-    ).fetchone()[0]
+    assert (
+        unscored
+        == con.execute(
+            "SELECT count(*) FROM rollouts WHERE run_id = ? AND environment = 'b'", [RUN]
+        ).fetchone()[0]
+    )
 
 
 @pytest.mark.slow

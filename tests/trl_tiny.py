@@ -58,7 +58,10 @@ def has_a(completions, **kwargs):
 
 def brevity(completions, environment, **kwargs):
     """Shorter is better; None (no score) for environment "b"."""
-    return [None if env == "b" else 1.0 / (1 + len(c.split())) for c, env in zip(completions, environment, strict=True)]
+    return [
+        None if env == "b" else 1.0 / (1 + len(c.split()))
+        for c, env in zip(completions, environment, strict=True)
+    ]
 
 
 def trainer(output_dir, max_steps: int = 20, seed: int = 0, **config):
@@ -100,4 +103,6 @@ TIMING = ("step_time", "train_runtime", "train_samples_per_second", "train_steps
 
 def training_figures(log_history) -> list[dict]:
     """TRL's logged entries without the time measurements: what must not change with the adapter on."""
-    return [{k: v for k, v in entry.items() if not any(k.endswith(t) for t in TIMING)} for entry in log_history]
+    return [
+        {k: v for k, v in entry.items() if not any(k.endswith(t) for t in TIMING)} for entry in log_history
+    ]

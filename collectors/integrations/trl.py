@@ -23,8 +23,9 @@ instance (generation, reward computation, batch preparation, the vLLM weight syn
 
 It never changes training: it reads what the methods return and passes it on untouched (the one addition, a
 per-sample index list riding along the buffered batch, is removed before the loss sees the batch), draws no
-random numbers from any generator training uses, and any failure inside it is logged once, counted in
-``stats``, and never raised into training.
+random numbers from any generator training uses, and any failure inside it is logged once per hook, counted in
+``stats``, and never raised into training. On the training thread it only copies lengths, times and the
+gathered reward tensor; spans are built on its own thread (``rollscope-trl``), drained when training ends.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import inspect
 import json
 import logging
 import os
+import queue
 import random
 import threading
 import time
@@ -128,6 +130,7 @@ class _Batch:
     reward_start_ns: int | None = None
     reward_end_ns: int | None = None
     reward_calls: dict = field(default_factory=dict)  # reward function index -> (start_ns, end_ns)
+    rewards_cpu: object = None  # the gathered rewards_per_func tensor, copied to the CPU
     rewards_per_func: list | None = None  # this process's rows: [sample][function], None = no score
     combined: list | None = None
     decisions: list | None = None
@@ -140,13 +143,18 @@ class _Batch:
 
 
 class TRLInstrumentation:
-    """The hooks on one trainer. ``stats``: spans emitted per kind and failures per hook."""
+    """The hooks on one trainer. ``stats``: spans emitted per kind, failures per hook, seconds the adapter's
+    bookkeeping took on the training thread, and the store exporter's counters."""
 
     def __init__(self, trainer, rl):
         self.trainer = trainer
         self.rl = rl
         self.counts: Counter = Counter()
         self.failures: Counter = Counter()
+        self.seconds = 0.0  # spent in the adapter's own bookkeeping, on the training thread
+        self.emit_seconds = 0.0  # spent building spans, on the adapter's own thread
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
         self._warned: set[str] = set()
         self._round = 0
         self._batch: _Batch | None = None  # the round being generated / scored
@@ -195,14 +203,22 @@ class TRLInstrumentation:
             return
         self._closed = True
         self._guard("close", self._retire_buffer)
+        self._guard("close", self._drain)
         self._guard("close", self.rl.force_flush)
 
     @property
     def stats(self) -> dict:
-        return {"spans": dict(self.counts), "failures": dict(self.failures), "exporter": self.rl.stats}
+        return {
+            "spans": dict(self.counts),
+            "failures": dict(self.failures),
+            "adapter_s": self.seconds,
+            "emit_s": self.emit_seconds,
+            "exporter": self.rl.stats,
+        }
 
     def _guard(self, hook: str, fn, *args):
         """Run our own bookkeeping; a failure is logged (once per hook), counted, and never raised."""
+        started = time.perf_counter()
         try:
             return fn(*args)
         except Exception:
@@ -213,6 +229,37 @@ class TRLInstrumentation:
                     "rollscope: the TRL adapter's %s hook failed; training goes on", hook, exc_info=True
                 )
             return None
+        finally:
+            if threading.current_thread() is self._worker:
+                self.emit_seconds += time.perf_counter() - started
+            else:
+                self.seconds += time.perf_counter() - started
+
+    # --- the adapter's own thread: spans are built there, off the training thread ----------------------------
+
+    def _submit(self, hook: str, fn, *args) -> None:
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._work, name="rollscope-trl", daemon=True)
+            self._worker.start()
+        self._queue.put((hook, fn, args))
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
+            hook, fn, args = item
+            self._guard(hook, fn, *args)
+
+    def _drain(self, timeout: float = 60.0) -> None:
+        """Wait until every span handed to the adapter's thread is built."""
+        if self._worker is None:
+            return
+        done = threading.Event()
+        self._queue.put(done)
+        if not done.wait(timeout):
+            raise TimeoutError(f"the adapter's thread did not finish in {timeout:.0f} s")
 
     def _training(self) -> bool:
         model = getattr(self.trainer, "model", None)
@@ -305,7 +352,10 @@ class TRLInstrumentation:
         def sync_weights(*args, **kwargs):
             started = time.time_ns()
             result = original(*args, **kwargs)
-            self._guard("weight_sync", self._emit_sync, started, time.time_ns())
+            version = int(self.trainer.state.global_step)
+            self._guard(
+                "weight_sync", self._submit, "weight_sync", self._emit_sync, version, started, time.time_ns()
+            )
             return result
 
         return sync_weights
@@ -335,18 +385,22 @@ class TRLInstrumentation:
         b.truncated = [bool(len(ids)) and _last(ids) not in eos_and_pad for ids in completion_ids]
 
     def _record_rewards(self, rewards_per_func, started: int, ended: int) -> None:
+        b = self._batch
+        b.reward_start_ns, b.reward_end_ns = started, ended
+        b.rewards_cpu = rewards_per_func.detach().float().cpu().clone()
+        b.global_offset = self.trainer.accelerator.process_index * len(b.inputs)
+
+    def _score(self, b: _Batch) -> None:
+        """TRL's combined reward and sample decisions for this process's rows (on the adapter's thread)."""
         import torch
 
-        b = self._batch
         t = self.trainer
-        b.reward_start_ns, b.reward_end_ns = started, ended
-        n_local = len(b.inputs)
-        everything = rewards_per_func.detach().float().cpu()
+        everything = b.rewards_cpu
         decisions = _decisions(t, everything, torch)
         weights = t.reward_weights.detach().float().cpu()
         combined = (everything * weights.unsqueeze(0)).nansum(dim=1)
         unscorable = torch.isnan(everything).all(dim=1)
-        local = slice(t.accelerator.process_index * n_local, (t.accelerator.process_index + 1) * n_local)
+        local = slice(b.global_offset, b.global_offset + len(b.inputs))
         rows = everything[local].tolist()
         b.rewards_per_func = [[None if v != v else v for v in row] for row in rows]
         b.combined = [
@@ -354,14 +408,15 @@ class TRLInstrumentation:
             for c, u in zip(combined[local].tolist(), unscorable[local].tolist(), strict=True)
         ]
         b.decisions = decisions[local]
-        b.global_offset = local.start
 
     def _finish_batch(self, batch: _Batch, ended: int) -> bool:
-        if batch.rewards_per_func is None or not batch.completion_lengths:
+        if batch.rewards_cpu is None or not batch.completion_lengths:
             return False  # a path we do not understand (e.g. a trainer subclass): record nothing half-made
         batch.end_ns = ended
-        self._emit_rollouts(batch)
+        prefix = uuid.uuid4().hex[:24]
+        batch.rollout_ids = [f"{prefix}{i:04x}" for i in range(len(batch.inputs))]
         self._buffer = batch
+        self._submit("generate", self._emit_rollouts, batch)
         return True
 
     def _tag(self, output, batch: _Batch) -> None:
@@ -381,11 +436,14 @@ class TRLInstrumentation:
             self._step_tokens += b.prompt_lengths[i] + b.completion_lengths[i]
 
     def _retire_buffer(self) -> None:
-        """Emit rl.sample for every completion of the buffered round that the trainer consumed."""
+        """The buffered round is done with: its samples (what the trainer consumed) go to the span thread."""
         b, self._buffer = self._buffer, None
-        if b is None:
-            return
-        now = time.time_ns()
+        if b is not None:
+            self._submit("samples", self._emit_samples, b, time.time_ns())
+
+    # --- spans --------------------------------------------------------------------------------------------
+
+    def _emit_samples(self, b: _Batch, now: int) -> None:
         for i, rollout_id in enumerate(b.rollout_ids):
             if i not in b.first_step:
                 continue  # never trained on (training stopped first)
@@ -402,9 +460,8 @@ class TRLInstrumentation:
                 pass
             self.counts["rl.sample"] += 1
 
-    # --- spans --------------------------------------------------------------------------------------------
-
     def _emit_rollouts(self, b: _Batch) -> None:
+        self._score(b)
         t = self.trainer
         names = list(getattr(t, "reward_func_names", [])) or [
             f"reward_{j}" for j in range(len(b.rewards_per_func[0]))
@@ -415,7 +472,7 @@ class TRLInstrumentation:
         gen_end = b.gen_end_ns or b.end_ns
         for i, example in enumerate(b.inputs):
             group = (b.global_offset + i) // generations
-            rollout_id = uuid.uuid4().hex
+            rollout_id = b.rollout_ids[i]
             with self.rl.rollout(
                 rollout_id,
                 task_id=_task_id(example),
@@ -441,7 +498,6 @@ class TRLInstrumentation:
                     start, end = b.reward_calls.get(j, (b.reward_start_ns, b.reward_end_ns))
                     with self.rl.reward(reward_name=names[j], reward=value, start_time=start, end_time=end):
                         pass
-            b.rollout_ids.append(rollout_id)
         self.counts["rl.rollout"] += len(b.inputs)
         self.counts["rl.turn"] += len(b.inputs)
         self.counts["rl.reward"] += len(b.inputs) * len(names)
@@ -450,21 +506,25 @@ class TRLInstrumentation:
         if self._step_start_ns is None:
             return
         step = int(state.global_step) - 1
+        figures = (self._step_samples, self._step_tokens, self._step_wait_s)
+        self._submit("train_step", self._emit_step_span, step, self._step_start_ns, time.time_ns(), *figures)
+        self._step_start_ns = None
+
+    def _emit_step_span(self, step: int, start: int, end: int, samples: int, tokens: int, wait_s: float):
         with self.rl.train_step(
             step,
             policy_version=step + 1,
-            train_samples=self._step_samples,
-            train_tokens=self._step_tokens,
-            train_wait_s=self._step_wait_s,
-            start_time=self._step_start_ns,
-            end_time=time.time_ns(),
+            train_samples=samples,
+            train_tokens=tokens,
+            train_wait_s=wait_s,
+            start_time=start,
+            end_time=end,
         ):
             pass
         self.counts["rl.train_step"] += 1
-        self._step_start_ns = None
 
-    def _emit_sync(self, started: int, ended: int) -> None:
-        with self.rl.weight_sync(int(self.trainer.state.global_step), start_time=started, end_time=ended):
+    def _emit_sync(self, version: int, started: int, ended: int) -> None:
+        with self.rl.weight_sync(version, start_time=started, end_time=ended):
             pass
         self.counts["rl.weight_sync"] += 1
 
@@ -489,6 +549,7 @@ def _callback(inst: TRLInstrumentation):
 
         def on_train_end(self, args, state, control, **kwargs):
             inst._guard("train_end", inst._retire_buffer)
+            inst._guard("train_end", inst._drain)
             inst._guard("train_end", inst.rl.force_flush)
 
     return RollscopeCallback()
