@@ -144,7 +144,8 @@ class _Batch:
 
 class TRLInstrumentation:
     """The hooks on one trainer. ``stats``: spans emitted per kind, failures per hook, seconds the adapter's
-    bookkeeping took on the training thread, and the store exporter's counters."""
+    bookkeeping took on the training thread (wall and CPU), CPU seconds its span thread took, and the store
+    exporter's counters."""
 
     def __init__(self, trainer, rl):
         self.trainer = trainer
@@ -152,7 +153,8 @@ class TRLInstrumentation:
         self.counts: Counter = Counter()
         self.failures: Counter = Counter()
         self.seconds = 0.0  # spent in the adapter's own bookkeeping, on the training thread
-        self.emit_seconds = 0.0  # spent building spans, on the adapter's own thread
+        self.cpu_seconds = 0.0  # the same, in CPU time of the training thread
+        self.emit_seconds = 0.0  # CPU time spent building spans, on the adapter's own thread
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
         self._warned: set[str] = set()
@@ -212,13 +214,14 @@ class TRLInstrumentation:
             "spans": dict(self.counts),
             "failures": dict(self.failures),
             "adapter_s": self.seconds,
-            "emit_s": self.emit_seconds,
+            "adapter_cpu_s": self.cpu_seconds,
+            "emit_cpu_s": self.emit_seconds,
             "exporter": self.rl.stats,
         }
 
     def _guard(self, hook: str, fn, *args):
         """Run our own bookkeeping; a failure is logged (once per hook), counted, and never raised."""
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         try:
             return fn(*args)
         except Exception:
@@ -231,9 +234,10 @@ class TRLInstrumentation:
             return None
         finally:
             if threading.current_thread() is self._worker:
-                self.emit_seconds += time.perf_counter() - started
+                self.emit_seconds += time.thread_time() - cpu
             else:
                 self.seconds += time.perf_counter() - started
+                self.cpu_seconds += time.thread_time() - cpu
 
     # --- the adapter's own thread: spans are built there, off the training thread ----------------------------
 
