@@ -131,6 +131,7 @@ class _Batch:
     reward_end_ns: int | None = None
     reward_calls: dict = field(default_factory=dict)  # reward function index -> (start_ns, end_ns)
     rewards_cpu: object = None  # the gathered rewards_per_func tensor, copied to the CPU
+    weights: object = None  # the trainer's reward_weights, copied to the CPU
     rewards_per_func: list | None = None  # this process's rows: [sample][function], None = no score
     combined: list | None = None
     decisions: list | None = None
@@ -392,6 +393,7 @@ class TRLInstrumentation:
         b = self._batch
         b.reward_start_ns, b.reward_end_ns = started, ended
         b.rewards_cpu = rewards_per_func.detach().float().cpu().clone()
+        b.weights = self.trainer.reward_weights.detach().float().cpu().clone()
         b.global_offset = self.trainer.accelerator.process_index * len(b.inputs)
 
     def _score(self, b: _Batch) -> None:
@@ -400,8 +402,8 @@ class TRLInstrumentation:
 
         t = self.trainer
         everything = b.rewards_cpu
-        decisions = _decisions(t, everything, torch)
-        weights = t.reward_weights.detach().float().cpu()
+        decisions = _decisions(t, everything, b.weights, torch)
+        weights = b.weights
         combined = (everything * weights.unsqueeze(0)).nansum(dim=1)
         unscorable = torch.isnan(everything).all(dim=1)
         local = slice(b.global_offset, b.global_offset + len(b.inputs))
@@ -559,13 +561,13 @@ def _callback(inst: TRLInstrumentation):
     return RollscopeCallback()
 
 
-def _decisions(trainer, rewards_per_func, torch) -> list[str]:
+def _decisions(trainer, rewards_per_func, weights, torch) -> list[str]:
     """TRL's own tests, on the gathered rewards: every function None → unscored; zero std → zero_signal."""
     from trl.trainer.utils import nanstd
 
     n_funcs = rewards_per_func.shape[1]
     unscorable = torch.isnan(rewards_per_func).all(dim=1)
-    weights = trainer.reward_weights.detach().float().cpu().unsqueeze(0)
+    weights = weights.unsqueeze(0)
     generations = int(trainer.num_generations)
     aggregation = getattr(trainer, "multi_objective_aggregation", "sum_then_normalize")
     scale = getattr(trainer, "scale_rewards", "group")
