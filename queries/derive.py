@@ -1,9 +1,9 @@
 """Deriving one run's tables (``store/derived.py`` declares them) from its raw segments, as Parquet files.
 
 The store layer decides when a run needs deriving, holds the run's lock and publishes the result; this module
-runs the SQL. It opens its own DuckDB database in a file inside the store layer's temporary directory, under
-a memory limit, so the tables being built and every join, window and sort that builds them spill to disk
-instead of growing with the run: memory is bounded by ``ROLLSCOPE_DERIVE_MEMORY`` (default 1 GB of DuckDB
+runs the SQL. It opens its own DuckDB database under a memory limit, spilling to a directory inside the store
+layer's temporary one, so the tables being built and every join, window and sort that builds them spill to
+disk instead of growing with the run: memory is bounded by ``ROLLSCOPE_DERIVE_MEMORY`` (default 1 GB of DuckDB
 buffers) whatever the run's length. The definitions are the views and macros the analyses have always used
 (``sql/views``, ``sql/analyses/macros``), filled in order by ``sql/raw/derive_full.sql``.
 """
@@ -52,7 +52,7 @@ def derive(segments: list[Path], run_id: str, out: Path) -> None:
     work = out / ".work"
     work.mkdir()
     con = duckdb.connect(
-        str(work / "derive.duckdb"),
+        ":memory:",
         config={
             "memory_limit": MEMORY_LIMIT,
             "threads": THREADS,
@@ -61,11 +61,14 @@ def derive(segments: list[Path], run_id: str, out: Path) -> None:
         },
     )
     try:
-        raw_views(con, [*map(str, segments), schema_file("spans")], [schema_file("collector_stats")])
+        # Views bind (and list their files) when created: create them over the empty schema file, then point
+        # the raw views at the run's segments.
+        raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.run_folder(con, "views")
         sqlfiles.run_folder(con, "analyses/macros")
         con.execute(sqlfiles.load("raw/derived_tables"))
         con.execute(sqlfiles.load("raw/derived_views"))
+        raw_views(con, [*map(str, segments), schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.run_statements(con, "raw/derive_full", {"run": run_id})
         for name in TABLE_NAMES:
             select = stored_columns(con, name)
