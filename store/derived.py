@@ -301,9 +301,9 @@ def _clean(directory: Path, grace_s: float = GRACE_S) -> None:
         named = None
     cutoff = time.time() - grace_s
     for entry in directory.iterdir():
-        if entry.name.startswith(".tmp-"):
-            shutil.rmtree(entry, ignore_errors=True)
-        elif entry.name.startswith("gen-") and entry.name != named and entry.stat().st_mtime < cutoff:
+        interrupted = entry.name.startswith(".tmp-")
+        replaced = entry.name.startswith("gen-") and entry.name != named and entry.stat().st_mtime < cutoff
+        if interrupted or replaced:
             shutil.rmtree(entry, ignore_errors=True)
 
 

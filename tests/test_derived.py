@@ -4,6 +4,7 @@ concurrent writers, readers and compaction, readable without rollscope, and kept
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -33,15 +34,28 @@ def raw_copy(store: Path, target: Path) -> Path:
 
 
 def figures(con, run: str = RUN) -> dict:
-    """What a user reads off a run: funnel, compute terms, turn work, staleness."""
-    return {
-        "funnel": analyses.funnel(con, run).to_dict("records"),
-        "by_step": analyses.funnel(con, run, by="step").to_dict("records"),
-        "compute": analyses.compute_terms(con, run, by="step").to_dict("records"),
-        "prefill": analyses.prefill_decode(con, run).to_dict("records"),
-        "staleness": analyses.staleness(con, run).to_dict("records"),
-        "token_work": analyses.token_work(con, run),
-    }
+    """What a user reads off a run: funnel, compute terms, turn work, staleness (missing values as None,
+    floats to 12 significant digits: parallel sums of doubles may differ in the last bits)."""
+    return _plain(
+        {
+            "funnel": analyses.funnel(con, run).to_dict("records"),
+            "by_step": analyses.funnel(con, run, by="step").to_dict("records"),
+            "compute": analyses.compute_terms(con, run, by="step").to_dict("records"),
+            "prefill": analyses.prefill_decode(con, run).to_dict("records"),
+            "staleness": analyses.staleness(con, run).to_dict("records"),
+            "token_work": analyses.token_work(con, run),
+        }
+    )
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float):
+        return None if math.isnan(value) else float(f"{value:.12g}")
+    return value
 
 
 def test_derived_state_is_published_in_the_store_and_read_without_deriving_again(tmp_path):
@@ -93,7 +107,7 @@ stages = f"{part}/{manifest['generation']}/rollout_stages.parquet"
 row = duckdb.connect().execute(
     "SELECT count(*), count(*) FILTER (completed), count(*) FILTER (scored), count(*) FILTER (nonzero_signal),"
     " count(*) FILTER (fresh), count(*) FILTER (usable) FROM read_parquet(?)", [stages]).fetchone()
-print(json.dumps(row), "rollscope" in sys.modules or any(m.startswith("rollscope") for m in sys.modules))
+print(json.dumps(row, separators=(",", ":")), "rollscope" in sys.modules or any(m.startswith("rollscope") for m in sys.modules))
 """
     done = subprocess.run(
         [sys.executable, "-c", code, str(store), RUN],
@@ -180,7 +194,9 @@ def test_a_dashboard_derives_only_the_runs_it_shows(tmp_path):
 WRITE = """
 import sys, time
 from tests.test_dashboard_fixtures import RunWriter
-writer = RunWriter(sys.argv[1], sys.argv[2], seed=int(sys.argv[3]), prefix=sys.argv[3] + "-")
+# Two job processes, one of them the trainer (two trainers would both write each step).
+writer = RunWriter(sys.argv[1], sys.argv[2], seed=int(sys.argv[3]), prefix=sys.argv[3] + "-", trainer=sys.argv[3] == "1")
+writer.step = 1  # the run's step 0 is written already
 for _ in range(int(sys.argv[4])):
     writer.write_step()
     writer.flush()
