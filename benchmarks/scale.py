@@ -65,7 +65,7 @@ SELECT * REPLACE (
     CASE WHEN rollout_id IS NULL THEN NULL ELSE rollout_id || '~' || c.k END AS rollout_id,
     CASE WHEN group_id IS NULL THEN NULL ELSE group_id || '~' || c.k END AS group_id
 )
-FROM read_parquet($files) AS s, range($lo, $hi) AS c(k)
+FROM read_parquet($files, hive_partitioning = false) AS s, range($lo, $hi) AS c(k)
 """
 
 
@@ -88,7 +88,7 @@ def build(store: Path, spans: int, segment_rows: int) -> tuple[int, float]:
         "SELECT count(*), min(start_ns), max(end_ns), max(train_step), "
         "greatest(max(policy_version), max(drafter_policy_version)) FROM read_parquet(?)",
         [files],
-    ).fetchone()
+    ).fetchall()[0]
     copies = max(1, round(spans / base))
     params = {
         "files": files,
@@ -100,7 +100,7 @@ def build(store: Path, spans: int, segment_rows: int) -> tuple[int, float]:
     rows, per_query = 0, max(1, segment_rows // base)
     for lo in range(0, copies, per_query):
         hi = min(copies, lo + per_query)
-        table = con.execute(REPEAT, {**params, "lo": lo, "hi": hi}).fetch_arrow_table()
+        table = con.sql(REPEAT, params={**params, "lo": lo, "hi": hi}).to_arrow_table()
         writer.publish(RUN, table)
         rows += table.num_rows
     return rows, time.perf_counter() - started
@@ -188,6 +188,7 @@ elif kind == "pages":
     logging.disable(logging.WARNING)
     from benchmarks import dashboard
     dashboard.RUN = run
+    dashboard.filters.__defaults__ = (run,)
     t = time.perf_counter(); out["sidebar"] = dashboard.sidebar_seconds(__import__("pathlib").Path(store))
     for page in sys.argv[4].split(","):
         if page:
