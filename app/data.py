@@ -153,10 +153,13 @@ def live_store(path: str) -> LiveStore:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def sandbox(path: str):
-    """The SQL explorer's locked-down connection for this store (one, shared; queries run one at a time)."""
+    """The SQL explorer's locked-down connection for this store (one, shared; queries run one at a time).
+
+    It derives no run itself: its derived views hold the runs readers have derived (the one on screen is, by
+    ``run_sql``), so opening it on a store of many runs costs the run shown."""
     from rollscope.queries.sandbox import Sandbox
 
-    return Sandbox(path)
+    return Sandbox(path, derive=False)
 
 
 # --- the store and its filters ----------------------------------------------------------------------------
@@ -432,5 +435,7 @@ def sql_example() -> str:
 
 
 def run_sql(filters: Filters, sql: str):
-    """The SQL explorer's query, in the sandbox (QueryError on refusal, failure or time limit)."""
+    """The SQL explorer's query, in the sandbox (QueryError on refusal, failure or time limit), with the run on
+    screen's derived state current."""
+    live_store(filters.store).reader(filters.run_id).refresh()
     return sandbox(filters.store).query(sql)

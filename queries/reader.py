@@ -54,6 +54,26 @@ def _schema_dir() -> Path:
     return root
 
 
+@cache
+def _empty_dir() -> Path:
+    """Each derived table with no rows, as Parquet, typed by its definition: what a reader reads for a table
+    no run it reads has (an empty store, an unknown run). Made once per process, only when needed."""
+    root = _schema_dir() / "derived"
+    root.mkdir()
+    con = duckdb.connect()
+    raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
+    sqlfiles.run_folder(con, "views")
+    sqlfiles.run_folder(con, "analyses/macros")
+    con.execute(sqlfiles.load("raw/derived_tables"))
+    for name in derived.TABLE_NAMES:
+        target = str(root / f"{name}.parquet").replace("'", "''")
+        con.execute(
+            f"COPY (SELECT {stored_columns(con, name)} FROM _{name}_mat) TO '{target}' (FORMAT parquet)"
+        )
+    con.close()
+    return root
+
+
 def schema_file(dataset: str) -> str:
     return str(_schema_dir() / dataset / "run_id=_" / "empty.parquet")
 
@@ -87,14 +107,9 @@ class Reader:
         raw_views(self.con, [schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.run_folder(self.con, "views")
         sqlfiles.run_folder(self.con, "analyses/macros")
-        self.con.execute(sqlfiles.load("raw/derived_tables"))
-        for name in derived.TABLE_NAMES:
-            self.con.execute(
-                f"CREATE TABLE _{name}_empty AS SELECT {stored_columns(self.con, name)} FROM _{name}_mat"
-            )
-            self.con.execute(f"DROP TABLE _{name}_mat")
-            self.con.execute(f"CREATE VIEW _{name}_mat AS SELECT * FROM _{name}_empty")
-        self.con.execute(sqlfiles.load("raw/derived_views"))
+        self._views_ready = (
+            False  # the first refresh creates the derived views, then points the analyses at them
+        )
         self.refresh()
 
     @property
@@ -148,9 +163,12 @@ class Reader:
             if state is not None:
                 states[run] = state
         states = {run: s for run, s in states.items() if run in runs}
-        if raw != self._raw or states != self._states:
+        if not self._views_ready or raw != self._raw or states != self._states:
             self._set_views(raw, states)
             self._raw, self._states = raw, states
+        if not self._views_ready:
+            self.con.execute(sqlfiles.load("raw/derived_views"))
+            self._views_ready = True
         return added
 
     def _set_views(self, raw: dict[str, list[str]], states: dict[str, derived.Published]) -> None:
@@ -164,10 +182,8 @@ class Reader:
         for name in derived.TABLE_NAMES:
             files = [str(s.files()[name]) for _, s in sorted(states.items())]
             table = f"_{name}_mat"
-            if files:
-                cur.execute(template.replace("@table", table).replace("@files", sql_list(files)))
-            else:
-                cur.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM _{name}_empty")
+            files = files or [str(_empty_dir() / f"{name}.parquet")]  # no run has it: empty, typed
+            cur.execute(template.replace("@table", table).replace("@files", sql_list(files)))
 
     # --- querying -----------------------------------------------------------------------------------------
 
