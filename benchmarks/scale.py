@@ -197,7 +197,7 @@ elif kind == "pages":
 # Peak RSS of this process's own memory (VmHWM: ru_maxrss would count the parent's, inherited across exec).
 out["rss_bytes"] = next(
     int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(json.dumps(out))
+print("RESULT " + json.dumps(out))
 """
 
 
@@ -210,7 +210,7 @@ def child(kind: str, store: Path, run: str = RUN, *extra: str) -> dict:
     )
     if done.returncode != 0:
         raise RuntimeError(f"{kind} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.rsplit("RESULT ", 1)[1].splitlines()[0])  # DuckDB may draw progress bars
 
 
 def exponent(sizes: list[int], values: list[float]) -> float:
