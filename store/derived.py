@@ -193,7 +193,7 @@ def up_to_date(state: Published, live: list[Path]) -> bool:
         if path.name in state.segments:
             covered.add(path.name)
             continue
-        sources = layout._sources_of(str(path)) if path.name.startswith("cmp-") else frozenset()
+        sources = layout.sources(path)
         if not sources or not sources <= state.segments:
             return False
         covered |= sources
