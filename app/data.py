@@ -1,9 +1,10 @@
 """What the pages read, and the frame every page shares (filters, live refresh, clear empty states).
 
 Pages hold no SQL: they ask this module for frames and dicts computed by ``queries`` and draw them. One
-materialized ``queries.Reader`` per store serves every browser session (``st.cache_resource``); a live refresh
-copies only the segments published since the last one, and results are cached per run and per set of that
-run's segments (``st.cache_data``), so a refresh that found nothing new costs one directory listing. Below that
+``queries.Reader`` per run shown serves every browser session (``st.cache_resource``, one ``LiveStore`` per
+store), reading the run's derived tables from the store; a live refresh catches the run's derived state up
+with the segments published since the last one, and results are cached per run and per set of that run's
+segments (``st.cache_data``), so a refresh that found nothing new costs one directory listing. Below that
 cache, the analyses of one run and set of segments are computed once for every page and call that reads them
 (``queries.analyses.Shared``): the Overview's checks and trends reuse what its report computed, the Compare
 page the compute terms and funnel of both reports.
@@ -60,66 +61,89 @@ class MissingAnalysis(RollscopeError):
 
 
 class LiveStore:
-    """A materialized Reader shared by every session, and a signature per run that changes with its data.
+    """One Reader per run shown, shared by every session, and a signature per run that changes with its data.
 
-    Results are cached per run signature (the names of the run's live segments), so a finished run stays
-    cached while another run of the store writes. New data is taken in no more often than the figures of
-    the previous change took to compute: on a store where recomputing takes longer than the live interval,
-    the dashboard spends at most half its time computing and stays responsive.
+    Only the runs a page asks about are opened (a store of a hundred runs costs the one on screen; Compare
+    opens the two compared), each reading its derived tables from the store. Results are cached per run
+    signature (the names of the run's live segments), so a finished run stays cached while another run of
+    the store writes. New data is taken in no more often than the figures of the previous change took to
+    compute: on a store where recomputing takes longer than the live interval, the dashboard spends at most
+    half its time computing and stays responsive.
     """
 
     def __init__(self, path: str):
-        from rollscope.queries.reader import Reader
-
-        self.reader = Reader(path, materialize=True)
+        self.path = path
         self.checked_at = self.changed_at = time.time()
         self.busy_s = 0.0  # seconds spent computing figures since the last change
         self._lock = threading.Lock()
-        self._signatures = self._sign()
+        self._open_lock = threading.Lock()  # opening a run may derive it: not under the refresh's lock
+        self._readers: dict[str, object] = {}
+        self._signatures: dict[str, int] = {}
         self._shared: dict[str, tuple[tuple, analyses.Shared]] = {}
         self._shared_lock = threading.Lock()  # not the refresh's: a refresh must not hold up the figures
 
+    def reader(self, run_id: str):
+        """The run's Reader, opened (and its derived state caught up) on first use."""
+        reader = self._readers.get(run_id)
+        if reader is not None:
+            return reader
+        with self._open_lock:
+            if run_id not in self._readers:
+                from rollscope.queries.reader import Reader
+
+                listed = self._sign_run(run_id)  # listed before reading: every segment it names is read
+                reader = Reader(self.path, run_id=run_id)
+                reader.wait = False  # later refreshes read the last published state while another derives
+                self._readers[run_id] = reader
+                self._signatures[run_id] = listed
+            return self._readers[run_id]
+
     def refresh(self) -> None:
-        """Read the segments published since the last refresh (rate-limited as above)."""
+        """Read the segments published since the last refresh, for the runs open (rate-limited as above)."""
         with self._lock:
             now = time.time()
             if now - self.checked_at < MIN_REFRESH_S or now - self.changed_at < self.busy_s:
                 return
             self.checked_at = now
-            listed = self._sign()  # listed before reading, so every segment a signature names is loaded
-            self.reader.refresh()
-            if listed != self._signatures:
-                self._signatures, self.changed_at, self.busy_s = listed, now, 0.0
+            for run, reader in list(self._readers.items()):
+                listed = self._sign_run(run)
+                reader.refresh()
+                if listed != self._signatures.get(run):
+                    self._signatures[run], self.changed_at, self.busy_s = listed, now, 0.0
 
-    def _sign(self) -> dict[str, int]:
-        return {
-            run: hash(
-                tuple(
-                    p.name for dataset in DATASETS for p in layout.segments(self.reader.store, dataset, run)
-                )
+    def _sign_run(self, run: str) -> int:
+        try:
+            return hash(
+                tuple(p.name for dataset in DATASETS for p in layout.segments(self.path, dataset, run))
             )
-            for run in layout.run_ids(self.reader.store)
-        }
+        except ValueError:  # not a run id at all
+            return 0
 
     def signature(self, run_id: str) -> int | None:
+        self.reader(run_id)
         return self._signatures.get(run_id)
 
     def shared(self, run_id: str, generation: str) -> analyses.Shared:
         """The analyses computed so far on ``run_id``'s current segments, kept until they change or the
         result cache is cleared (a new ``generation``)."""
+        reader = self.reader(run_id)
         with self._shared_lock:
             key = (self._signatures.get(run_id), generation)
             kept = self._shared.get(run_id)
             if kept is None or kept[0] != key:
-                kept = self._shared[run_id] = (key, analyses.Shared(self.reader.cursor))
+                kept = self._shared[run_id] = (key, analyses.Shared(reader.cursor))
             return kept[1]
 
     def computed(self, seconds: float) -> None:
         with self._lock:
             self.busy_s += seconds
 
-    def cursor(self):
-        return self.reader.cursor()
+    def cursor(self, run_id: str):
+        return self.reader(run_id).cursor()
+
+    def segment_count(self) -> int:
+        """Span segments read, over the runs open."""
+        return sum(r.segment_count() for r in list(self._readers.values()))
 
 
 @st.cache_resource(show_spinner="Loading the store…", max_entries=8)
@@ -129,10 +153,13 @@ def live_store(path: str) -> LiveStore:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def sandbox(path: str):
-    """The SQL explorer's locked-down connection for this store (one, shared; queries run one at a time)."""
+    """The SQL explorer's locked-down connection for this store (one, shared; queries run one at a time).
+
+    It derives no run itself: its derived views hold the runs readers have derived (the one on screen is, by
+    ``run_sql``), so opening it on a store of many runs costs the run shown."""
     from rollscope.queries.sandbox import Sandbox
 
-    return Sandbox(path)
+    return Sandbox(path, derive=False)
 
 
 # --- the store and its filters ----------------------------------------------------------------------------
@@ -251,7 +278,7 @@ def live(body: Callable[[Filters], None], filters: Filters) -> None:
 
 def _live_line(store: LiveStore, every_s: int) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(store.checked_at))
-    line = f"Live: {store.reader.segment_count():,} segments read, checked {stamp}, every {every_s} s."
+    line = f"Live: {store.segment_count():,} segments read, checked {stamp}, every {every_s} s."
     if store.busy_s > every_s:
         line += (
             f" Recomputing takes about {store.busy_s:.0f} s here, so new data is taken in at most that often."
@@ -276,7 +303,7 @@ def _generation(store: str) -> str:
 def _cached(store: str, signature: int | None, module: str, name: str, args: tuple, options: tuple):
     function = getattr(importlib.import_module(f"rollscope.queries.{module}"), name)
     live, started = live_store(store), time.perf_counter()
-    con = live.shared(args[0], _generation(store)) if module in SHARED_MODULES else live.cursor()
+    con = live.shared(args[0], _generation(store)) if module in SHARED_MODULES else live.cursor(args[0])
     result = function(con, *args, **dict(options))
     live.computed(time.perf_counter() - started)
     return result
@@ -554,5 +581,7 @@ def sql_example() -> str:
 
 
 def run_sql(filters: Filters, sql: str):
-    """The SQL explorer's query, in the sandbox (QueryError on refusal, failure or time limit)."""
+    """The SQL explorer's query, in the sandbox (QueryError on refusal, failure or time limit), with the run on
+    screen's derived state current."""
+    live_store(filters.store).reader(filters.run_id).refresh()
     return sandbox(filters.store).query(sql)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import tempfile
 
-from rollscope.collectors import semconv
 from rollscope.queries import sqlfiles
+from rollscope.store.schema import EXTRA_FIELDS, SPAN_FIELDS, SPAN_SCHEMA
 
 VIEW_DOCS = {
     "spans": "every span: ids, name, times, status, a column per convention, other attributes as JSON",
@@ -52,7 +52,7 @@ def view_columns(con) -> dict[str, list[str]]:
 
 def markdown() -> str:
     columns = documented_columns()
-    conventions = {a.column for a in semconv.ALL_ATTRIBUTES} - {"run_id"}
+    conventions = set(SPAN_SCHEMA.names) - {f.name for f in SPAN_FIELDS + EXTRA_FIELDS}
     columns["spans"] = [c for c in columns["spans"] if c not in conventions] + [
         "every column of docs/semconv.md"
     ]

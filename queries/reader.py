@@ -1,21 +1,19 @@
 """Reading a store: a DuckDB connection with the documented views, current while writers keep writing.
 
-Two ways to hold the raw rows under the views, same views on top:
+Every reader reads two kinds of data, both Parquet on disk, nothing copied into memory:
 
-* ``materialize=False`` (``connect``): the views read the published Parquet segments directly. Nothing is
-  loaded up front, so a one-off query starts at once; ``refresh()`` picks up segments published since.
-* ``materialize=True`` (the dashboard): rows are copied into a native DuckDB table, 2–4× faster to aggregate,
-  and ``refresh()`` copies only the segments that are new and drops those a compaction replaced, in one
-  transaction, so a query sees every row exactly once. The joined views ``rollouts`` and ``turns`` (each turn
-  with its rollout's consuming step), the funnel's per-rollout steps and stages, and the per-rollout and per-step
-  sums the analyses read (work, busy islands, turn sums) are kept in native tables too, so an analysis reads
-  thousands of rows where the run has millions of spans.
+* **raw** views (``spans``, ``tools``, ``samples``, ...) read the run's live segments lazily, with filter
+  pushdown: one rollout's waterfall reads one trace's row groups, not the run.
+* **derived** tables (``rollouts``, ``turns``, ``train_steps`` and what the analyses read: per-rollout steps,
+  stages and work, per-step sums and busy islands, turn sums) are read from the store's derived Parquet files,
+  which ``rollscope.store.derived`` keeps current: opening a run whose derived state is older than its raw
+  segments derives it again first (``queries.derive``, under a memory limit, spilling to disk), once for every
+  process reading the store, and publishes it atomically.
 
-  Keeping those derived tables current is incremental: new spans name the rollouts they can change
-  (``sql/raw/derive_scope.sql``), and only those rollouts' rows are derived again, by the same view
-  definitions run in schema ``_delta`` over just their spans. A refresh therefore costs the new data, not
-  the run. A run is rebuilt whole only when a run-wide input changes (``sql/raw/derive_plan.sql``) or a
-  segment disappears other than by a compaction that kept its rows.
+``refresh()`` re-lists segments and catches up the runs whose segments changed. ``materialize`` is accepted
+for compatibility and changes nothing: every reader reads the derived tables on disk. ``wait=False`` (the
+dashboard's live refresh) reads the last published state while another process is catching up, rather than
+waiting for it. ``derive=False`` never derives (``rollscope runs`` reads raw data only).
 """
 
 from __future__ import annotations
@@ -32,6 +30,9 @@ import pyarrow.parquet as pq
 
 from rollscope.errors import QueryError
 from rollscope.queries import sqlfiles
+from rollscope.queries.derive import derive as derive_run
+from rollscope.queries.derive import raw_views, sql_list, stored_columns
+from rollscope.store import derived
 from rollscope.store import layout as store
 from rollscope.store.schema import DATASETS
 
@@ -53,173 +54,156 @@ def _schema_dir() -> Path:
     return root
 
 
-def _schema_file(dataset: str) -> str:
+@cache
+def _empty_dir() -> Path:
+    """Each derived table with no rows, as Parquet, typed by its definition: what a reader reads for a table
+    no run it reads has (an empty store, an unknown run). Made once per process, only when needed."""
+    root = _schema_dir() / "derived"
+    root.mkdir()
+    con = duckdb.connect()
+    raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
+    sqlfiles.run_folder(con, "views")
+    sqlfiles.run_folder(con, "analyses/macros")
+    con.execute(sqlfiles.load("raw/derived_tables"))
+    for name in derived.TABLE_NAMES:
+        target = str(root / f"{name}.parquet").replace("'", "''")
+        con.execute(
+            f"COPY (SELECT {stored_columns(con, name)} FROM _{name}_mat) TO '{target}' (FORMAT parquet)"
+        )
+    con.close()
+    return root
+
+
+def schema_file(dataset: str) -> str:
     return str(_schema_dir() / dataset / "run_id=_" / "empty.parquet")
 
 
 class Reader:
     """A store opened for reading. Thread-safe: each query runs on its own cursor."""
 
-    def __init__(self, store_dir: Path | str, *, materialize: bool = False, run_id: str | None = None):
-        """``run_id``: read only that run's segments, for a command about one run in a store of many."""
+    def __init__(
+        self,
+        store_dir: Path | str,
+        *,
+        materialize: bool = False,
+        run_id: str | None = None,
+        wait: bool = True,
+        derive: bool = True,
+    ):
+        """``run_id``: read (and derive) only that run, for a command about one run in a store of many."""
         self.store = Path(store_dir)
         self.materialize = materialize
         self.run_id = run_id
+        self.wait = wait
+        self.derive = derive
         self.con = duckdb.connect(":memory:")
         self._lock = threading.Lock()
-        self._loaded: dict[str, dict[str, int]] = {name: {} for name in DATASETS}
-        self._next_segment = 0
-        # How refreshes brought runs' derived tables up to date ("full", "delta", "regrouped"): for tests
-        # and benchmarks, which must tell an incremental refresh from a rebuild.
+        self._raw: dict[str, list[str]] = {name: [] for name in DATASETS}
+        self._states: dict[str, derived.Published] = {}
+        self._stale: set[str] = set()
+        # How refreshes brought runs' derived state up to date (store.derived.catch_up's answers): for tests
+        # and benchmarks.
         self.derivations: Counter[str] = Counter()
-        for dataset in DATASETS:
-            self._set_files(dataset, [])
-        self.con.execute(sqlfiles.load("raw/native_tables" if materialize else "raw/point_view"))
+        raw_views(self.con, [schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.run_folder(self.con, "views")
         sqlfiles.run_folder(self.con, "analyses/macros")
-        if materialize:
-            self.con.execute(sqlfiles.load("raw/derived_tables"))
-            self._create_delta_schema()
+        self._views_ready = (
+            False  # the first refresh creates the derived views, then points the analyses at them
+        )
         self.refresh()
-
-    def _create_delta_schema(self) -> None:
-        cur = self.con.cursor()
-        cur.execute(sqlfiles.load("raw/delta_schema"))
-        cur.execute("SET search_path = '_delta,main'")
-        sqlfiles.run_folder(cur, "views")
-        sqlfiles.run_folder(cur, "analyses/macros")
-        cur.execute(sqlfiles.load("raw/delta_views"))
 
     @property
     def read_paths(self) -> list[str]:
         """Directories the views read from (a sandbox must allow them)."""
-        return [str(self.store.resolve()), str(_schema_dir())]
-
-    def _set_files(self, dataset: str, files: list[str]) -> None:
-        self.con.execute(f"SET VARIABLE rollscope_{dataset}_files = ?", [[*files, _schema_file(dataset)]])
+        return [str(self.store.resolve()), str(_schema_dir()), str(derived.cache_root(self.store))]
 
     def refresh(self) -> int:
-        """Bring the raw rows up to date with the store; returns the number of segments added."""
+        """Bring the views up to date with the store; returns the number of span segments added."""
         with self._lock:
-            return sum(self._refresh_dataset(dataset) for dataset in DATASETS)
-
-    def _refresh_dataset(self, dataset: str) -> int:
-        for attempt in range(_RETRIES):
-            current = [str(p) for p in self._segments(dataset)]
-            try:
-                return self._load_new(dataset, current) if self.materialize else self._point(dataset, current)
-            except duckdb.IOException:
-                # A compaction deleted a segment between listing and reading: list again.
-                if attempt == _RETRIES - 1:
-                    raise
+            for attempt in range(_RETRIES):
+                try:
+                    return self._refresh()
+                except duckdb.IOException:
+                    # A compaction deleted a segment between listing and deriving: list again.
+                    if attempt == _RETRIES - 1:
+                        raise
         return 0
 
-    def _segments(self, dataset: str) -> list[Path]:
+    def _runs(self) -> list[str]:
+        runs = store.run_ids(self.store)
         if self.run_id is None:
-            return store.segments(self.store, dataset)
-        if self.run_id not in store.run_ids(self.store, dataset):
-            return []  # unknown (or not a run id at all): empty views, and the analyses say "Unknown run"
-        return store.segments(self.store, dataset, self.run_id)
+            return runs
+        return [self.run_id] if self.run_id in runs else []  # unknown: empty views, "Unknown run"
 
-    def _point(self, dataset: str, current: list[str]) -> int:
-        added = len(set(current) - set(self._loaded[dataset]))
-        if added or len(current) != len(self._loaded[dataset]):
-            self._set_files(dataset, current)
-            self._loaded[dataset] = dict.fromkeys(current, 0)
+    def _refresh(self) -> int:
+        runs = self._runs()
+        listed = {
+            dataset: {run: [str(p) for p in store.segments(self.store, dataset, run)] for run in runs}
+            for dataset in DATASETS
+        }
+        raw = {
+            dataset: sorted(p for files in per_run.values() for p in files)
+            for dataset, per_run in listed.items()
+        }
+        added = len(set(raw["spans"]) - set(self._raw["spans"]))
+        states = dict(self._states)
+        for run in runs:
+            live = [Path(p) for p in listed["spans"][run]]
+            held = states.get(run)
+            if held is not None and run not in self._stale and derived.up_to_date(held, live):
+                continue
+            if self.derive:
+                state, how = derived.catch_up(self.store, run, derive_run, wait=self.wait)
+            else:
+                state, how = derived.latest(self.store, run), "read"
+            self.derivations[how] += 1
+            self._stale.discard(run)
+            if how in ("stale", "read") and (state is None or not derived.up_to_date(state, live)):
+                self._stale.add(run)
+            if state is not None:
+                states[run] = state
+        states = {run: s for run, s in states.items() if run in runs}
+        if not self._views_ready or raw != self._raw or states != self._states:
+            self._set_views(raw, states)
+            self._raw, self._states = raw, states
+        if not self._views_ready:
+            self.con.execute(sqlfiles.load("raw/derived_views"))
+            self._views_ready = True
         return added
 
-    def _load_new(self, dataset: str, current: list[str]) -> int:
-        loaded = self._loaded[dataset]
-        new = [p for p in current if p not in loaded]
-        listed = set(current)
-        gone = [p for p in loaded if p not in listed]
-        if not new and not gone:
-            return 0
-        ids = {p: self._next_segment + i for i, p in enumerate(new)}
+    def _set_views(self, raw: dict[str, list[str]], states: dict[str, derived.Published]) -> None:
         cur = self.con.cursor()
-        cur.execute("BEGIN TRANSACTION")
-        try:
-            gone_rows = _rows_per_run(cur, {p: loaded[p] for p in gone}) if dataset == "spans" else {}
-            if gone:
-                cur.execute(sqlfiles.load(f"raw/unload_{dataset}"), {"segments": [loaded[p] for p in gone]})
-            if new:
-                cur.register(
-                    "_segment_ids", pa.table({"filename": list(ids), "_segment": list(ids.values())})
-                )
-                cur.execute(sqlfiles.load(f"raw/load_{dataset}"), {"files": new})
-            if dataset == "spans":
-                new_rows = _rows_per_run(cur, ids)
-                for run in sorted({store.run_of(p) for p in [*new, *gone]}):
-                    added = [i for p, i in ids.items() if store.run_of(p) == run]
-                    how = _derive(cur, run, added, regrouped=gone_rows.get(run) == new_rows.get(run, 0))
-                    self.derivations[how] += 1
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        self._next_segment += len(new)
-        for p in gone:
-            del loaded[p]
-        loaded.update(ids)
-        return len(new)
+        raw_views(
+            cur,
+            [*raw["spans"], schema_file("spans")],
+            [*raw["collector_stats"], schema_file("collector_stats")],
+        )
+        template = sqlfiles.load("raw/derived_files")
+        for name in derived.TABLE_NAMES:
+            files = [str(s.files()[name]) for _, s in sorted(states.items())]
+            table = f"_{name}_mat"
+            files = files or [str(_empty_dir() / f"{name}.parquet")]  # no run has it: empty, typed
+            cur.execute(template.replace("@table", table).replace("@files", sql_list(files)))
 
     # --- querying -----------------------------------------------------------------------------------------
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A connection for one thread. Segment lists are session variables, which cursors do not share,
-        so a non-materialized reader hands out its one connection (callers serialize)."""
-        return self.con.cursor() if self.materialize else self.con
+        """A connection for one thread (the views are shared by every cursor)."""
+        return self.con.cursor()
 
     def sql(self, text: str, params: list | dict | None = None):
         """Run one query; errors come back as QueryError keeping the SQL."""
         try:
-            if self.materialize:
-                return self.cursor().execute(text, params).df()
-            with self._lock:
-                return self.con.execute(text, params).df()
+            return self.cursor().execute(text, params).df()
         except duckdb.Error as e:
             raise QueryError("Query failed", _first_line(e), sql=text, params=params) from e
 
     def segment_count(self, dataset: str = "spans") -> int:
-        return len(self._loaded[dataset])
+        return len(self._raw[dataset])
 
-
-def _rows_per_run(cur, segment_ids: dict[str, int]) -> dict[str, int]:
-    """Rows each run holds in the given loaded segments."""
-    runs: dict[str, list[int]] = {}
-    for path, segment in segment_ids.items():
-        runs.setdefault(store.run_of(path), []).append(segment)
-    query = sqlfiles.load("raw/segment_rows")
-    return {run: cur.execute(query, {"segments": ids}).fetchone()[0] for run, ids in runs.items()}
-
-
-def _derive(cur, run: str, added: list[int], *, regrouped: bool) -> str:
-    """Bring one run's derived tables up to date after its segments changed.
-
-    ``regrouped``: segments went away and the new ones hold exactly as many rows, which only a compaction
-    of the segments this reader had loaded produces; the rows are the same, so is everything derived.
-    """
-    if regrouped:
-        return "regrouped"
-    full, recorded = True, None
-    if added:
-        full, recorded = cur.execute(
-            sqlfiles.load("raw/derive_plan"), {"run": run, "segments": added}
-        ).fetchone()
-    if full:
-        sqlfiles.run_statements(cur, "raw/derive_full", {"run": run})
-        return "full"
-    sqlfiles.run_statements(cur, "raw/derive_scope", {"run": run, "segments": added, "recorded": recorded})
-    cur.execute("SET search_path = '_delta,main'")
-    try:
-        sqlfiles.run_statements(cur, "raw/derive_delta", {"run": run, "segments": added})
-    finally:
-        cur.execute("SET search_path = 'main'")
-    steps = cur.execute(sqlfiles.load("raw/scope_steps")).fetchone()[0]
-    if steps:
-        sqlfiles.run_statements(cur, "raw/derive_steps", {"run": run, "steps": steps})
-    sqlfiles.run_statements(cur, "raw/derive_turn_sums", {"run": run, "steps": steps})
-    return "delta"
+    def derived_state(self, run_id: str) -> derived.Published | None:
+        """The published derived state this reader reads for ``run_id``."""
+        return self._states.get(run_id)
 
 
 def connect(

@@ -52,11 +52,14 @@ class Sandbox:
         row_limit: int = DEFAULT_ROW_LIMIT,
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
         memory_limit: str = DEFAULT_MEMORY_LIMIT,
+        derive: bool = True,
     ):
+        """``derive=False``: never derive a run; its derived views hold what other readers published (the
+        dashboard, which derives the runs it shows)."""
         self.row_limit = row_limit
         self.time_limit_s = time_limit_s
-        # Views over the segments themselves: nothing is loaded up front, refresh() re-lists segments.
-        self._reader = Reader(Path(store).resolve())
+        # Views over the raw segments and the derived Parquet: nothing is loaded, refresh() re-lists them.
+        self._reader = Reader(Path(store).resolve(), derive=derive)
         self._lock = threading.Lock()
         _lock_down(self._reader.con, self._reader.read_paths, memory_limit)
 

@@ -6,19 +6,23 @@ from pathlib import Path
 
 from rollscope.errors import StoreError
 from rollscope.queries import sqlfiles
+from rollscope.queries.derive import sql_list
 from rollscope.store import layout as store
 from rollscope.store.schema import DATASETS
 
 
 def views_script(store_dir: Path | str) -> str:
-    """A snapshot of the store's current segments with every view on top; run it again to see new ones."""
+    """A snapshot of the store's current segments with every view on top; run it again to see new ones.
+
+    The views here derive everything from the raw segments per query (a client without rollscope cannot
+    catch derived tables up); the derived Parquet files are read as docs/store.md describes."""
     lines = ["-- rollscope views over " + str(Path(store_dir).resolve()), ""]
+    raw = sqlfiles.load("raw/raw_views")
     for dataset in DATASETS:
         files = [str(p.resolve()) for p in store.segments(store_dir, dataset)]
         if not files:
             raise StoreError("Empty store", f"{store_dir} has no {dataset} segments yet")
-        quoted = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-        lines.append(f"SET VARIABLE rollscope_{dataset}_files = [{quoted}];")
-    lines += [sqlfiles.load("raw/point_view")]
+        raw = raw.replace(f"@{dataset}_files", sql_list(files))
+    lines += [raw]
     lines += [sqlfiles.load(n) for n in [*sqlfiles.folder("views"), *sqlfiles.folder("analyses/macros")]]
     return "\n".join(lines)

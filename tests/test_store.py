@@ -26,7 +26,7 @@ for i in range(int(sys.argv[2])):
         pass
     if i % 100 == 99:
         rl.force_flush()
-        time.sleep(0.01)
+        time.sleep(0.2)  # a stream of several seconds, so the reader reads it while it grows
 rl.shutdown()
 print("done", flush=True)
 """

@@ -43,9 +43,7 @@ def run(args) -> int:
     from rollscope.queries import connect
     from rollscope.queries.checks import run_checks
 
-    results = run_checks(
-        connect(store_of(args), materialize=True, run_id=args.run), args.run, dict(args.threshold)
-    )
+    results = run_checks(connect(store_of(args), run_id=args.run), args.run, dict(args.threshold))
     for result in results:
         print(result.line())
     return 0 if all(r.ok for r in results) else 1

@@ -25,7 +25,7 @@ def run(args) -> int:
     from rollscope.queries import connect
     from rollscope.queries.report import report
 
-    figures = report(connect(store_of(args), materialize=True, run_id=args.run), args.run)
+    figures = report(connect(store_of(args), run_id=args.run), args.run)
     if args.json:
         json.dump(figures, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

@@ -1,27 +1,17 @@
--- Rebuild one run's derived tables whole, from every span of the run: on a reader's first load, for a
--- run the reader has not seen, and when new spans change a run-wide input (derive_plan.sql).
+-- Derive one run's tables (store/derived.py lists them) from every span of the run, into the empty tables of
+-- derived_tables.sql; queries/derive.py runs it over the run's raw segments and writes each table as Parquet.
 -- Order matters: turns join rollouts and take their steps, stages read steps, the compute tables read steps
 -- and work, the turn sums read turns and the per-rollout work.
-DELETE FROM _rollouts_mat WHERE run_id = $run;
 INSERT INTO _rollouts_mat SELECT * FROM _rollouts_src WHERE run_id = $run;
-DELETE FROM _train_steps_mat WHERE run_id = $run;
 INSERT INTO _train_steps_mat SELECT * FROM _train_steps_src WHERE run_id = $run;
-DELETE FROM _rollout_steps_mat WHERE run_id = $run;
 INSERT INTO _rollout_steps_mat SELECT $run, * FROM _rollout_steps_src($run);
-DELETE FROM _turns_mat WHERE run_id = $run;
 INSERT INTO _turns_mat
 SELECT t.*, c.step FROM _turns_src AS t
 LEFT JOIN _rollout_steps_mat AS c ON c.run_id = $run AND c.rollout_id = t.rollout_id
 WHERE t.run_id = $run;
-DELETE FROM _rollout_stages_mat WHERE run_id = $run;
 INSERT INTO _rollout_stages_mat SELECT $run, * FROM _rollout_stages_src($run);
-DELETE FROM _work_mat WHERE run_id = $run;
 INSERT INTO _work_mat SELECT $run, * FROM _compute_work_src($run);
-DELETE FROM _step_sums_mat WHERE run_id = $run;
 INSERT INTO _step_sums_mat SELECT $run, * FROM _step_sums_src($run, NULL);
-DELETE FROM _step_islands_mat WHERE run_id = $run;
 INSERT INTO _step_islands_mat SELECT $run, * FROM _step_islands_src($run, NULL);
-DELETE FROM _rollout_work_mat WHERE run_id = $run;
 INSERT INTO _rollout_work_mat SELECT $run, * FROM _rollout_work_staged($run);
-DELETE FROM _turn_sums_mat WHERE run_id = $run;
 INSERT INTO _turn_sums_mat SELECT $run, * FROM _turn_sums_src($run, NULL);

@@ -4,7 +4,7 @@
 -- with the request: rollscope.integrations.engines) is not a turn of its own: it fills that turn's empty
 -- columns (prefill / decode time, time to first token, cached and other token counts, speculative decoding).
 -- Joins use the raw binary trace ids, and only traces holding an unlinked generation are searched.
--- _turns_src is the definition; a materialized reader keeps it in a native table per run (reader.py).
+-- _turns_src is the definition; a reader reads it from the store's derived table (store/derived.py).
 CREATE OR REPLACE VIEW _turns_src AS
 WITH engine_candidates AS (  -- few rows: engine request spans with a parent (none in most runs)
     SELECT

@@ -1,5 +1,5 @@
 -- Optimiser steps; policy_version is the version the step produced.
--- _train_steps_src is the definition; a materialized reader keeps it in a native table (reader.py).
+-- _train_steps_src is the definition; a reader reads it from the store's derived table (store/derived.py).
 CREATE OR REPLACE VIEW _train_steps_src AS
 SELECT
     run_id, train_step, policy_version, train_samples, train_tokens, train_wait_s, train_loss,

@@ -2,7 +2,7 @@
 -- decoded, prefilled new, and prefilled again (context − cached), its final context (the largest input +
 -- output of a turn), first turn start and last turn end, generation FLOPs (2·P·(new prefill + decode)), the
 -- tokens a teacher scored and the teacher's FLOPs, judge FLOPs, and nanoseconds in tool / sandbox calls.
--- Sums are integers, so a materialized reader's (summed in arrival order) equal a fresh one's exactly.
+-- Sums are integers, so the stored sums are exact.
 -- token_work.sql, throughput.sql and disaggregation.sql read it (below, with the rollout's stage) instead of
 -- grouping millions of turns.
 CREATE OR REPLACE MACRO _rollout_work_src(run) AS TABLE
@@ -62,5 +62,5 @@ SELECT
     s.usable, s.sample_tokens, w.* EXCLUDE (rollout_id)
 FROM _rollout_work_src(run) AS w
 FULL JOIN rollout_stages(run) AS s ON s.rollout_id = w.rollout_id;
--- The name the analyses read; a materialized reader keeps it in a native table (reader.py).
+-- The name the analyses read; a reader reads it from the store's derived table (store/derived.py).
 CREATE OR REPLACE MACRO _rollout_work(run) AS TABLE SELECT * FROM _rollout_work_staged(run);

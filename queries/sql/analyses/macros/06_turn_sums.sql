@@ -1,6 +1,6 @@
 -- _turns_stepped(run): the run's turns with the train step that consumed each one's rollout (NULL: not
 -- consumed yet, or a turn of no known rollout), for analyses that filter or group turns by step.
--- A materialized reader keeps the step on its native turns (reader.py), so it joins nothing.
+-- A reader reads the step kept with each derived turn (store/derived.py), so it joins nothing.
 CREATE OR REPLACE MACRO _turns_stepped(run) AS TABLE
 SELECT t.*, c.step
 FROM turns AS t
@@ -12,7 +12,7 @@ WHERE t.run_id = run;
 -- spec_drift.sql and disaggregation.sql group or filter turns by, so they read thousands of rows, not millions
 -- of turns. Speculative sums count turns that drafted (spec_draft_tokens set), as α = accepted / drafted does.
 -- steps: a list of consuming steps, NULL for all; the pending turns (step NULL) always come too, as every
--- refresh can change them. Sums are integers (times in nanoseconds), so a materialized reader's, summed in
+-- refresh can change them. Sums are integers (times in nanoseconds), so the stored sums, summed in
 -- arrival order, equal a fresh one's exactly.
 CREATE OR REPLACE MACRO _turn_sums_src(run, steps) AS TABLE
 SELECT
@@ -39,5 +39,5 @@ FROM (
     WHERE steps IS NULL OR step IS NULL OR list_contains(steps, step)
 ) AS t
 GROUP BY ALL;
--- The name the analyses read; a materialized reader keeps it in a native table, recomputed per touched step.
+-- The name the analyses read; a reader reads the store's derived table (store/derived.py).
 CREATE OR REPLACE MACRO _turn_sums(run) AS TABLE SELECT * FROM _turn_sums_src(run, NULL);

@@ -1,0 +1,22 @@
+-- What the analyses read, pointed at the derived tables _<table>_mat (a reader's views over the store's derived
+-- Parquet files, or while deriving, the tables being filled) instead of their definitions over raw spans.
+CREATE OR REPLACE VIEW rollouts AS SELECT * FROM _rollouts_mat;
+CREATE OR REPLACE VIEW turns AS SELECT * EXCLUDE (step) FROM _turns_mat;
+CREATE OR REPLACE MACRO _turns_stepped(run) AS TABLE SELECT * FROM _turns_mat WHERE run_id = run;
+CREATE OR REPLACE VIEW train_steps AS SELECT * FROM _train_steps_mat;
+CREATE OR REPLACE MACRO rollout_steps(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _rollout_steps_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO rollout_stages(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _rollout_stages_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _compute_work(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _work_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _step_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _step_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _busy_intervals(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _step_islands_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _pending_work(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _work_mat WHERE run_id = run AND step IS NULL;
+CREATE OR REPLACE MACRO _rollout_work(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _rollout_work_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _turn_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _turn_sums_mat WHERE run_id = run;

@@ -1,1 +1,0 @@
-DELETE FROM _spans WHERE _segment IN (SELECT unnest($segments));

@@ -1,0 +1,318 @@
+"""Derived datasets: what the analyses read, kept in the store on disk as Parquet, one place declaring them.
+
+Raw segments hold every span; the analyses read a handful of small tables derived from them (one row per
+rollout, per step, per turn group, ...). Those tables are kept on disk next to the raw data, so any process
+can open a run of any length without holding it in memory, and published atomically like raw segments::
+
+    STORE/derived/run_id=<run>/manifest.json                 the published state: generation, tables, sources
+    STORE/derived/run_id=<run>/gen-<ms>-<token>/<table>.parquet   one immutable generation of every table
+    STORE/derived/run_id=<run>/.lock                          held by the one process catching up
+    STORE/derived/run_id=<run>/.tmp-<token>/                  a generation being written (never read)
+
+A reader reads ``manifest.json``, which names the generation directory and the raw span segments it was
+derived from. The manifest is replaced with ``os.replace`` only after its generation directory is complete,
+so a reader sees a whole generation or the previous one, never a mix. ``kill -9`` at any moment leaves either
+a stale ``.tmp-*`` directory (removed by the next catch-up) or a complete but unpublished generation (same);
+the manifest still names a complete generation, and the next open catches up.
+
+Catch-up (``catch_up``): a reader that finds segments the manifest does not name takes the run's lock
+(``fcntl.flock``; a second process does not derive the same run at the same time), derives every table from
+the run's raw segments into a temporary directory with the function the caller gives (``queries.derive``:
+DuckDB, under a memory limit, spilling to disk), renames the directory into place and replaces the manifest.
+A reader that cannot take the lock either reads the last published state (``wait=False``, the dashboard's
+live refresh) or waits for the holder and reads what it published (``wait=True``, the CLI). Generations
+replaced more than ``GRACE_S`` ago are deleted by a later catch-up; a reader that listed one just before the
+switch can still finish its query.
+
+A compaction merges segments without changing rows: a compacted segment whose sources were all derived from
+counts as derived, so compaction never triggers a catch-up. A segment that disappears otherwise (a run
+rewritten, a source deleted) does.
+
+When the store is not writable (e.g. the ``sample_data`` shipped inside an installed package), derived data
+goes to a per-user cache directory (``$ROLLSCOPE_CACHE``, else ``$XDG_CACHE_HOME/rollscope``, else
+``~/.cache/rollscope``), keyed by the store's absolute path; a published state in the store itself is still
+read when it is current.
+
+Every table is derived from raw segments alone, so the whole ``derived/`` directory can be deleted at any time:
+the next open derives it again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from rollscope.store import layout
+
+DERIVED_DIR = "derived"
+MANIFEST = "manifest.json"
+FORMAT = 1  # bump when a table's definition changes: manifests of an older format are derived again
+GRACE_S = 300.0  # how long a replaced generation stays on disk for readers that listed it
+
+
+@dataclass(frozen=True)
+class Table:
+    """One derived table: its key, what it is derived from, and what makes a run's copy out of date."""
+
+    name: str
+    key: tuple[str, ...]
+    source: str  # the SQL relation (view or table macro of queries/sql) the table holds, for run $run
+    what: str
+
+
+# Every derived table, in the order they are derived (later ones read earlier ones). Each holds one run
+# (column run_id) and is derived whole from the run's raw span segments; any new or vanished span segment
+# of the run (other than a compaction's regrouping) makes every table of the run out of date.
+TABLES: tuple[Table, ...] = (
+    Table("rollouts", ("rollout_id",), "_rollouts_src", "one row per rl.rollout span, with its reward"),
+    Table("train_steps", ("trace_id", "span_id"), "_train_steps_src", "one row per rl.train_step span"),
+    Table(
+        "rollout_steps",
+        ("rollout_id",),
+        "_rollout_steps_src($run)",
+        "each rollout's consuming step, staleness",
+    ),
+    Table("turns", ("trace_id", "span_id"), "_turns_stepped_src($run)", "every generation, with its step"),
+    Table("rollout_stages", ("rollout_id",), "_rollout_stages_src($run)", "each rollout's funnel stages"),
+    Table(
+        "work", ("term", "trace_id", "start_ns"), "_compute_work_src($run)", "every piece of work, with step"
+    ),
+    Table(
+        "step_sums", ("term", "step", "environment"), "_step_sums_src($run, NULL)", "FLOPs, span ns per step"
+    ),
+    Table(
+        "step_islands",
+        ("term", "instance_id", "step", "environment", "start_ns"),
+        "_step_islands_src($run, NULL)",
+        "each process's busy islands per step",
+    ),
+    Table("rollout_work", ("rollout_id",), "_rollout_work_staged($run)", "the work around each rollout"),
+    Table(
+        "turn_sums",
+        ("step", "environment", "turn_index", "policy_version", "drafter_version", "spec_k", "length_bucket"),
+        "_turn_sums_src($run, NULL)",
+        "turn tokens, times, speculative counts per step and key",
+    ),
+)
+TABLE_NAMES = tuple(t.name for t in TABLES)
+
+
+@dataclass(frozen=True)
+class Published:
+    """A run's published derived state: where its tables are and which raw segments they hold."""
+
+    run_id: str
+    root: Path  # the run's derived directory
+    generation: str
+    segments: frozenset[str]  # names of the raw span segments derived from
+    derived_at: float
+
+    def files(self) -> dict[str, Path]:
+        return {name: self.root / self.generation / f"{name}.parquet" for name in TABLE_NAMES}
+
+
+# --- where derived data lives ---------------------------------------------------------------------------------
+
+
+def store_root(store: Path | str) -> Path:
+    return Path(store) / DERIVED_DIR
+
+
+def cache_root(store: Path | str) -> Path:
+    """The per-user directory used when the store itself is not writable."""
+    base = os.environ.get("ROLLSCOPE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rollscope"
+    )
+    key = hashlib.sha1(str(Path(store).resolve()).encode()).hexdigest()[:16]
+    return Path(base) / DERIVED_DIR / key
+
+
+def roots(store: Path | str) -> list[Path]:
+    """Where a run's derived state may be, in the order it is looked for."""
+    return [store_root(store), cache_root(store)]
+
+
+def run_dir(root: Path, run_id: str) -> Path:
+    return root / f"{layout.PARTITION_PREFIX}{layout.check_run_id(run_id)}"
+
+
+def _writable_root(store: Path | str) -> Path:
+    for root in roots(store):
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            probe = root / f".probe-{secrets.token_hex(4)}"
+            probe.touch()
+            probe.unlink()
+            return root
+        except OSError:
+            continue
+    fallback = Path(tempfile.gettempdir()) / f"rollscope-{os.getuid()}" / cache_root(store).name
+    fallback.mkdir(parents=True, exist_ok=True)
+    return fallback
+
+
+# --- reading the published state --------------------------------------------------------------------------------
+
+
+def published(root: Path, run_id: str) -> Published | None:
+    """The run's manifest under ``root`` (None when there is none, it is unreadable or of an older format)."""
+    directory = run_dir(root, run_id)
+    try:
+        data = json.loads((directory / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("format") != FORMAT or not (directory / data.get("generation", "")).is_dir():
+        return None
+    return Published(
+        run_id,
+        directory,
+        data["generation"],
+        frozenset(data.get("segments", [])),
+        data.get("derived_at", 0.0),
+    )
+
+
+def up_to_date(state: Published, live: list[Path]) -> bool:
+    """Whether ``state`` was derived from exactly the rows of the run's ``live`` span segments.
+
+    A compacted segment counts as derived when every segment it replaces was; every derived segment must be
+    live or replaced by a live compacted one (a vanished segment means rows went away).
+    """
+    covered: set[str] = set()
+    for path in live:
+        if path.name in state.segments:
+            covered.add(path.name)
+            continue
+        sources = layout.sources(path)
+        if not sources or not sources <= state.segments:
+            return False
+        covered |= sources
+    return covered == state.segments
+
+
+def current(store: Path | str, run_id: str, live: list[Path] | None = None) -> Published | None:
+    """The run's published state that holds every live segment, wherever it is (None: a catch-up is due)."""
+    live = layout.segments(store, "spans", run_id) if live is None else live
+    for root in roots(store):
+        state = published(root, run_id)
+        if state is not None and up_to_date(state, live):
+            return state
+    return None
+
+
+def latest(store: Path | str, run_id: str) -> Published | None:
+    """The most recently derived published state of the run, current or not."""
+    states = [s for s in (published(root, run_id) for root in roots(store)) if s is not None]
+    return max(states, key=lambda s: s.derived_at, default=None)
+
+
+# --- catching up ----------------------------------------------------------------------------------------------
+
+# derive(span_segments, run_id, directory): write <table>.parquet for every table of TABLES into directory.
+Derive = Callable[[list[Path], str, Path], None]
+
+
+def catch_up(
+    store: Path | str, run_id: str, derive: Derive, *, wait: bool = True
+) -> tuple[Published | None, str]:
+    """Bring the run's derived state up to date with its raw segments; returns it and what was done.
+
+    What was done: ``"current"`` (nothing to do), ``"derived"`` (this process derived it), ``"waited"``
+    (another process was deriving; this one waited and read its result) or ``"stale"`` (another process is
+    deriving and ``wait`` is False: the last published state, which may lack the newest segments).
+    """
+    live = layout.segments(store, "spans", run_id)
+    if not live:
+        return None, "current"
+    state = current(store, run_id, live)
+    if state is not None:
+        return state, "current"
+    root = _writable_root(store)
+    directory = run_dir(root, run_id)
+    directory.mkdir(parents=True, exist_ok=True)
+    with _run_lock(directory, wait=wait) as (held, waited):
+        if not held:
+            return latest(store, run_id), "stale"
+        live = layout.segments(store, "spans", run_id)  # what the holder before us published may cover them
+        state = current(store, run_id, live)
+        if state is not None:
+            return state, "waited" if waited else "current"
+        _clean(directory)
+        staging = directory / f".tmp-{secrets.token_hex(6)}"
+        staging.mkdir()
+        try:
+            derive(live, run_id, staging)
+            generation = f"gen-{time.time_ns() // 1_000_000:013d}-{secrets.token_hex(3)}"
+            os.replace(staging, directory / generation)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        manifest = {
+            "format": FORMAT,
+            "run_id": run_id,
+            "generation": generation,
+            "tables": {name: f"{generation}/{name}.parquet" for name in TABLE_NAMES},
+            "segments": sorted(p.name for p in live),
+            "derived_at": time.time(),
+        }
+        previous = published(root, run_id)
+        if previous is not None:  # its replacement time: deleted GRACE_S after this, by a later catch-up
+            os.utime(directory / previous.generation)
+        tmp = directory / f".{MANIFEST}.{secrets.token_hex(4)}.tmp"
+        tmp.write_text(json.dumps(manifest, indent=1))
+        os.replace(tmp, directory / MANIFEST)
+        return published(root, run_id), "derived"
+
+
+@contextmanager
+def _run_lock(directory: Path, *, wait: bool):
+    """The run's catch-up lock: yields (held, waited)."""
+    with open(directory / ".lock", "a+") as handle:
+        waited = False
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                yield False, False
+                return
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            waited = True
+        try:
+            yield True, waited
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _clean(directory: Path, grace_s: float = GRACE_S) -> None:
+    """Under the lock: remove interrupted catch-ups and generations replaced more than ``grace_s`` ago."""
+    try:
+        named = json.loads((directory / MANIFEST).read_text()).get("generation")
+    except (OSError, ValueError):
+        named = None
+    cutoff = time.time() - grace_s
+    for entry in directory.iterdir():
+        interrupted = entry.name.startswith(".tmp-")
+        replaced = entry.name.startswith("gen-") and entry.name != named and entry.stat().st_mtime < cutoff
+        if interrupted or replaced:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def delete_run(store: Path | str, run_id: str) -> bool:
+    """Remove a run's derived data (in the store and in the user's cache); raw data is layout's."""
+    found = False
+    for root in roots(store):
+        directory = run_dir(root, run_id)
+        if directory.exists():
+            shutil.rmtree(directory, ignore_errors=True)
+            found = True
+    return found

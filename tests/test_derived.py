@@ -1,0 +1,261 @@
+"""Derived tables on disk: published atomically, caught up once for every reader, safe under kill -9 and
+concurrent writers, readers and compaction, readable without rollscope, and kept only for the runs shown."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rollscope.queries import analyses
+from rollscope.queries.reader import Reader
+from rollscope.store import derived, layout
+from tests.conftest import ROOT, python
+from tests.test_dashboard_fixtures import RunWriter, write_run
+
+RUN = "exp-7"
+
+
+def raw_copy(store: Path, target: Path) -> Path:
+    """The store's raw segments alone, in a new directory: a reader there derives everything from scratch."""
+    for dataset in ("spans", "collector_stats"):
+        if (store / dataset).is_dir():
+            shutil.copytree(store / dataset, target / dataset)
+    target.mkdir(exist_ok=True)
+    return target
+
+
+def figures(con, run: str = RUN) -> dict:
+    """What a user reads off a run: funnel, compute terms, turn work, staleness (missing values as None,
+    floats to 12 significant digits: parallel sums of doubles may differ in the last bits)."""
+    return _plain(
+        {
+            "funnel": analyses.funnel(con, run).to_dict("records"),
+            "by_step": analyses.funnel(con, run, by="step").to_dict("records"),
+            "compute": analyses.compute_terms(con, run, by="step").to_dict("records"),
+            "prefill": analyses.prefill_decode(con, run).to_dict("records"),
+            "staleness": analyses.staleness(con, run).to_dict("records"),
+            "token_work": analyses.token_work(con, run),
+        }
+    )
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float):
+        return None if math.isnan(value) else float(f"{value:.12g}")
+    return value
+
+
+def test_derived_state_is_published_in_the_store_and_read_without_deriving_again(tmp_path):
+    store = tmp_path / "store"
+    write_run(store, RUN, steps=3)
+    first = Reader(store, run_id=RUN)
+    assert first.derivations == {"derived": 1}
+    state = derived.current(store, RUN)
+    assert state is not None and state.root.parent == store / "derived"
+    assert state.segments == {p.name for p in layout.segments(store, "spans", RUN)}
+    assert all(f.is_file() for f in state.files().values())
+
+    second = Reader(store, run_id=RUN)  # another process opening the run reads what the first published
+    assert second.derivations == {"current": 1}
+    assert (
+        figures(second.con) == figures(first.con) == figures(Reader(raw_copy(store, tmp_path / "fresh")).con)
+    )
+
+
+def test_new_segments_are_caught_up_and_a_compaction_is_not(tmp_path):
+    store = tmp_path / "store"
+    writer = RunWriter(store, RUN, seed=1)
+    writer.write_step()
+    writer.flush()
+    reader = Reader(store, run_id=RUN)
+    writer.write_step()
+    writer.flush()
+    reader.refresh()
+    assert reader.derivations == {"derived": 2}
+    layout.compact(store, grace_seconds=0)
+    reader.refresh()
+    other = Reader(store, run_id=RUN)
+    assert reader.derivations == {"derived": 2} and other.derivations == {"current": 1}
+    assert figures(reader.con) == figures(Reader(raw_copy(store, tmp_path / "fresh")).con)
+    writer.shutdown()
+
+
+def test_the_bare_duckdb_client_computes_the_funnel_from_the_derived_files(tmp_path):
+    """The layout is enough: manifest.json names the generation, its Parquet files hold the tables."""
+    store = tmp_path / "store"
+    write_run(store, RUN, steps=3)
+    expected = analyses.funnel(Reader(store, run_id=RUN).con, RUN).iloc[0]
+    code = """
+import duckdb, json, sys
+store, run = sys.argv[1], sys.argv[2]
+part = f"{store}/derived/run_id={run}"
+manifest = json.load(open(f"{part}/manifest.json"))
+stages = f"{part}/{manifest['generation']}/rollout_stages.parquet"
+row = duckdb.connect().execute(
+    "SELECT count(*), count(*) FILTER (completed), count(*) FILTER (scored), count(*) FILTER (nonzero_signal),"
+    " count(*) FILTER (fresh), count(*) FILTER (usable) FROM read_parquet(?)", [stages]).fetchone()
+print(json.dumps(row, separators=(",", ":")), "rollscope" in sys.modules or any(m.startswith("rollscope") for m in sys.modules))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(store), RUN],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
+    counts, imported = done.stdout.split()
+    stages = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
+    assert json.loads(counts) == [int(expected[s]) for s in stages]
+    assert imported == "False"
+
+
+SLOW_CATCH_UP = """
+import sys, time
+from rollscope.queries.derive import derive
+from rollscope.store import derived
+
+def slow(segments, run, out):
+    derive(segments, run, out)
+    print("derived", flush=True)
+    time.sleep(60)  # killed here: every table written, nothing published
+
+derived.catch_up(sys.argv[1], sys.argv[2], slow)
+"""
+
+
+def test_kill_9_mid_catch_up_leaves_the_last_state_readable_and_the_next_open_catches_up(tmp_path):
+    store = tmp_path / "store"
+    writer = RunWriter(store, RUN, seed=2)
+    writer.write_step()
+    writer.flush()
+    before = figures(Reader(store, run_id=RUN).con)
+    published = derived.current(store, RUN)
+    writer.write_step()
+    writer.flush()
+
+    catching_up = python(SLOW_CATCH_UP, str(store), RUN, stdout=subprocess.PIPE, text=True)
+    assert catching_up.stdout.readline().strip() == "derived"
+    os.kill(catching_up.pid, signal.SIGKILL)
+    catching_up.wait()
+    assert [p.name for p in published.root.glob(".tmp-*")]  # the interrupted generation, never published
+
+    # Readers that do not derive read the last published state, whole.
+    stale = Reader(store, run_id=RUN, derive=False)
+    assert stale.derived_state(RUN) == derived.latest(store, RUN)
+    assert figures(stale.con) == before
+    # The next open takes the lock the killed process held, catches up and removes the leftovers.
+    caught_up = Reader(store, run_id=RUN)
+    assert caught_up.derivations == {"derived": 1}
+    assert not list(published.root.glob(".tmp-*"))
+    assert figures(caught_up.con) == figures(Reader(raw_copy(store, tmp_path / "fresh")).con) != before
+    writer.shutdown()
+
+
+def test_a_store_that_cannot_hold_derived_data_derives_into_the_users_cache(tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    write_run(store, RUN, steps=2)
+    (store / "derived").write_text("not a directory: the store refuses derived data")
+    monkeypatch.setenv("ROLLSCOPE_CACHE", str(tmp_path / "cache"))
+    reader = Reader(store, run_id=RUN)
+    state = reader.derived_state(RUN)
+    assert state is not None and state.root.is_relative_to(tmp_path / "cache")
+    assert figures(reader.con) == figures(Reader(raw_copy(store, tmp_path / "fresh")).con)
+    assert Reader(store, run_id=RUN).derivations == {"current": 1}  # found again in the cache
+
+
+def test_a_dashboard_derives_only_the_runs_it_shows(tmp_path):
+    from rollscope.app import data
+
+    store = tmp_path / "store"
+    for i in range(5):
+        write_run(store, f"small-{i}", seed=i, steps=1, spec=False)
+    live = data.LiveStore(str(store))
+    live.signature("small-3")
+    assert sorted(p.name for p in (store / "derived").iterdir()) == ["run_id=small-3"]
+    data.LiveStore(str(store)).signature("small-1")  # compare: the second run only
+    assert sorted(p.name for p in (store / "derived").iterdir()) == ["run_id=small-1", "run_id=small-3"]
+
+
+# --- many readers while writers publish and compaction runs --------------------------------------------------
+
+WRITE = """
+import sys, time
+from tests.test_dashboard_fixtures import RunWriter
+# Two job processes, one of them the trainer (two trainers would both write each step).
+writer = RunWriter(sys.argv[1], sys.argv[2], seed=int(sys.argv[3]), prefix=sys.argv[3] + "-", trainer=sys.argv[3] == "1")
+writer.step = 1  # the run's step 0 is written already
+for _ in range(int(sys.argv[4])):
+    writer.write_step()
+    writer.flush()
+    time.sleep(0.2)
+writer.shutdown()
+"""
+
+COMPACT = """
+import sys, time
+from rollscope.store import layout
+deadline = time.time() + float(sys.argv[2])
+while time.time() < deadline:
+    layout.compact(sys.argv[1], grace_seconds=1)
+    time.sleep(0.3)
+"""
+
+READ = """
+import sys, time
+from rollscope.queries.reader import Reader
+from rollscope.queries import analyses
+reader = Reader(sys.argv[1], run_id=sys.argv[2], wait=sys.argv[3] == "wait")
+deadline, reads = time.time() + float(sys.argv[4]), 0
+while time.time() < deadline:
+    reader.refresh()
+    # One generation or another, never a mix: every table counts the same rollouts.
+    rollouts, stages, work, steps = reader.con.execute(
+        "SELECT (SELECT count(*) FROM rollouts), (SELECT count(*) FROM rollout_stages($run)),"
+        " (SELECT count(*) FILTER (known) FROM _rollout_work($run)), (SELECT count(*) FROM rollout_steps($run))",
+        {"run": sys.argv[2]}).fetchone()
+    assert rollouts == stages == work == steps, (rollouts, stages, work, steps)
+    analyses.funnel(reader.con, sys.argv[2])
+    reads += 1
+print(reads)
+"""
+
+
+@pytest.mark.slow
+def test_readers_report_and_check_while_writers_publish_and_compaction_runs(tmp_path):
+    store = tmp_path / "store"
+    write_run(store, RUN, steps=1)
+    seconds = 25
+    pipe = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    writers = [python(WRITE, str(store), RUN, str(seed), "12", **pipe) for seed in (1, 2)]
+    compactor = python(COMPACT, str(store), str(seconds), **pipe)
+    readers = [python(READ, str(store), RUN, how, str(seconds), **pipe) for how in ("wait", "live")]
+    cli = [sys.executable, "-m", "rollscope.app.cli"]
+    commands = []
+    deadline = time.time() + seconds
+    while time.time() < deadline:  # a cron check and a report, again and again
+        for command in ("report", "check"):
+            done = subprocess.run(
+                [*cli, command, "--store", str(store), "--run", RUN], capture_output=True, text=True, cwd=ROOT
+            )
+            commands.append((command, done.returncode, done.stderr))
+    outs = {}
+    for process in [*writers, compactor, *readers]:
+        outs[process.pid], err = process.communicate(timeout=300)
+        assert (process.returncode, err) == (0, ""), err
+    assert all(int(outs[r.pid]) > 2 for r in readers)
+    assert [c for c in commands if c[1] not in (0, 1) or c[2]] == []  # check exits 1 on a failed rule only
+    layout.compact(store, grace_seconds=0)
+    assert figures(Reader(store, run_id=RUN).con) == figures(Reader(raw_copy(store, tmp_path / "fresh")).con)
