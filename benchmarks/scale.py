@@ -33,20 +33,11 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.dashboard import PAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 RUN = "scale"
 SAMPLE = ROOT / "sample_data"
-PAGES = (
-    "overview",
-    "compute",
-    "funnel",
-    "prefill_decode",
-    "spec_decode",
-    "staleness",
-    "rollouts",
-    "compare",
-    "sql",
-)
 
 
 # --- building ------------------------------------------------------------------------------------------------

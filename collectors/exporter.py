@@ -56,6 +56,13 @@ _STAT_NAMES = (
 )
 
 
+def _reinit_after_fork(init) -> None:
+    """Run ``init`` (a bound method) in a forked child, without keeping its object alive in the parent."""
+    if hasattr(os, "register_at_fork"):
+        reinit = weakref.WeakMethod(init)
+        os.register_at_fork(after_in_child=lambda: (m := reinit()) and m())
+
+
 class CollectorStats:
     """Cumulative counters of one process, written to the store's ``collector_stats`` dataset."""
 
@@ -105,9 +112,7 @@ class StoreSpanExporter(SpanExporter):
         self._flush_thread = flush_thread
         self._shutdown = False
         self._init_process_state()
-        if hasattr(os, "register_at_fork"):
-            reinit = weakref.WeakMethod(self._init_process_state)
-            os.register_at_fork(after_in_child=lambda: (m := reinit()) and m())
+        _reinit_after_fork(self._init_process_state)
 
     def _init_process_state(self) -> None:
         """Per process: a forked child gets its own writer name, empty buffers and flush thread."""
@@ -299,9 +304,7 @@ class StoreSpanProcessor(SpanProcessor):
         self._delay = max(0.001, min(schedule_delay_millis / 1000, exporter.segment_seconds))
         self._shutdown = False
         self._init_process_state()
-        if hasattr(os, "register_at_fork"):
-            reinit = weakref.WeakMethod(self._init_process_state)
-            os.register_at_fork(after_in_child=lambda: (m := reinit()) and m())
+        _reinit_after_fork(self._init_process_state)
 
     def _init_process_state(self) -> None:
         """Per process: a forked child starts with an empty queue and its own thread."""
