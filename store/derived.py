@@ -56,7 +56,7 @@ from rollscope.store import layout
 
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
-FORMAT = 1  # bump when a table's definition changes: manifests of an older format are derived again
+FORMAT = 2  # bump when a table's definition changes: manifests of an older format are derived again
 GRACE_S = 300.0  # how long a replaced generation stays on disk for readers that listed it
 
 
@@ -95,6 +95,12 @@ TABLES: tuple[Table, ...] = (
         ("term", "instance_id", "step", "environment", "start_ns"),
         "_step_islands_src($run, NULL)",
         "each process's busy islands per step",
+    ),
+    Table(
+        "compute_busy",
+        ("term", "by_step", "all_environments", "step", "environment", "instance_id"),
+        "_compute_busy_src($run)",
+        "each process's busy ns per step or run, per environment or over all",
     ),
     Table("rollout_work", ("rollout_id",), "_rollout_work_staged($run)", "the work around each rollout"),
     Table(

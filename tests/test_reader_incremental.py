@@ -32,6 +32,7 @@ DERIVED = {
     "rollout work": "SELECT * FROM _rollout_work($run)",
     "busy islands": "SELECT * FROM _busy_intervals($run)",
     "step sums": "SELECT * FROM _step_sums($run)",
+    "compute busy": "SELECT * FROM _compute_busy($run)",
     "turn sums": "SELECT * FROM _turn_sums($run)",
 }
 

@@ -6,7 +6,9 @@
 -- By step, a rollout's work counts at the step that consumed it and a train step at its own index
 -- (queries/sql/analyses/macros/04_compute_work.sql). Train steps belong to no environment: with an environment
 -- filter the train term is NULL.
--- Per-step sums and busy intervals kept ahead of time, plus the pending work they do not hold (macros/04).
+-- Per-step sums kept ahead of time, plus the pending work they do not hold (macros/04). Busy time per process
+-- is kept ahead too (_compute_busy, macros/04): per step or for the whole run, per environment or over all;
+-- only the whole run over a step range is swept here, from the busy islands of the steps in the range.
 WITH pending AS MATERIALIZED (
     SELECT term, role, instance_id, devices, start_ns, end_ns, step, environment, flops
     FROM _pending_work($run_id)
@@ -16,24 +18,9 @@ sums AS (
     UNION ALL
     SELECT term, step, environment, sum(flops), sum(end_ns - start_ns) FROM pending GROUP BY ALL
 ),
--- Busy intervals: each process's own kind of work (a rollout process's turns, a trainer's steps, ...).
-intervals AS (
-    SELECT term, instance_id, devices, step, environment, start_ns, end_ns FROM _busy_intervals($run_id)
-    UNION ALL
-    SELECT term, instance_id, devices, step, environment, start_ns, end_ns
-    FROM pending
-    WHERE role = term AND term <> 'env' AND end_ns > start_ns
-),
 kept_sums AS (
     SELECT *, CASE WHEN $by = 'step' THEN step END AS key
     FROM sums
-    WHERE ($step_lo IS NULL OR step >= $step_lo)
-      AND ($step_hi IS NULL OR step <= $step_hi)
-      AND ($environment IS NULL OR environment = $environment)
-),
-kept_intervals AS (
-    SELECT *, CASE WHEN $by = 'step' THEN step END AS key
-    FROM intervals
     WHERE ($step_lo IS NULL OR step >= $step_lo)
       AND ($step_hi IS NULL OR step <= $step_hi)
       AND ($environment IS NULL OR environment = $environment)
@@ -43,18 +30,50 @@ flops AS (
     FROM kept_sums
     GROUP BY ALL
 ),
+ranged AS (
+    SELECT $by IS NULL AND ($step_lo IS NOT NULL OR $step_hi IS NOT NULL) AS swept_here
+),
+-- Busy seconds per process kept ahead: by step (a step range keeps its steps), or the whole run.
+kept_busy AS (
+    SELECT CASE WHEN $by = 'step' THEN step END AS key, term, instance_id, devices, busy_ns / 1e9 AS seconds
+    FROM _compute_busy($run_id)
+    WHERE NOT (SELECT swept_here FROM ranged)
+      AND by_step = coalesce($by = 'step', false)
+      AND all_environments = ($environment IS NULL)
+      AND ($environment IS NULL OR environment = $environment)
+      AND ($step_lo IS NULL OR step >= $step_lo)
+      AND ($step_hi IS NULL OR step <= $step_hi)
+),
+-- The whole run over a step range: each process's own kind of work in the range (a rollout process's turns, a
+-- trainer's steps, ...), as busy islands per step plus pending work.
+intervals AS (
+    SELECT term, instance_id, devices, step, environment, start_ns, end_ns
+    FROM _busy_intervals($run_id)
+    WHERE (SELECT swept_here FROM ranged)
+    UNION ALL
+    SELECT term, instance_id, devices, step, environment, start_ns, end_ns
+    FROM pending
+    WHERE (SELECT swept_here FROM ranged) AND role = term AND term <> 'env' AND end_ns > start_ns
+),
+kept_intervals AS (
+    SELECT *
+    FROM intervals
+    WHERE ($step_lo IS NULL OR step >= $step_lo)
+      AND ($step_hi IS NULL OR step <= $step_hi)
+      AND ($environment IS NULL OR environment = $environment)
+),
 -- The union of a process's intervals, as gaps and islands: in start order, a gap opens where an interval
 -- starts after the running max of the earlier intervals' ends (a window function); each interval adds only
 -- its part beyond that running max, so the sum over a process is the total length of its islands and
 -- overlapping requests count once.
 swept AS (
     SELECT
-        key, term, instance_id, devices, end_ns,
+        term, instance_id, devices, end_ns,
         greatest(
             start_ns,
             coalesce(
                 max(end_ns) OVER (
-                    PARTITION BY key, term, instance_id ORDER BY start_ns, end_ns
+                    PARTITION BY term, instance_id ORDER BY start_ns, end_ns
                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
                 ),
                 start_ns
@@ -63,11 +82,13 @@ swept AS (
     FROM kept_intervals
 ),
 per_process AS (
+    SELECT key, term, instance_id, devices, seconds FROM kept_busy
+    UNION ALL
     SELECT
-        key, term, instance_id, max(devices) AS devices,
+        NULL AS key, term, instance_id, max(devices) AS devices,
         sum(greatest(0, end_ns - new_from_ns)) / 1e9 AS seconds
     FROM swept
-    GROUP BY key, term, instance_id
+    GROUP BY term, instance_id
 ),
 busy AS (
     SELECT

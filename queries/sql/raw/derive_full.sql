@@ -13,5 +13,6 @@ INSERT INTO _rollout_stages_mat SELECT $run, * FROM _rollout_stages_src($run);
 INSERT INTO _work_mat SELECT $run, * FROM _compute_work_src($run);
 INSERT INTO _step_sums_mat SELECT $run, * FROM _step_sums_src($run, NULL);
 INSERT INTO _step_islands_mat SELECT $run, * FROM _step_islands_src($run, NULL);
+INSERT INTO _compute_busy_mat SELECT $run, * FROM _compute_busy_src($run);
 INSERT INTO _rollout_work_mat SELECT $run, * FROM _rollout_work_staged($run);
 INSERT INTO _turn_sums_mat SELECT $run, * FROM _turn_sums_src($run, NULL);

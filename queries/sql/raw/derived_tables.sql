@@ -12,10 +12,12 @@ CREATE TABLE _train_steps_mat AS SELECT * FROM _train_steps_src LIMIT 0;
 CREATE TABLE _rollout_steps_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_steps_src('') LIMIT 0;
 CREATE TABLE _rollout_stages_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_stages_src('') LIMIT 0;
 -- The compute terms' tables (queries/sql/analyses/macros/04_compute_work.sql): the work
--- rows with their steps, and FLOP sums and busy islands per step. compute_terms sweeps islands, not spans.
+-- rows with their steps, and FLOP sums and busy islands per step.
 CREATE TABLE _work_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _compute_work_src('') LIMIT 0;
 CREATE TABLE _step_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _step_sums_src('', NULL) LIMIT 0;
 CREATE TABLE _step_islands_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _step_islands_src('', NULL) LIMIT 0;
+-- Each process's busy time per step or run, per environment or over all: compute_terms reads no intervals.
+CREATE TABLE _compute_busy_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _compute_busy_src('') LIMIT 0;
 -- The work around each rollout (queries/sql/analyses/macros/05_rollout_work.sql).
 CREATE TABLE _rollout_work_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_work_staged('') LIMIT 0;
 -- The turns' sums per step and key (queries/sql/analyses/macros/06_turn_sums.sql).

@@ -14,6 +14,8 @@ CREATE OR REPLACE MACRO _step_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _step_sums_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _busy_intervals(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _step_islands_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _compute_busy(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _compute_busy_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _pending_work(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _work_mat WHERE run_id = run AND step IS NULL;
 CREATE OR REPLACE MACRO _rollout_work(run) AS TABLE

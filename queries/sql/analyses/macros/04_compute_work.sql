@@ -82,7 +82,8 @@ SELECT
 FROM numbered
 GROUP BY term, instance_id, step, environment, island;
 -- What compute_terms.sql reads: FLOP sums and busy intervals per step kept ahead of time, and the work not kept
--- in them, which it sums and sweeps itself. Here nothing is kept ahead, so every piece of work is pending and
+-- in them, which it sums (and, for the whole run over a step range, sweeps) itself; busy time per process comes
+-- from _compute_busy, below. Here nothing is kept ahead, so every piece of work is pending and
 -- computed once per query. A reader reads the consumed work's sums and busy islands per step from the store's
 -- derived tables (store/derived.py), leaving only unconsumed work pending: a query sweeps thousands of rows, not millions.
 CREATE OR REPLACE MACRO _step_sums(run) AS TABLE
@@ -94,3 +95,48 @@ SELECT NULL::VARCHAR AS term, NULL::VARCHAR AS instance_id, NULL::BIGINT AS step
        NULL::BIGINT AS devices, NULL::BIGINT AS start_ns, NULL::BIGINT AS end_ns
 WHERE false;
 CREATE OR REPLACE MACRO _pending_work(run) AS TABLE SELECT * FROM _compute_work(run);
+-- _compute_busy_src(run): each process's busy time (the length of the union of its own kind of work intervals,
+-- as compute_terms.sql defines it) in the four groupings compute_terms reads without sweeping intervals
+-- itself: per step (by_step; step NULL: work no step has consumed yet) or for the whole run (step NULL), and
+-- per environment or over all of them (all_environments; environment NULL). Swept from the busy islands per
+-- step plus the pending work, which have the same union per process and grouping as the work itself.
+CREATE OR REPLACE MACRO _compute_busy_src(run) AS TABLE
+WITH intervals AS (
+    SELECT term, instance_id, devices, step, environment, start_ns, end_ns FROM _busy_intervals(run)
+    UNION ALL
+    SELECT term, instance_id, devices, step, environment, start_ns, end_ns
+    FROM _pending_work(run)
+    WHERE role = term AND term <> 'env' AND end_ns > start_ns
+),
+keyed AS (
+    SELECT
+        i.term, i.instance_id, i.devices, i.start_ns, i.end_ns, g.by_step, g.all_environments,
+        CASE WHEN g.by_step THEN i.step END AS step,
+        CASE WHEN NOT g.all_environments THEN i.environment END AS environment
+    FROM intervals AS i
+    CROSS JOIN (VALUES (true, false), (true, true), (false, false), (false, true)) AS g(by_step, all_environments)
+),
+-- Gaps and islands, as in compute_terms.sql: each interval adds its part beyond the running max of the
+-- earlier intervals' ends.
+swept AS (
+    SELECT
+        *,
+        greatest(
+            start_ns,
+            coalesce(
+                max(end_ns) OVER (
+                    PARTITION BY term, instance_id, by_step, all_environments, step, environment
+                    ORDER BY start_ns, end_ns
+                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+                ),
+                start_ns
+            )
+        ) AS new_from_ns
+    FROM keyed
+)
+SELECT
+    term, by_step, all_environments, step, environment, instance_id, max(devices) AS devices,
+    sum(greatest(0, end_ns - new_from_ns))::BIGINT AS busy_ns
+FROM swept
+GROUP BY term, by_step, all_environments, step, environment, instance_id;
+CREATE OR REPLACE MACRO _compute_busy(run) AS TABLE SELECT * FROM _compute_busy_src(run);
