@@ -244,13 +244,18 @@ def send_all(port: int, payloads: list[bytes], content_type: str, clients: int) 
                 errors.append(f"{response.status}")
         conn.close()
 
+    _run_clients(client, clients, errors, "requests")
+
+
+def _run_clients(client, clients: int, errors: list, what: str) -> None:
+    """Run ``client`` on ``clients`` threads at once; any refusal ends the benchmark."""
     threads = [threading.Thread(target=client) for _ in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     if errors:
-        raise SystemExit(f"receiver refused {len(errors)} requests: {sorted(set(errors))}")
+        raise SystemExit(f"receiver refused {len(errors)} {what}: {sorted(set(errors))}")
 
 
 def send_all_grpc(port: int, payloads: list[bytes], clients: int) -> None:
@@ -280,13 +285,7 @@ def send_all_grpc(port: int, payloads: list[bytes], clients: int) -> None:
                             break
                         time.sleep(1)
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise SystemExit(f"receiver refused {len(errors)} calls: {sorted(set(errors))}")
+    _run_clients(client, clients, errors, "calls")
 
 
 def end_to_end(payloads: list[bytes], content_type: str, n_spans: int, clients: int) -> dict:

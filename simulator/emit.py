@@ -36,6 +36,22 @@ class PlannedIds(IdGenerator):
         return False
 
 
+def attach_arguments(store: str, run_id: str, process: dict, algorithm: str, staleness_bound: int) -> dict:
+    """What a simulated process passes to attach(); the fast mode builds the same resource from it."""
+    return {
+        "store": store,
+        "run_id": run_id,
+        "role": process["role"],
+        "devices": process["devices"],
+        "service_name": process["service_name"],
+        "model_name": process["model_name"],
+        "model_parameters": process["model_parameters"],
+        "algorithm": algorithm,
+        "staleness_bound": staleness_bound,
+        "resource_attributes": {"service.instance.id": process["instance_id"]},
+    }
+
+
 class Emitter:
     """One simulated process: its attach() and its tracer."""
 
@@ -57,16 +73,7 @@ class Emitter:
         self.ids = PlannedIds()
         provider = TracerProvider(resource=Resource.get_empty(), id_generator=self.ids, sampler=ALWAYS_ON)
         self.rl = attach(
-            store=store,
-            run_id=run_id,
-            role=process["role"],
-            devices=process["devices"],
-            service_name=process["service_name"],
-            model_name=process["model_name"],
-            model_parameters=process["model_parameters"],
-            algorithm=algorithm,
-            staleness_bound=staleness_bound,
-            resource_attributes={"service.instance.id": process["instance_id"]},
+            **attach_arguments(store, run_id, process, algorithm, staleness_bound),
             tracer_provider=provider,
             set_global=False,
             segment_seconds=segment_seconds,

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from rollscope.collectors.rows import ResourceRow, SpanRows
 from rollscope.collectors.wiring import process_resource
+from rollscope.simulator.emit import attach_arguments
 from rollscope.store.layout import SegmentWriter
 from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
 
@@ -221,15 +222,6 @@ class _Writer:
 def _resource_attributes(store: str, run_id: str, process: dict, settings: dict) -> dict:
     """The resource ``emit.Emitter``'s attach() call gives this process."""
     resource = process_resource(
-        store=store,
-        run_id=run_id,
-        role=process["role"],
-        devices=process["devices"],
-        service_name=process["service_name"],
-        model_name=process["model_name"],
-        model_parameters=process["model_parameters"],
-        algorithm=settings["algorithm"],
-        staleness_bound=settings["staleness_bound"],
-        resource_attributes={"service.instance.id": process["instance_id"]},
+        **attach_arguments(store, run_id, process, settings["algorithm"], settings["staleness_bound"])
     )
     return dict(resource.attributes)
