@@ -3,6 +3,7 @@ figures equal TRL's own logged metrics, and training is the same with and withou
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import subprocess
@@ -194,6 +195,98 @@ def test_a_completion_trained_on_in_several_steps_is_one_sample_with_its_reuse(t
     assert list(steps.train_samples) == [4] * 8
     funnel = analyses.funnel(con, "reuse")
     assert int(funnel.dispatched.iloc[0]) == 16
+    inst.rl.shutdown()
+
+
+@pytest.mark.slow
+def test_a_multi_turn_rollout_func_gives_one_turn_per_model_call(tmp_path):
+    """A rollout_func that talks to an environment between two model calls: two turns per rollout, the second
+    reading everything before it, decoded tokens still adding up to TRL's completions/mean_length."""
+    _needs_trl()
+    from rollscope.integrations.trl import instrument
+    from rollscope.queries import analyses, connect
+
+    steps = 4
+    trainer = trl_tiny.trainer(tmp_path / "out", max_steps=steps, rollout_func=trl_tiny.two_turn_rollout)
+    inst = instrument(trainer, store=tmp_path / "store", run_id="multi")
+    trainer.train()
+    inst.close()
+    assert inst.stats["failures"] == {}
+    con = connect(tmp_path / "store")
+    reply = len(trl_tiny.ENVIRONMENT_REPLY.split())
+    turns = con.execute(
+        "SELECT t.rollout_id, t.turn_index, t.input_tokens, t.output_tokens, t.start_time, t.end_time, "
+        "t.attributes->>'rollscope.turn.timing', t.attributes->'gen_ai.response.finish_reasons', "
+        "r.start_time, r.end_time FROM turns t JOIN rollouts r USING (run_id, rollout_id) "
+        "WHERE t.run_id = 'multi' ORDER BY t.rollout_id, t.turn_index"
+    ).fetchall()
+    by_rollout: dict = {}
+    for row in turns:
+        by_rollout.setdefault(row[0], []).append(row)
+    assert len(by_rollout) == steps * 8
+    for first, second in by_rollout.values():
+        assert (first[1], second[1]) == (0, 1)
+        assert second[2] == first[2] + first[3] + reply  # prompt + turn 0 + the environment's reply
+        assert '"tool_calls"' in first[7] and '"tool_calls"' not in second[7]
+        assert first[6] == second[6] == "apportioned"
+        assert first[8] <= first[4] <= first[5] <= second[4] <= second[5] <= second[9]
+    logged = {e["step"]: e["completions/mean_length"] for e in _trl_steps(trainer).values()}
+    ours = analyses.generations_by_step(con, "multi").set_index("step")["mean_output_tokens"]
+    assert {s + 1: float(v) for s, v in ours.items()} == pytest.approx(logged, rel=1e-6)
+    inst.rl.shutdown()
+
+
+@pytest.mark.slow
+def test_trls_tool_loop_gives_a_turn_per_model_call_and_a_span_per_tool_call(tmp_path):
+    """GRPOTrainer(tools=...): each conversation's model calls are turns, each tool call an execute_tool span
+    between them, and the per-step figures still equal TRL's (tokens, tool calls per rollout, failures)."""
+    _needs_trl()
+    from rollscope.integrations.trl import instrument
+    from rollscope.queries import analyses, connect
+
+    trainer = trl_tiny.tool_trainer(tmp_path / "out", max_steps=2)
+    inst = instrument(trainer, store=tmp_path / "store", run_id="tools")
+    trainer.train()
+    inst.close()
+    assert inst.stats["failures"] == {}
+    con = connect(tmp_path / "store")
+    rollouts = con.execute(
+        "SELECT r.rollout_id, r.task_id, list(t.turn_index ORDER BY t.turn_index), "
+        "list(t.input_tokens ORDER BY t.turn_index), list(t.output_tokens ORDER BY t.turn_index), "
+        "list(t.start_time ORDER BY t.turn_index), list(t.end_time ORDER BY t.turn_index) "
+        "FROM rollouts r JOIN turns t USING (run_id, rollout_id) WHERE r.run_id = 'tools' GROUP BY ALL"
+    ).fetchall()
+    tools = con.execute(
+        "SELECT rollout_id, list(tool_name ORDER BY start_time), list(tool_exit_code ORDER BY start_time), "
+        "list(start_time ORDER BY start_time), list(end_time ORDER BY start_time) "
+        "FROM tools WHERE run_id = 'tools' GROUP BY rollout_id"
+    ).fetchall()
+    tools = {row[0]: row[1:] for row in tools}
+    assert len(rollouts) == 16
+    for rollout_id, task, indexes, inputs, outputs, starts, ends in rollouts:
+        words = json.loads(task)[0]["content"].split()
+        assert indexes == list(range(len(words) + 1))  # one call per word, then the answer
+        assert all(
+            later > earlier + out for earlier, out, later in zip(inputs, outputs, inputs[1:], strict=False)
+        )
+        names, codes, tool_starts, tool_ends = tools[rollout_id]
+        assert names == ["broken" if w == "c" else "lookup" for w in words]
+        assert codes == [1 if w == "c" else 0 for w in words]
+        for k in range(len(words)):  # tool call k runs after model call k and before model call k + 1
+            assert ends[k] <= tool_starts[k] <= tool_ends[k] <= starts[k + 1]
+    logged = {e["step"]: e for e in _trl_steps(trainer).values()}
+    ours = analyses.generations_by_step(con, "tools").set_index("step")
+    per_step = con.execute(
+        "SELECT s.train_step, count(t.*) / count(DISTINCT s.rollout_id), "
+        "avg(CASE WHEN t.tool_exit_code <> 0 THEN 1.0 ELSE 0.0 END) "
+        "FROM samples s LEFT JOIN tools t USING (run_id, rollout_id) WHERE s.run_id = 'tools' GROUP BY 1"
+    ).fetchall()
+    for step, calls, failures in per_step:
+        assert float(ours.loc[step, "mean_output_tokens"]) == pytest.approx(
+            logged[step + 1]["completions/mean_length"]
+        )
+        assert calls == pytest.approx(logged[step + 1]["tools/call_frequency"])
+        assert failures == pytest.approx(logged[step + 1]["tools/failure_frequency"])
     inst.rl.shutdown()
 
 

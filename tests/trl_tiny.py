@@ -6,6 +6,8 @@ tests/test_trl.py and benchmarks/trl_overhead.py. Needs the ``trl`` extra (``pip
 
 from __future__ import annotations
 
+import json
+
 WORDS = list("abcdefghijklmnop")
 SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>"]
 # Three environments; "b" makes the second reward function return None (no score from it).
@@ -64,8 +66,9 @@ def brevity(completions, environment, **kwargs):
     ]
 
 
-def trainer(output_dir, max_steps: int = 20, seed: int = 0, **config):
-    """A built GRPOTrainer (8 completions a step: 2 prompts x 4 generations, at most 8 tokens each)."""
+def trainer(output_dir, max_steps: int = 20, seed: int = 0, rollout_func=None, **config):
+    """A built GRPOTrainer (8 completions a step: 2 prompts x 4 generations, at most 8 tokens each);
+    ``rollout_func`` as TRL takes it (e.g. ``two_turn_rollout``)."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
@@ -94,6 +97,7 @@ def trainer(output_dir, max_steps: int = 20, seed: int = 0, **config):
         reward_funcs=[has_a, brevity],
         args=GRPOConfig(**settings),
         train_dataset=dataset,
+        **({"rollout_func": rollout_func} if rollout_func is not None else {}),
     )
 
 
@@ -106,3 +110,187 @@ def training_figures(log_history) -> list[dict]:
     return [
         {k: v for k, v in entry.items() if not any(k.endswith(t) for t in TIMING)} for entry in log_history
     ]
+
+
+ENVIRONMENT_REPLY = "o p"  # what the environment says between the model's two turns
+
+
+def two_turn_rollout(prompts, trainer):
+    """A multi-turn ``rollout_func`` as a user writes one: the model answers (up to 3 tokens), the environment
+    replies, the model answers again. Returns TRL's keys with ``env_mask`` (0 for the environment's tokens)."""
+    import torch
+
+    tok, model = trainer.processing_class, trainer.model
+    reply = tok(ENVIRONMENT_REPLY, add_special_tokens=False)["input_ids"]
+    out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
+    for prompt in prompts:
+        prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        completion, logprobs, mask = [], [], []
+        for turn in range(2):
+            context = torch.tensor([prompt_ids + completion])
+            with torch.no_grad():
+                generated = model.generate(
+                    context,
+                    attention_mask=torch.ones_like(context),
+                    max_new_tokens=3,
+                    min_new_tokens=1 if turn == 0 else 0,  # the first turn says something before the reply
+                    do_sample=True,
+                    output_scores=True,
+                    return_dict_in_generate=True,
+                    pad_token_id=tok.pad_token_id,
+                )
+            new = generated.sequences[0, context.shape[1] :].tolist()
+            scores = [
+                torch.log_softmax(s[0], -1)[t].item() for s, t in zip(generated.scores, new, strict=False)
+            ]
+            if (
+                turn == 0
+            ):  # the conversation goes on: drop the end-of-turn token, append the environment's reply
+                while new and new[-1] == tok.eos_token_id:
+                    new.pop()
+                    scores.pop()
+                new_mask = [1] * len(new) + [0] * len(reply)
+                new, scores = new + reply, scores + [0.0] * len(reply)
+            else:
+                new_mask = [1] * len(new)
+            completion += new
+            logprobs += scores
+            mask += new_mask
+        out["prompt_ids"].append(prompt_ids)
+        out["completion_ids"].append(completion)
+        out["logprobs"].append(logprobs)
+        out["env_mask"].append(mask)
+    return out
+
+
+# --- TRL's own tool loop (``GRPOTrainer(tools=...)``) on a scripted model --------------------------------------
+# A random tiny model never writes a tool call, so this one is scripted: a 2-layer Llama whose next-token logits
+# get a large bias towards the next token of a fixed script while it generates. For each word of the user's
+# message it calls a tool with that word (one call per turn), then answers "done". The tokenizer is a byte-level
+# BPE trained here on a few lines, with Qwen2.5's chat template as TRL ships it, so TRL renders the tools, parses
+# the calls and runs its tool loop exactly as for a real Qwen model.
+
+TOOL_PROMPTS = ["a", "b c", "d e", "c"]  # "c" goes to the tool that fails
+_TOOL_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
+
+
+def lookup(word: str) -> str:
+    """Look a word up.
+
+    Args:
+        word: The word.
+    """
+    return word.upper()
+
+
+def broken(word: str) -> str:
+    """A tool that always fails.
+
+    Args:
+        word: The word.
+    """
+    raise RuntimeError("broken tool")
+
+
+def _tool_call(word: str) -> str:
+    name = "broken" if word == "c" else "lookup"
+    call = json.dumps({"name": name, "arguments": {"word": word}})
+    return f"<tool_call>\n{call}\n</tool_call><|im_end|>"
+
+
+def tool_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    corpus = [_tool_call("a"), "<tool_response>\nA\n</tool_response>", "system user assistant done a b c d e"]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    learn = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=_TOOL_SPECIAL, initial_alphabet=alphabet, show_progress=False
+    )
+    bpe.train_from_iterator(corpus * 20, learn)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<|endoftext|>", eos_token="<|im_end|>")
+    tok.chat_template = qwen2_5_chat_template
+    return tok
+
+
+def scripted_model(tok, seed: int = 0):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    header = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+
+    def next_token(context: list[int]) -> int:
+        starts = [i for i in range(len(context) - len(header) + 1) if context[i : i + len(header)] == header]
+        written = len(context) - starts[-1] - len(header)  # tokens of this turn so far
+        text = tok.decode(context)
+        words = text.split("<|im_start|>user\n", 1)[1].split("<|im_end|>", 1)[0].split()
+        answered = text.count("<tool_response>")
+        script = _tool_call(words[answered]) if answered < len(words) else "done<|im_end|>"
+        ids = tok(script, add_special_tokens=False)["input_ids"]
+        return ids[written] if written < len(ids) else tok.eos_token_id
+
+    class ScriptedLlama(LlamaForCausalLM):
+        def forward(self, input_ids=None, **kwargs):
+            out = super().forward(input_ids=input_ids, **kwargs)
+            if input_ids is not None and not torch.is_grad_enabled():  # generating (or scoring: harmless)
+                if input_ids.shape[1] > 1:
+                    self._contexts = [row.tolist() for row in input_ids]
+                else:
+                    for context, token in zip(self._contexts, input_ids[:, 0].tolist(), strict=True):
+                        context.append(token)
+                for row, context in enumerate(self._contexts):
+                    out.logits[row, -1, next_token(context)] += 1000.0
+            return out
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        pad_token_id=tok.pad_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    return ScriptedLlama(config)
+
+
+def answered(completions, **kwargs):
+    """1 when the conversation ends with the model's "done"."""
+    return [1.0 if c[-1].get("content") == "done" else 0.0 for c in completions]
+
+
+def tool_trainer(output_dir, max_steps: int = 2, seed: int = 0):
+    """A GRPOTrainer with TRL's tool loop: 8 conversations a step (2 prompts x 4), 1-3 model calls each."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    tok = tool_tokenizer()
+    rows = [[{"role": "user", "content": TOOL_PROMPTS[i % len(TOOL_PROMPTS)]}] for i in range(32)]
+    return GRPOTrainer(
+        model=scripted_model(tok, seed),
+        processing_class=tok,
+        reward_funcs=[answered],
+        tools=[lookup, broken],
+        train_dataset=Dataset.from_dict({"prompt": rows}),
+        args=GRPOConfig(
+            output_dir=str(output_dir),
+            max_steps=max_steps,
+            per_device_train_batch_size=8,
+            num_generations=4,
+            max_completion_length=128,
+            logging_steps=1,
+            save_strategy="no",
+            report_to="none",
+            use_cpu=True,
+            seed=seed,
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+        ),
+    )

@@ -1,16 +1,25 @@
 """TRL in one call: ``instrument(trainer, store="runs/", run_id="grpo-1")`` on an already-built ``GRPOTrainer``.
 
-Nothing else in the training script changes. The adapter wraps four of the trainer's own methods on the
-instance (generation, reward computation, batch preparation, the vLLM weight sync when there is one) and adds a
-``TrainerCallback``; from what they see it emits, through the store exporter of ``attach()``:
+Nothing else in the training script changes. The adapter wraps some of the trainer's own methods on the
+instance (generation and, where TRL runs tools, each model call and each tool; reward computation; batch
+preparation; the vLLM weight sync when there is one) and adds a ``TrainerCallback``; from what they see it emits,
+through the store exporter of ``attach()``:
 
 * ``rl.rollout`` per completion: task = the prompt (or the dataset's ``task_id`` column), group = that prompt's
   ``num_generations`` completions of one generation round, environment = the dataset's ``environment`` column,
   else ``task``, else ``default``; policy version = optimizer steps completed when it was generated; status
   ``ok``; reward = TRL's combined reward (weighted sum over reward functions, absent when none scored it).
-* ``rl.turn`` under it: prompt tokens, decoded tokens counted as TRL counts them (tool-result tokens excluded),
-  and ``gen_ai.response.finish_reasons`` = ``["length"]`` when the completion was clipped (its last token is
-  neither EOS nor padding, TRL's test for ``completions/clipped_ratio``), else ``["stop"]``.
+* ``rl.turn`` under it, one per model call: prompt tokens, decoded tokens counted as TRL counts them
+  (tool-result tokens excluded), and ``gen_ai.response.finish_reasons`` = ``["length"]`` when the completion
+  was clipped (its last token is neither EOS nor padding, TRL's test for ``completions/clipped_ratio``), else
+  ``["stop"]``. A multi-turn completion (TRL's ``tools`` / ``environment_factory`` loop, or a ``rollout_func``
+  returning ``env_mask``) is split where the mask says the model stopped and the environment spoke: turn k's
+  prompt is the prompt plus everything before it, its decoded tokens are its own, earlier turns end in
+  ``["tool_calls"]``. In TRL's tool loop each turn has the time of the batched generate call it came from;
+  a ``rollout_func`` does its calls itself, so there the generation window is shared among its turns in
+  proportion to their decoded tokens and the turn says so (``rollscope.turn.timing`` = ``"apportioned"``).
+* ``execute_tool {name}`` per tool call TRL's tool loop made, with its own time, the sample it served, and
+  ``rl.tool.exit_code`` 1 when the tool raised (TRL then feeds the error text back to the model).
 * ``rl.reward`` per reward function with its value (a function returning ``None`` for a sample: a span with no
   score) and the function's own call time.
 * ``rl.train_step`` per optimizer step: samples and tokens it trained on, seconds it waited for generation and
@@ -49,6 +58,7 @@ log = logging.getLogger("rollscope.integrations.trl")
 _SAMPLE_KEY = "_rollscope_sample"  # rides along TRL's buffered batch; removed before compute_loss
 _TASK_ID_MAX = 1000
 FINISH_REASONS = "gen_ai.response.finish_reasons"  # GenAI convention; kept in the span's `attributes` JSON
+TIMING = "rollscope.turn.timing"  # "apportioned": the turn's times are a share of the generation window
 
 
 def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) -> TRLInstrumentation:
@@ -126,6 +136,11 @@ class _Batch:
     gen_end_ns: int | None = None
     prompt_lengths: list = field(default_factory=list)
     completion_lengths: list = field(default_factory=list)
+    segments: list = field(
+        default_factory=list
+    )  # per sample: [(is_model, tokens)] runs of TRL's tool/env mask
+    calls: list = field(default_factory=list)  # (start_ns, end_ns) of each batched generate call, in order
+    tool_calls: dict = field(default_factory=dict)  # sample -> [(name, start_ns, end_ns, failed)]
     truncated: list = field(default_factory=list)
     reward_start_ns: int | None = None
     reward_end_ns: int | None = None
@@ -184,6 +199,14 @@ class TRLInstrumentation:
                 missing.append(name)
                 continue
             setattr(t, name, wrapper(original))
+        # Multi-turn generation (TRL's tool loop): optional, a TRL without them records one turn per completion.
+        for name, wrapper in (
+            ("_generate_single_turn", self._wrap_generate_single_turn),
+            ("_tool_call_loop", self._wrap_tool_call_loop),
+        ):
+            original = getattr(t, name, None)
+            if original is not None:
+                setattr(t, name, wrapper(original))
         funcs = getattr(t, "reward_funcs", None)
         if isinstance(funcs, list):
             for i, func in enumerate(funcs):
@@ -302,6 +325,66 @@ class TRLInstrumentation:
 
         return generate
 
+    def _wrap_generate_single_turn(self, original):
+        @functools.wraps(original)
+        def generate_single_turn(*args, **kwargs):
+            started = time.time_ns()
+            result = original(*args, **kwargs)
+            if self._batch is not None:
+                self._batch.calls.append((started, time.time_ns()))
+            return result
+
+        return generate_single_turn
+
+    def _wrap_tool_call_loop(self, original):
+        @functools.wraps(original)
+        def tool_call_loop(*args, **kwargs):
+            if self._batch is not None:
+                self._guard("tools", self._wrap_tools, self._batch)
+            return original(*args, **kwargs)
+
+        return tool_call_loop
+
+    def _wrap_tools(self, batch: _Batch) -> None:
+        """Time every tool call of this round: TRL builds one tool table per sample, so we know whose call it is."""
+        t = self.trainer
+        for i, table in enumerate(getattr(t, "_sync_tool_dicts", None) or []):
+            for name, tool in list(table.items()):
+                table[name] = self._timed_tool(batch, i, name, tool)
+        for i, table in enumerate(getattr(t, "_async_tool_dicts", None) or []):
+            for name, tool in list(table.items()):
+                table[name] = self._timed_tool(batch, i, name, tool, asynchronous=True)
+
+    def _timed_tool(self, batch: _Batch, sample: int, name: str, tool, asynchronous: bool = False):
+        def record(started: int, failed: bool) -> None:
+            batch.tool_calls.setdefault(sample, []).append((name, started, time.time_ns(), failed))
+
+        if asynchronous:
+
+            @functools.wraps(tool)
+            async def timed_async(*args, **kwargs):
+                started, failed = time.time_ns(), True
+                try:
+                    result = await tool(*args, **kwargs)
+                    failed = False
+                    return result
+                finally:
+                    self._guard("tools", record, started, failed)
+
+            return timed_async
+
+        @functools.wraps(tool)
+        def timed(*args, **kwargs):
+            started, failed = time.time_ns(), True
+            try:
+                result = tool(*args, **kwargs)
+                failed = False
+                return result
+            finally:
+                self._guard("tools", record, started, failed)
+
+        return timed
+
     def _wrap_calculate_rewards(self, original):
         @functools.wraps(original)
         def calculate_rewards(*args, **kwargs):
@@ -385,8 +468,10 @@ class TRLInstrumentation:
         b.prompt_lengths = [len(ids) for ids in prompt_ids]
         if tool_mask is not None:  # TRL counts only model-generated tokens
             b.completion_lengths = [int(sum(mask)) for mask in tool_mask]
+            b.segments = [_runs(mask) for mask in tool_mask]
         else:
             b.completion_lengths = [len(ids) for ids in completion_ids]
+            b.segments = [[(True, n)] for n in b.completion_lengths]
         b.truncated = [bool(len(ids)) and _last(ids) not in eos_and_pad for ids in completion_ids]
 
     def _record_rewards(self, rewards_per_func, started: int, ended: int) -> None:
@@ -490,23 +575,57 @@ class TRLInstrumentation:
                 start_time=b.start_ns,
                 end_time=b.end_ns,
             ):
-                with self.rl.turn(
-                    0,
-                    input_tokens=b.prompt_lengths[i],
-                    output_tokens=b.completion_lengths[i],
-                    policy_version=b.policy_version,
-                    attributes={FINISH_REASONS: ["length"] if b.truncated[i] else ["stop"]},
-                    start_time=gen_start,
-                    end_time=gen_end,
-                ):
-                    pass
+                self._emit_turns(b, i, gen_start, gen_end)
                 for j, value in enumerate(b.rewards_per_func[i]):
                     start, end = b.reward_calls.get(j, (b.reward_start_ns, b.reward_end_ns))
                     with self.rl.reward(reward_name=names[j], reward=value, start_time=start, end_time=end):
                         pass
         self.counts["rl.rollout"] += len(b.inputs)
-        self.counts["rl.turn"] += len(b.inputs)
         self.counts["rl.reward"] += len(b.inputs) * len(names)
+
+    def _emit_turns(self, b: _Batch, i: int, gen_start: int, gen_end: int) -> None:
+        """One ``rl.turn`` per model call of sample i, then the tool calls made between them."""
+        segments = b.segments[i] if i < len(b.segments) else [(True, b.completion_lengths[i])]
+        if not any(is_model for is_model, _ in segments):
+            segments = [(True, 0), *segments]
+        decoded = [n for is_model, n in segments if is_model]
+        timed = len(decoded) == 1 or len(b.calls) >= len(decoded)  # else a rollout_func made the calls
+        cursor, total = gen_start, sum(n or 1 for n in decoded)
+        context = b.prompt_lengths[i]  # what the model has read before this turn
+        k = 0
+        for is_model, n in segments:
+            if not is_model:
+                context += n
+                continue
+            last = k == len(decoded) - 1
+            attributes = {
+                FINISH_REASONS: (["length"] if b.truncated[i] else ["stop"]) if last else ["tool_calls"]
+            }
+            if len(decoded) == 1:
+                start, end = gen_start, gen_end
+            elif timed:
+                start, end = b.calls[k]
+            else:
+                start, cursor = cursor, cursor + (gen_end - gen_start) * (n or 1) // total
+                end = gen_end if last else cursor
+                attributes[TIMING] = "apportioned"
+            with self.rl.turn(
+                k,
+                input_tokens=context,
+                output_tokens=n,
+                policy_version=b.policy_version,
+                attributes=attributes,
+                start_time=start,
+                end_time=end,
+            ):
+                pass
+            self.counts["rl.turn"] += 1
+            context += n
+            k += 1
+        for name, start, end, failed in b.tool_calls.get(i, ()):
+            with self.rl.tool(name, tool_exit_code=1 if failed else 0, start_time=start, end_time=end):
+                pass
+            self.counts["execute_tool"] += 1
 
     def _emit_step(self, state) -> None:
         if self._step_start_ns is None:
@@ -610,6 +729,18 @@ def _is_async(func) -> bool:
         return bool(is_async_callable(func))
     except ImportError:
         return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
+
+
+def _runs(mask) -> list[tuple[bool, int]]:
+    """TRL's tool/env mask (1 = model token, 0 = tool or environment token) as runs: [(is_model, length)]."""
+    runs: list[tuple[bool, int]] = []
+    for value in mask:
+        is_model = bool(value)
+        if runs and runs[-1][0] == is_model:
+            runs[-1] = (is_model, runs[-1][1] + 1)
+        else:
+            runs.append((is_model, 1))
+    return runs or [(True, 0)]
 
 
 def _last(ids):
