@@ -18,6 +18,7 @@ waiting for it. ``derive=False`` never derives (``rollscope runs`` reads raw dat
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 import threading
 from collections import Counter
@@ -37,6 +38,7 @@ from rollscope.store import layout as store
 from rollscope.store.schema import DATASETS
 
 _RETRIES = 5
+_VERSIONS = itertools.count(1)  # unique across readers: a result cached under one is never another's
 
 
 @cache
@@ -104,6 +106,9 @@ class Reader:
         # How refreshes brought runs' derived state up to date (store.derived.catch_up's answers): for tests
         # and benchmarks.
         self.derivations: Counter[str] = Counter()
+        # Changes whenever what the views read changes (new segments, caught-up derived state): results
+        # computed at one version hold until it changes (the dashboard caches by it).
+        self.version = 0
         raw_views(self.con, [schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.run_folder(self.con, "views")
         sqlfiles.run_folder(self.con, "analyses/macros")
@@ -166,6 +171,7 @@ class Reader:
         if not self._views_ready or raw != self._raw or states != self._states:
             self._set_views(raw, states)
             self._raw, self._states = raw, states
+            self.version = next(_VERSIONS)
         if not self._views_ready:
             self.con.execute(sqlfiles.load("raw/derived_views"))
             self._views_ready = True

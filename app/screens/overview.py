@@ -3,6 +3,7 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.queries import analyses, report
 
 ROLLING_STEPS = 10
 PERCENT = {"nonzero_signal_rate", "acceptance_rate", "trainer_idle_fraction"}
@@ -79,7 +80,7 @@ def trends(filters: data.Filters) -> None:
     )
     columns = st.columns(3)
     for i, (metric, title) in enumerate(TRENDS.items()):
-        series = data.analysis("trend", filters, metric=metric, rolling=ROLLING_STEPS)
+        series = data.analysis(analyses.trend, filters, metric=metric, rolling=ROLLING_STEPS)
         with columns[i % 3]:
             if series.empty:
                 st.caption(f"{title}: no steps yet")
@@ -89,7 +90,7 @@ def trends(filters: data.Filters) -> None:
 
 
 def body(filters: data.Filters) -> None:
-    figures = data.headline(filters)
+    figures = data.analysis(report.headline, filters)
     if not figures["funnel"]["dispatched"]:
         st.info(
             f"No rollouts in run {filters.run_id} for this selection yet: figures fill in as rollout "
