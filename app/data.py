@@ -462,15 +462,6 @@ def label(name: str) -> str:
     return name.replace("_", " ")
 
 
-def cell(value) -> str:
-    """A report value as plain text: integers exact, other numbers to 4 significant digits."""
-    if value is None:
-        return ""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    return f"{value:,}" if isinstance(value, int) or float(value).is_integer() else f"{value:,.4g}"
-
-
 def flatten(value, prefix: str = "") -> dict:
     """A nested report as ``{"funnel.rates.completion": 0.95, ...}``; lists become one readable cell."""
     if isinstance(value, dict):

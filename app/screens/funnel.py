@@ -4,14 +4,10 @@ import streamlit as st
 
 from rollscope.app import charts, data
 from rollscope.queries import analyses
+from rollscope.queries.funnel_stages import STAGE_RATES
 
 ROLLING_STEPS = 10
-RATE_LABELS = {
-    "completion": "Completion",
-    "scoring": "Scoring",
-    "nonzero_signal": "Nonzero signal",
-    "freshness": "Freshness",
-}
+RATE_LABELS = {rate: charts.label(rate).capitalize() for rate in STAGE_RATES}  # "Nonzero signal"
 
 
 def overall(filters: data.Filters) -> dict:

@@ -4,6 +4,7 @@ import streamlit as st
 
 from rollscope.app import charts, data
 from rollscope.queries import analyses, report
+from rollscope.queries.funnel_stages import RATES
 
 ROLLING_STEPS = 10
 PERCENT = {"nonzero_signal_rate", "acceptance_rate", "trainer_idle_fraction"}
@@ -41,12 +42,7 @@ def headline(figures: dict) -> None:
 
 def funnel_line(funnel: dict) -> str:
     stages = [f"**{charts.count(funnel['dispatched'])}** dispatched"]
-    for stage, rate in (
-        ("completed", "completion"),
-        ("scored", "scoring"),
-        ("nonzero_signal", "nonzero_signal"),
-        ("fresh", "freshness"),
-    ):
+    for stage, rate in list(RATES.items())[:-1]:  # each stage with its rate, up to usable
         stages.append(
             f"**{charts.count(funnel[stage])}** {charts.label(stage)} ({charts.rate(funnel['rates'][rate])})"
         )

@@ -3,9 +3,10 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.collectors.semconv import ROLLOUT_STATUSES
 from rollscope.queries.trace import SEARCH_LIMIT
 
-STATUSES = [None, "ok", "infra_error", "aborted"]
+STATUSES = [None, *ROLLOUT_STATUSES]
 COLUMNS = {  # column: how it reads (None: as it is)
     "rollout_id": None,
     "environment": None,
