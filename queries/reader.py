@@ -66,7 +66,7 @@ def _empty_dir() -> Path:
     raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
     sqlfiles.run_folder(con, "views")
     sqlfiles.run_folder(con, "analyses/macros")
-    con.execute(sqlfiles.load("raw/derived_tables"))
+    sqlfiles.execute(con, "raw/derived_tables")
     for name in derived.TABLE_NAMES:
         target = str(root / f"{name}.parquet").replace("'", "''")
         con.execute(
@@ -173,7 +173,7 @@ class Reader:
             self._raw, self._states = raw, states
             self.version = next(_VERSIONS)
         if not self._views_ready:
-            self.con.execute(sqlfiles.load("raw/derived_views"))
+            sqlfiles.execute(self.con, "raw/derived_views")
             self._views_ready = True
         return added
 
@@ -202,7 +202,7 @@ class Reader:
         try:
             return self.cursor().execute(text, params).df()
         except duckdb.Error as e:
-            raise QueryError("Query failed", _first_line(e), sql=text, params=params) from e
+            raise QueryError("Query failed", sqlfiles.first_line(e), sql=text, params=params) from e
 
     def segment_count(self, dataset: str = "spans") -> int:
         return len(self._raw[dataset])
@@ -217,7 +217,3 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every documented view over ``store_dir`` (empty store: empty views)."""
     return Reader(store_dir, materialize=materialize, run_id=run_id).con
-
-
-def _first_line(error: Exception) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
