@@ -23,9 +23,9 @@ from rollscope.app.formats import (  # noqa: F401
     ratio,
     seconds,
 )
+from rollscope.queries.funnel_stages import STAGE_RATES, STAGES
 
-STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
-RATES = ("completion_rate", "scoring_rate", "nonzero_signal_rate", "freshness_rate")
+RATES = tuple(f"{name}_rate" for name in STAGE_RATES)  # the funnel analysis's columns of the four stage rates
 # One colour per compute term on every page; none in the red that means an error.
 TERM_COLORS = {
     "rollout": "#2563eb",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from rollscope.app.commands import COMMANDS
@@ -15,14 +14,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rollscope", description="Telemetry and observability for RL runs of LLM agents."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"rollscope.app.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"rollscope.app.commands.{name}":
-                raise
-            continue
-        module.register(sub)
+    for command in COMMANDS:
+        command.register(sub)
     return parser
 
 

@@ -3,9 +3,10 @@
 Pages hold no SQL: they ask this module for frames and dicts computed by ``queries`` and draw them. One
 ``queries.Reader`` per run shown serves every browser session (``st.cache_resource``, one ``LiveStore`` per
 store), reading the run's derived tables from the store; a live refresh catches the run's derived state up
-with the segments published since the last one, and results are cached per run and per set of that run's
-segments (``st.cache_data``), so a refresh that found nothing new costs one directory listing. Below that
-cache, the analyses of one run and set of segments are computed once for every page and call that reads them
+with the segments published since the last one, and results are cached per run and per ``Reader.version``
+(``st.cache_data``; the reader says when what it reads changed), so a refresh that found nothing new costs one
+directory listing. Pages pass the ``queries`` functions themselves (``analysis(analyses.funnel, filters)``).
+Below that cache, the analyses of one run and version are computed once for every page and call that reads them
 (``queries.analyses.Shared``): the Overview's checks and trends reuse what its report computed, the Compare
 page the compute terms and funnel of both reports.
 """
@@ -13,8 +14,6 @@ page the compute terms and funnel of both reports.
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 import sys
 import threading
 import time
@@ -27,14 +26,13 @@ import pandas as pd
 import streamlit as st
 
 from rollscope.errors import RollscopeError, UnknownRunError
-from rollscope.queries import analyses
+from rollscope.queries import analyses, trace
+from rollscope.queries import checks as queries_checks
+from rollscope.queries import report as queries_report
 from rollscope.queries.catalog import VIEW_DOCS
-from rollscope.queries.trace import SEARCH_LIMIT
 from rollscope.store import layout
-from rollscope.store.schema import DATASETS
 
 SAMPLE_STORE = Path(__file__).resolve().parent.parent / "sample_data"
-SHARED_MODULES = ("analyses", "report", "checks")  # their functions take an analyses.Shared
 LIVE_CHOICES_S = (2, 5, 10, 30)
 MIN_REFRESH_S = 1.0  # sessions refreshing the same store more often than this share one refresh
 FILTERS = "_rollscope_filters"
@@ -56,17 +54,13 @@ class NothingToShow(Exception):  # noqa: N818 (not an error: a page with no data
     """Raised by a page section when the selection has nothing for it; the page shows the message instead."""
 
 
-class MissingAnalysis(RollscopeError):
-    """The page needs an analysis this version of ``queries.analyses`` does not have."""
-
-
 class LiveStore:
-    """One Reader per run shown, shared by every session, and a signature per run that changes with its data.
+    """One Reader per run shown, shared by every session; each reader's ``version`` changes with its data.
 
     Only the runs a page asks about are opened (a store of a hundred runs costs the one on screen; Compare
     opens the two compared), each reading its derived tables from the store. Results are cached per run
-    signature (the names of the run's live segments), so a finished run stays cached while another run of
-    the store writes. New data is taken in no more often than the figures of the previous change took to
+    version (``Reader.version``: new whenever the run's segments or derived state change), so a finished run
+    stays cached while another run of the store writes. New data is taken in no more often than the figures of the previous change took to
     compute: on a store where recomputing takes longer than the live interval, the dashboard spends at most
     half its time computing and stays responsive.
     """
@@ -78,7 +72,6 @@ class LiveStore:
         self._lock = threading.Lock()
         self._open_lock = threading.Lock()  # opening a run may derive it: not under the refresh's lock
         self._readers: dict[str, object] = {}
-        self._signatures: dict[str, int] = {}
         self._shared: dict[str, tuple[tuple, analyses.Shared]] = {}
         self._shared_lock = threading.Lock()  # not the refresh's: a refresh must not hold up the figures
 
@@ -91,11 +84,9 @@ class LiveStore:
             if run_id not in self._readers:
                 from rollscope.queries.reader import Reader
 
-                listed = self._sign_run(run_id)  # listed before reading: every segment it names is read
                 reader = Reader(self.path, run_id=run_id)
                 reader.wait = False  # later refreshes read the last published state while another derives
                 self._readers[run_id] = reader
-                self._signatures[run_id] = listed
             return self._readers[run_id]
 
     def refresh(self) -> None:
@@ -105,30 +96,22 @@ class LiveStore:
             if now - self.checked_at < MIN_REFRESH_S or now - self.changed_at < self.busy_s:
                 return
             self.checked_at = now
-            for run, reader in list(self._readers.items()):
-                listed = self._sign_run(run)
+            for reader in list(self._readers.values()):
+                before = reader.version
                 reader.refresh()
-                if listed != self._signatures.get(run):
-                    self._signatures[run], self.changed_at, self.busy_s = listed, now, 0.0
+                if reader.version != before:  # the reader says what changed; the app lists nothing itself
+                    self.changed_at, self.busy_s = now, 0.0
 
-    def _sign_run(self, run: str) -> int:
-        try:
-            return hash(
-                tuple(p.name for dataset in DATASETS for p in layout.segments(self.path, dataset, run))
-            )
-        except ValueError:  # not a run id at all
-            return 0
-
-    def signature(self, run_id: str) -> int | None:
-        self.reader(run_id)
-        return self._signatures.get(run_id)
+    def version(self, run_id: str) -> int:
+        """The version of ``run_id``'s data this store's reader reads (``Reader.version``)."""
+        return self.reader(run_id).version
 
     def shared(self, run_id: str, generation: str) -> analyses.Shared:
         """The analyses computed so far on ``run_id``'s current segments, kept until they change or the
         result cache is cleared (a new ``generation``)."""
         reader = self.reader(run_id)
         with self._shared_lock:
-            key = (self._signatures.get(run_id), generation)
+            key = (reader.version, generation)
             kept = self._shared.get(run_id)
             if kept is None or kept[0] != key:
                 kept = self._shared[run_id] = (key, analyses.Shared(reader.cursor))
@@ -197,10 +180,10 @@ def _filters(path: Path, runs: list[str]) -> Filters | None:
     run = st.sidebar.selectbox("Run", runs, key="run")
     st.query_params["run"] = run
     store = str(path)
-    bounds = call(store, "analyses", "steps", run)
+    bounds = call(store, analyses.steps, run)
     environment = st.sidebar.selectbox(
         "Environment",
-        [None, *call(store, "analyses", "environments", run)],
+        [None, *call(store, analyses.environments, run)],
         format_func=lambda e: "all environments" if e is None else e,
         key=f"environment:{run}",
     )
@@ -292,6 +275,9 @@ def show_error(error: RollscopeError) -> None:
 
 # --- calling queries --------------------------------------------------------------------------------------
 
+# Modules whose functions take an analyses.Shared in place of a connection (they share computed analyses).
+SHARED_MODULES = frozenset(m.__name__ for m in (analyses, queries_report, queries_checks))
+
 
 @st.cache_data(show_spinner=False)
 def _generation(store: str) -> str:
@@ -300,59 +286,38 @@ def _generation(store: str) -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=2048)
-def _cached(store: str, signature: int | None, module: str, name: str, args: tuple, options: tuple):
-    function = getattr(importlib.import_module(f"rollscope.queries.{module}"), name)
+def _cached(store: str, version: int, name: str, _function: Callable, args: tuple, options: tuple):
+    """``_function``'s result, cached per store, run data version and arguments (``name``: its key)."""
     live, started = live_store(store), time.perf_counter()
-    con = live.shared(args[0], _generation(store)) if module in SHARED_MODULES else live.cursor(args[0])
-    result = function(con, *args, **dict(options))
+    run_id = args[0]
+    shared = _function.__module__ in SHARED_MODULES
+    con = live.shared(run_id, _generation(store)) if shared else live.cursor(run_id)
+    result = _function(con, *args, **dict(options))
     live.computed(time.perf_counter() - started)
     return result
 
 
-def call(store: str, module: str, name: str, run_id: str, *args, **options):
-    """``queries.<module>.<name>(con, run_id, *args, **options)``, cached until that run's data changes."""
-    if not hasattr(importlib.import_module(f"rollscope.queries.{module}"), name):
-        raise MissingAnalysis(
-            "Not available yet", f"rollscope.queries.{module}.{name} does not exist in this version"
-        )
-    signature = live_store(store).signature(run_id)
-    return _cached(store, signature, module, name, (run_id, *args), tuple(sorted(options.items())))
+def call(store: str, function: Callable, run_id: str, *args, **options):
+    """``function(con, run_id, *args, **options)`` (a function of ``rollscope.queries``), cached until that
+    run's data changes."""
+    version = live_store(store).version(run_id)
+    name = f"{function.__module__}.{function.__qualname__}"
+    return _cached(store, version, name, function, (run_id, *args), tuple(sorted(options.items())))
 
 
-def analysis(name: str, filters: Filters, run_id: str | None = None, **options):
-    """``queries.analyses.<name>`` for the page's run, step range and environment."""
-    return scoped("analyses", name, filters, run_id, **options)
-
-
-def report(filters: Filters, run_id: str | None = None) -> dict:
-    """``queries.report.report``: the nested dict ``rollscope report --json`` prints."""
-    return scoped("report", "report", filters, run_id)
-
-
-def headline(filters: Filters) -> dict:
-    """``queries.report.headline``: the report's figures that the Overview shows, computed alone."""
-    return scoped("report", "headline", filters)
-
-
-def scoped(module: str, name: str, filters: Filters, run_id: str | None = None, **options):
-    """``queries.<module>.<name>(con, run, ...)``, passing the step range and environment where it takes them."""
-    function = getattr(importlib.import_module(f"rollscope.queries.{module}"), name, None)
-    if function is None:
-        raise MissingAnalysis(
-            "Not available yet", f"rollscope.queries.{module}.{name} does not exist in this version"
-        )
-    accepted = inspect.signature(function).parameters
+def analysis(function: Callable, filters: Filters, run_id: str | None = None, **options):
+    """``function(con, run, steps=..., environment=..., **options)`` for the page's run (or ``run_id``), step
+    range and environment: every analysis a page shows takes both filters."""
     scope = {"steps": filters.steps, "environment": filters.environment}
-    options = {**{k: v for k, v in scope.items() if k in accepted}, **options}
-    return call(filters.store, module, name, run_id or filters.run_id, **options)
+    return call(filters.store, function, run_id or filters.run_id, **scope, **options)
 
 
 def checks(filters: Filters) -> pd.DataFrame:
     """``queries.checks.run_checks`` as a table: failing rules first (✗), each value and threshold written
-    the way its message states it (``48.0 %``, not ``0.475``)."""
+    the way its message states it (``48.0 %``, not ``0.475``). The checks read the whole run."""
     from rollscope.app import formats
 
-    results = sorted(scoped("checks", "run_checks", filters), key=lambda r: r.ok)
+    results = sorted(call(filters.store, queries_checks.run_checks, filters.run_id), key=lambda r: r.ok)
     return pd.DataFrame(
         {
             "": ["✓" if r.ok else "✗" for r in results],
@@ -497,15 +462,6 @@ def label(name: str) -> str:
     return name.replace("_", " ")
 
 
-def cell(value) -> str:
-    """A report value as plain text: integers exact, other numbers to 4 significant digits."""
-    if value is None:
-        return ""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    return f"{value:,}" if isinstance(value, int) or float(value).is_integer() else f"{value:,.4g}"
-
-
 def flatten(value, prefix: str = "") -> dict:
     """A nested report as ``{"funnel.rates.completion": 0.95, ...}``; lists become one readable cell."""
     if isinstance(value, dict):
@@ -542,34 +498,29 @@ def macros() -> dict[str, str]:
     return dict(MACRO_DOCS)
 
 
-def what_if(dispatched: int, rates: dict, new_rates: dict) -> dict:
-    return analyses.what_if(dispatched, rates, new_rates)
-
-
 def rollouts(filters: Filters, **search) -> object:
     """``trace.search`` for the page's run, step range and environment."""
     return call(
         filters.store,
-        "trace",
-        "search",
+        trace.search,
         filters.run_id,
         environment=filters.environment,
         steps=filters.steps,
-        limit=SEARCH_LIMIT,
+        limit=trace.SEARCH_LIMIT,
         **search,
     )
 
 
 def rollout_group(filters: Filters, rollout_id: str):
     """The attempts of the rollout's group, with rewards and advantages (``trace.group``)."""
-    return call(filters.store, "trace", "group", filters.run_id, rollout_id)
+    return call(filters.store, trace.group, filters.run_id, rollout_id)
 
 
 def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object]:
     """One rollout's outcome and consumer, and its spans for the waterfall."""
     return (
-        call(filters.store, "trace", "rollout", filters.run_id, rollout_id),
-        call(filters.store, "trace", "spans", filters.run_id, rollout_id),
+        call(filters.store, trace.rollout, filters.run_id, rollout_id),
+        call(filters.store, trace.spans, filters.run_id, rollout_id),
     )
 
 

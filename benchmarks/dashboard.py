@@ -29,23 +29,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from rollscope.app import pages as app_pages  # noqa: E402
 from rollscope.queries import analyses  # noqa: E402
 from rollscope.store import layout  # noqa: E402
 from rollscope.store.layout import segments  # noqa: E402
 from tests.test_dashboard_fixtures import RunWriter, write_run  # noqa: E402
 
 RUN = "bench"
-PAGES = (
-    "overview",
-    "compute",
-    "funnel",
-    "prefill_decode",
-    "spec_decode",
-    "staleness",
-    "rollouts",
-    "compare",
-    "sql",
-)
+PAGES = tuple(page.slug for page in app_pages.PAGES)
 GROUPS_PER_STEP = 64
 
 
@@ -109,8 +100,8 @@ def sidebar_seconds(store: Path) -> float:
 
     st.cache_data.clear()
     started = time.perf_counter()
-    data.call(str(store), "analyses", "steps", RUN)
-    data.call(str(store), "analyses", "environments", RUN)
+    data.call(str(store), analyses.steps, RUN)
+    data.call(str(store), analyses.environments, RUN)
     return time.perf_counter() - started
 
 

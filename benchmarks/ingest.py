@@ -37,7 +37,8 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from rollscope.collectors import otlp  # noqa: E402
 from rollscope.collectors.receiver import RECEIVER_GC  # noqa: E402
@@ -45,19 +46,10 @@ from rollscope.collectors.rows import SpanRows  # noqa: E402
 from rollscope.store.layout import SegmentWriter, segments  # noqa: E402
 
 
-class _Keep(SpanExporter):
-    def __init__(self):
-        self.spans = []
-
-    def export(self, spans):
-        self.spans.extend(spans)
-        return SpanExportResult.SUCCESS
-
-
 def rl_spans(n: int, seed: int = 7) -> list:
     """About ``n`` finished spans of an agent RL run: per rollout, 4-8 turns with tool calls and a reward."""
     rnd = random.Random(seed)
-    keep = _Keep()
+    keep = InMemorySpanExporter()
     resource = Resource(
         {
             "rl.run.id": "bench",
@@ -73,10 +65,11 @@ def rl_spans(n: int, seed: int = 7) -> list:
     provider.add_span_processor(SimpleSpanProcessor(keep))
     tracer = provider.get_tracer("rollscope")
     rollout = 0
-    while len(keep.spans) < n:
-        _rollout(tracer, rnd, f"r-{seed}-{rollout:07d}")
-        rollout += 1
-    return keep.spans[:n]
+    while len(keep.get_finished_spans()) < n:  # (a copy of the list: counted every 64 rollouts, not each)
+        for _ in range(64):
+            _rollout(tracer, rnd, f"r-{seed}-{rollout:07d}")
+            rollout += 1
+    return list(keep.get_finished_spans()[:n])
 
 
 def _rollout(tracer, rnd: random.Random, rollout_id: str) -> None:

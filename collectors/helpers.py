@@ -100,7 +100,7 @@ class RL:
         return self.span(semconv.TURN, turn_index=turn_index, **fields)
 
     def tool(self, tool_name: str, **fields):
-        attributes = {"gen_ai.operation.name": "execute_tool", **fields.pop("attributes", {})}
+        attributes = {semconv.OPERATION_NAME: semconv.TOOL_PREFIX, **fields.pop("attributes", {})}
         return self.span(
             f"{semconv.TOOL_PREFIX} {tool_name}", tool_name=tool_name, attributes=attributes, **fields
         )

@@ -262,6 +262,13 @@ ALL_ATTRIBUTES = RESOURCE_ATTRIBUTES + SPAN_ATTRIBUTES
 RUN_ID = "rl.run.id"
 SERVICE_INSTANCE_ID = "service.instance.id"
 SERVICE_NAME = "service.name"
+COMPUTE_ROLE = "rl.compute.role"
+COMPUTE_DEVICES = "rl.compute.devices"
+MODEL_NAME = "rl.model.name"
+MODEL_PARAMETERS = "rl.model.parameters"
+ALGORITHM = "rl.algorithm"
+STALENESS_BOUND = "rl.staleness.bound"
+PROCESS_PID = "process.pid"  # OpenTelemetry's own resource attribute
 
 # Constants used by the helpers, so no attribute name is spelled twice in the code base.
 ROLLOUT_ID = "rl.rollout.id"
@@ -276,6 +283,7 @@ INPUT_TOKENS = "gen_ai.usage.input_tokens"
 CACHED_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 TOOL_NAME = "gen_ai.tool.name"
+OPERATION_NAME = "gen_ai.operation.name"
 TRAIN_STEP_INDEX = "rl.train.step"
 SAMPLE_DECISION = "rl.sample.decision"
 SAMPLE_STALENESS = "rl.sample.staleness"

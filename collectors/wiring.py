@@ -103,13 +103,13 @@ def _resource(config: Settings, model_name, model_parameters, algorithm, stalene
     given = {
         semconv.RUN_ID: config.run_id,
         semconv.SERVICE_NAME: config.service_name,
-        "rl.compute.role": config.role,
-        "rl.compute.devices": float(config.devices),
-        "rl.model.name": model_name,
-        "rl.model.parameters": model_parameters,
-        "rl.algorithm": algorithm,
-        "rl.staleness.bound": staleness_bound,
-        "process.pid": os.getpid(),
+        semconv.COMPUTE_ROLE: config.role,
+        semconv.COMPUTE_DEVICES: float(config.devices),
+        semconv.MODEL_NAME: model_name,
+        semconv.MODEL_PARAMETERS: model_parameters,
+        semconv.ALGORITHM: algorithm,
+        semconv.STALENESS_BOUND: staleness_bound,
+        semconv.PROCESS_PID: os.getpid(),
         **(extra or {}),
     }
     base = Resource.create({})
@@ -129,7 +129,7 @@ def _run_id(config: Settings, resource: Resource) -> str:
     OTEL_RESOURCE_ATTRIBUTES. A malformed id from the environment is made safe, with a warning, rather than
     stopping the job; no run id at all is the caller's error."""
     run = config.run_id or resource.attributes.get(semconv.RUN_ID)
-    source = "rl.run.id in OTEL_RESOURCE_ATTRIBUTES"
+    source = f"{semconv.RUN_ID} in OTEL_RESOURCE_ATTRIBUTES"
     if not run and (os.environ.get("ROLLSCOPE_RUN_ID") or "").strip():
         run, source = os.environ["ROLLSCOPE_RUN_ID"], "ROLLSCOPE_RUN_ID"
     if not run:

@@ -26,8 +26,6 @@ import pandas as pd
 from rollscope.errors import QueryError, UnknownRunError
 from rollscope.queries import sqlfiles
 
-_PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-_COMMENT = re.compile(r"--[^\n]*")
 _MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
 
 
@@ -41,7 +39,7 @@ def install_macros(con) -> None:
     """
     for name in sqlfiles.folder("analyses/macros"):
         try:
-            con.execute(sqlfiles.load(name))
+            sqlfiles.execute(con, name)
         except duckdb.TransactionException:
             pass
 
@@ -53,33 +51,25 @@ def _macros() -> tuple[str, ...]:
 
 
 def query(con, name: str, run_id: str, **params) -> pd.DataFrame:
-    """Run ``analyses/<name>.sql``, passing only the ``$parameters`` its text names."""
-    sql = sqlfiles.load(f"analyses/{name}")
+    """Run ``analyses/<name>.sql`` (``sqlfiles.run``: each statement gets the ``$parameters`` it names)."""
     values = {"run_id": run_id, **params}
-    names = _PARAMETER.findall(_COMMENT.sub("", sql))
-    bound = {key: values.get(key) for key in dict.fromkeys(names)}
     if isinstance(con, Shared):
-        return con.result((name, *bound.items()), lambda cursor: _run(cursor, name, sql, bound))
-    return _run(con, name, sql, bound)
+        key = (name, *sorted((k, values.get(k)) for k in sqlfiles.parameters(f"analyses/{name}")))
+        return con.result(key, lambda cursor: _run(cursor, name, values))
+    return _run(con, name, values)
 
 
-def _run(con, name: str, sql: str, bound: dict) -> pd.DataFrame:
+def _run(con, name: str, values: dict) -> pd.DataFrame:
     try:
-        return _execute(con, sql, bound)
-    except duckdb.Error as e:
-        raise QueryError(
-            f"Analysis {name} failed", str(e).strip().splitlines()[0], sql=sql, params=bound
-        ) from e
-
-
-def _execute(con, sql: str, params: dict) -> pd.DataFrame:
-    try:
-        return con.execute(sql, params).df()
-    except duckdb.CatalogException as e:
-        if not any(macro in str(e) for macro in _macros()):
+        return sqlfiles.run(con, f"analyses/{name}", title=f"Analysis {name} failed", **values)
+    except QueryError as e:
+        missing = isinstance(e.__cause__, duckdb.CatalogException) and any(
+            m in str(e.__cause__) for m in _macros()
+        )
+        if not missing:
             raise
         install_macros(con)
-        return con.execute(sql, params).df()
+        return sqlfiles.run(con, f"analyses/{name}", title=f"Analysis {name} failed", **values)
 
 
 def require_run(con, run_id: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rollscope.app import formats  # one number format: the check lines read as the report and pages
 from rollscope.queries import analyses
 
 THRESHOLDS = {
@@ -66,8 +67,8 @@ def acceptance_drift(con, run_id: str, limits: dict) -> CheckResult:
         )
     worst = drift.loc[drift["drop_points"].idxmax()]
     message = (
-        f"drafter {worst['drafter_version']} acceptance {_pct(worst['baseline_acceptance'])} → "
-        f"{_pct(worst['latest_acceptance'])} from its first to its latest policy versions, "
+        f"drafter {worst['drafter_version']} acceptance {formats.rate(worst['baseline_acceptance'])} → "
+        f"{formats.rate(worst['latest_acceptance'])} from its first to its latest policy versions, "
         f"a drop of {worst['drop_points']:.1f} points (at most {limit:g} allowed)"
     )
     flagged, drop = bool(drift["flagged"].any()), float(worst["drop_points"])
@@ -86,8 +87,8 @@ def staleness_violations(con, run_id: str, limits: dict) -> CheckResult:
     last_step = int(by_step.at[worst, "step"])
     first_step = int(by_step["step"].iloc[max(0, worst - window + 1)])
     message = (
-        f"steps {first_step}–{last_step}: {_pct(share[worst])} of consumed samples beyond the bound "
-        f"({by_step['staleness_bound'].iloc[0]} policy versions; at most {_pct(limit)} in any {window} steps); "
+        f"steps {first_step}–{last_step}: {formats.rate(share[worst])} of consumed samples beyond the bound "
+        f"({by_step['staleness_bound'].iloc[0]} policy versions; at most {formats.rate(limit)} in any {window} steps); "
         f"{used} samples used beyond the bound (none allowed)"
     )
     ok = share[worst] <= limit and used == 0
@@ -106,7 +107,9 @@ def nonzero_signal(con, run_id: str, limits: dict) -> CheckResult:
     if not int(frame["scored_in_groups"].sum()):
         message = "no group has two scored attempts yet: nonzero signal needs groups to compare rewards in"
         return CheckResult("nonzero-signal", True, None, limit, message, "share")
-    message = f"nonzero-signal rate {_pct(rate)} over {where} (at least {_pct(limit)} required)"
+    message = (
+        f"nonzero-signal rate {formats.rate(rate)} over {where} (at least {formats.rate(limit)} required)"
+    )
     return CheckResult("nonzero-signal", rate >= limit, float(rate), limit, message, "share")
 
 
@@ -122,11 +125,6 @@ def dropped_spans(con, run_id: str, limits: dict) -> CheckResult:
 
 
 RULES = (drafter_logprobs, acceptance_drift, staleness_violations, nonzero_signal, dropped_spans)
-
-
-def _pct(share: float) -> str:
-    """A share as the report and the pages print it (app/formats.rate)."""
-    return f"{100 * share:.1f} %"
 
 
 def _span(values) -> str:

@@ -66,10 +66,10 @@ def derive(segments: list[Path], run_id: str, out: Path) -> None:
         raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.run_folder(con, "views")
         sqlfiles.run_folder(con, "analyses/macros")
-        con.execute(sqlfiles.load("raw/derived_tables"))
-        con.execute(sqlfiles.load("raw/derived_views"))
+        sqlfiles.execute(con, "raw/derived_tables")
+        sqlfiles.execute(con, "raw/derived_views")
         raw_views(con, [*map(str, segments), schema_file("spans")], [schema_file("collector_stats")])
-        sqlfiles.run_statements(con, "raw/derive_full", {"run": run_id})
+        sqlfiles.execute(con, "raw/derive_full", run=run_id)
         for name in TABLE_NAMES:
             select = stored_columns(con, name)
             target = str(out / f"{name}.parquet").replace("'", "''")

@@ -18,6 +18,7 @@ waiting for it. ``derive=False`` never derives (``rollscope runs`` reads raw dat
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 import threading
 from collections import Counter
@@ -37,6 +38,7 @@ from rollscope.store import layout as store
 from rollscope.store.schema import DATASETS
 
 _RETRIES = 5
+_VERSIONS = itertools.count(1)  # unique across readers: a result cached under one is never another's
 
 
 @cache
@@ -64,7 +66,7 @@ def _empty_dir() -> Path:
     raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
     sqlfiles.run_folder(con, "views")
     sqlfiles.run_folder(con, "analyses/macros")
-    con.execute(sqlfiles.load("raw/derived_tables"))
+    sqlfiles.execute(con, "raw/derived_tables")
     for name in derived.TABLE_NAMES:
         target = str(root / f"{name}.parquet").replace("'", "''")
         con.execute(
@@ -104,6 +106,9 @@ class Reader:
         # How refreshes brought runs' derived state up to date (store.derived.catch_up's answers): for tests
         # and benchmarks.
         self.derivations: Counter[str] = Counter()
+        # Changes whenever what the views read changes (new segments, caught-up derived state): results
+        # computed at one version hold until it changes (the dashboard caches by it).
+        self.version = 0
         raw_views(self.con, [schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.run_folder(self.con, "views")
         sqlfiles.run_folder(self.con, "analyses/macros")
@@ -166,8 +171,9 @@ class Reader:
         if not self._views_ready or raw != self._raw or states != self._states:
             self._set_views(raw, states)
             self._raw, self._states = raw, states
+            self.version = next(_VERSIONS)
         if not self._views_ready:
-            self.con.execute(sqlfiles.load("raw/derived_views"))
+            sqlfiles.execute(self.con, "raw/derived_views")
             self._views_ready = True
         return added
 
@@ -196,7 +202,7 @@ class Reader:
         try:
             return self.cursor().execute(text, params).df()
         except duckdb.Error as e:
-            raise QueryError("Query failed", _first_line(e), sql=text, params=params) from e
+            raise QueryError("Query failed", sqlfiles.first_line(e), sql=text, params=params) from e
 
     def segment_count(self, dataset: str = "spans") -> int:
         return len(self._raw[dataset])
@@ -211,7 +217,3 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with every documented view over ``store_dir`` (empty store: empty views)."""
     return Reader(store_dir, materialize=materialize, run_id=run_id).con
-
-
-def _first_line(error: Exception) -> str:
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

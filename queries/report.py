@@ -9,6 +9,7 @@ the part the dashboard's Overview shows, built by the same functions, so it cost
 from __future__ import annotations
 
 from rollscope.queries import analyses
+from rollscope.queries.funnel_stages import RATES, STAGES
 
 TERMS = ("rollout", "train", "teacher", "judge")
 
@@ -58,12 +59,10 @@ def _steps(con, run_id: str) -> dict:
 
 def _funnel(con, run_id: str, filters: dict) -> dict:
     row = analyses.record(analyses.funnel(con, run_id, **filters))
-    stages = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
-    rates = ("completion", "scoring", "nonzero_signal", "freshness", "usable")
     return {
-        **{stage: row.get(stage, 0) for stage in stages},
+        **{stage: row.get(stage, 0) for stage in STAGES},
         "scored_in_groups": row.get("scored_in_groups", 0),
-        "rates": {rate: row.get(f"{rate}_rate") for rate in rates},
+        "rates": {rate: row.get(f"{rate}_rate") for rate in RATES.values()},
     }
 
 

@@ -89,9 +89,7 @@ class Sandbox:
 
 
 def _lock_down(con: duckdb.DuckDBPyConnection, read_paths: list[str], memory_limit: str) -> None:
-    values = {"memory_limit": memory_limit, "read_paths": read_paths}
-    for statement in duckdb.extract_statements(sqlfiles.load("sandbox/lock_down")):
-        con.execute(statement, {name: values[name] for name in statement.named_parameters} or None)
+    sqlfiles.execute(con, "sandbox/lock_down", memory_limit=memory_limit, read_paths=read_paths)
 
 
 def one_statement(sql: str, syntax_title: str = "Syntax error") -> duckdb.Statement:
@@ -100,7 +98,7 @@ def one_statement(sql: str, syntax_title: str = "Syntax error") -> duckdb.Statem
     try:
         statements = duckdb.extract_statements(sql)
     except duckdb.Error as e:
-        raise QueryError(syntax_title, _first_line(e), sql=sql) from e
+        raise QueryError(syntax_title, sqlfiles.first_line(e), sql=sql) from e
     if not statements:
         raise QueryError(
             "Empty query",
@@ -142,12 +140,7 @@ def _explain(error: duckdb.Error, sql: str, time_limit_s: float) -> QueryError:
     if isinstance(error, duckdb.PermissionException):
         return SandboxRefusal(
             "Outside the store",
-            f"the explorer reads only the store's views, no other file or network: {_first_line(error)}",
+            f"the explorer reads only the store's views, no other file or network: {sqlfiles.first_line(error)}",
             sql=sql,
         )
-    return QueryError("Query failed", _first_line(error), sql=sql)
-
-
-def _first_line(error: Exception) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    return QueryError("Query failed", sqlfiles.first_line(error), sql=sql)

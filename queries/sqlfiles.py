@@ -1,10 +1,19 @@
-"""SQL lives in ``queries/sql/**.sql`` and is loaded by name, so every query can be read and reused as SQL."""
+"""SQL lives in ``queries/sql/**.sql`` and is loaded by name, so every query can be read and reused as SQL.
+
+``run(con, name, **params)`` is the one way a file of SQL is run: DuckDB splits it into statements
+(``duckdb.extract_statements``, which knows strings and comments) and each statement gets the named
+``$parameters`` it uses, by DuckDB's own reading of it; a failure becomes a ``QueryError`` keeping the SQL.
+"""
 
 from __future__ import annotations
 
-import re
 from functools import cache
 from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from rollscope.errors import QueryError
 
 SQL_DIR = Path(__file__).parent / "sql"
 
@@ -18,20 +27,50 @@ def load(name: str) -> str:
     return path.read_text()
 
 
-def statements(name: str) -> list[str]:
-    """The statements of one file, for running them one by one with parameters."""
-    return [part.strip() for part in load(name).split(";\n") if part.strip() and not _only_comments(part)]
+_ROWS = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)  # statements answering with rows
 
 
-def run_statements(con, name: str, params: dict) -> None:
-    """Run a file's statements in order, each given the parameters it names (DuckDB refuses extra ones)."""
-    for statement in statements(name):
-        used = {k: v for k, v in params.items() if re.search(rf"\${k}\b", statement)}
-        con.execute(statement, used or None)
+@cache
+def statements(name: str) -> tuple[tuple[str, frozenset[str], bool], ...]:
+    """The statements of one file, each with the names of the ``$parameters`` it uses (DuckDB's parse) and
+    whether it answers with rows."""
+    return tuple(
+        (s.query, frozenset(s.named_parameters), s.type in _ROWS)
+        for s in duckdb.extract_statements(load(name))
+    )
 
 
-def _only_comments(text: str) -> bool:
-    return all(line.strip().startswith("--") or not line.strip() for line in text.splitlines())
+def parameters(name: str) -> frozenset[str]:
+    """Every ``$parameter`` the file's statements use."""
+    return frozenset().union(*(used for _, used, _ in statements(name)))
+
+
+def run(con, name: str, /, *, title: str = "Query failed", **params) -> pd.DataFrame | None:
+    """Run the file's statements in order on ``con``, each given the parameters it names (a name it uses
+    that ``params`` lacks is NULL; the others are not passed, DuckDB refuses extra ones). Returns the last
+    statement's result as a frame when it is a query, else None. A DuckDB error raises QueryError(``title``,
+    its first line), keeping the file's SQL and the parameters, with the DuckDB error as its cause."""
+    try:
+        return execute(con, name, **params)
+    except duckdb.Error as e:
+        bound = {key: params.get(key) for key in parameters(name)}
+        raise QueryError(title, first_line(e), sql=load(name), params=bound) from e
+
+
+def execute(con, name: str, /, **params) -> pd.DataFrame | None:
+    """``run`` without the QueryError: DuckDB's own errors, for the store's internals that act on them (a
+    reader lists segments again on an IOException, racing macro creators ignore a TransactionException)."""
+    frame = None
+    for sql, used, rows in statements(name):
+        result = con.execute(sql, {key: params.get(key) for key in used} or None)
+        frame = result.df() if rows else None
+    return frame
+
+
+def first_line(error: Exception) -> str:
+    """A DuckDB error as one line (its message's first), or the error's type when it has no message."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def folder(name: str) -> list[str]:
@@ -40,5 +79,6 @@ def folder(name: str) -> list[str]:
 
 
 def run_folder(con, name: str) -> None:
+    """Run every file of a folder in order (views, macros: statements without parameters)."""
     for item in folder(name):
-        con.execute(load(item))
+        execute(con, item)

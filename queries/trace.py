@@ -6,25 +6,15 @@ Rollouts page shows nothing ``rollscope sql`` could not.
 
 from __future__ import annotations
 
-import re
-
-import duckdb
 import pandas as pd
 
-from rollscope.errors import QueryError
 from rollscope.queries import sqlfiles
 
-_PARAMETER = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 SEARCH_LIMIT = 500
 
 
 def _query(con, name: str, **params) -> pd.DataFrame:
-    sql = sqlfiles.load(f"rollout_trace/{name}")
-    bound = {key: params.get(key) for key in dict.fromkeys(_PARAMETER.findall(sql))}
-    try:
-        return con.execute(sql, bound).df()
-    except duckdb.Error as e:
-        raise QueryError("Rollout query failed", str(e).strip().splitlines()[0], sql=sql, params=bound) from e
+    return sqlfiles.run(con, f"rollout_trace/{name}", title="Rollout query failed", **params)
 
 
 def search(

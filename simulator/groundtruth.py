@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
+from rollscope.collectors.semconv import SAMPLE_DECISIONS as _DECISIONS
+from rollscope.queries.funnel_stages import STAGES as _STAGES
 from rollscope.simulator.config import SimConfig, to_dict
 from rollscope.simulator.plan import Rollout, StepPlan
 from rollscope.simulator.records import Instance
 
 FORMAT = 1
-_STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
-_DECISIONS = ("used", "stale", "zero_signal", "invalid", "unscored")
 
 
 def path(store: Path | str, run_id: str) -> Path:

@@ -32,7 +32,6 @@ RUNS = {
     "worked-example": ("worked-example", {}),
     "worked-example-080": ("worked-example-080", {}),
 }
-STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
 
 
 @cache

@@ -11,6 +11,7 @@ import pytest
 from rollscope.collectors import attach
 from rollscope.errors import UnknownRunError
 from rollscope.queries import analyses, connect
+from rollscope.queries.funnel_stages import STAGES
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS
@@ -126,9 +127,7 @@ def test_funnel_derives_every_stage_from_rollouts_groups_and_versions(tiny):
     four_groups(tiny)
     con = tiny.done()
     row = analyses.record(analyses.funnel(con, "tiny"))
-    assert {
-        k: row[k] for k in ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
-    } == {
+    assert {k: row[k] for k in STAGES} == {
         "dispatched": 9,
         "completed": 7,
         "scored": 6,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from rollscope.queries import analyses, connect
-from tests.simulated_runs import STAGES, simulated
+from rollscope.queries.funnel_stages import STAGES
+from tests.simulated_runs import simulated
 
 
 @pytest.fixture(

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from rollscope.app import pages as app_pages
 from tests.test_dashboard_fixtures import RunWriter
 
 pytestmark = pytest.mark.browser
@@ -35,17 +36,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-PAGES = {
-    "": "Overview",
-    "compute": "Compute",
-    "funnel": "Funnel",
-    "prefill_decode": "Prefill / decode",
-    "spec_decode": "Speculative decoding",
-    "staleness": "Staleness & throughput",
-    "rollouts": "Rollouts",
-    "compare": "Compare runs",
-    "sql": "SQL",
-}
+# URL path -> title, from the one page list (the default page is at /)
+PAGES = {("" if i == 0 else p.slug): p.title for i, p in enumerate(app_pages.PAGES)}
 ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RUN = "exp-7"
 

@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from rollscope.app import charts, data, formats
+from rollscope.app import pages as app_pages
 from rollscope.queries import analyses, trace
 from rollscope.queries.checks import run_checks
 from rollscope.queries.reader import Reader
@@ -24,17 +25,7 @@ from tests.test_dashboard_fixtures import RunWriter
 
 pytest_plugins = ("tests.test_dashboard_fixtures",)  # sample_store, empty_store
 APP = Path(__file__).resolve().parent.parent / "app" / "dashboard.py"
-PAGES = {
-    "overview": "Overview",
-    "compute": "Compute",
-    "funnel": "Funnel",
-    "prefill_decode": "Prefill / decode",
-    "spec_decode": "Speculative decoding",
-    "staleness": "Staleness & throughput",
-    "rollouts": "Rollouts",
-    "compare": "Compare runs",
-    "sql": "SQL",
-}
+PAGES = app_pages.TITLES  # slug -> title, from the one page list
 RUN = "exp-7"
 
 

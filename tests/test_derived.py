@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from rollscope.queries import analyses
+from rollscope.queries.funnel_stages import STAGES
 from rollscope.queries.reader import Reader
 from rollscope.store import derived, layout
 from tests.conftest import ROOT, python
@@ -117,8 +118,7 @@ print(json.dumps(row, separators=(",", ":")), "rollscope" in sys.modules or any(
         check=True,
     )
     counts, imported = done.stdout.split()
-    stages = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
-    assert json.loads(counts) == [int(expected[s]) for s in stages]
+    assert json.loads(counts) == [int(expected[s]) for s in STAGES]
     assert imported == "False"
 
 
@@ -183,9 +183,9 @@ def test_a_dashboard_derives_only_the_runs_it_shows(tmp_path):
     for i in range(5):
         write_run(store, f"small-{i}", seed=i, steps=1, spec=False)
     live = data.LiveStore(str(store))
-    live.signature("small-3")
+    live.version("small-3")
     assert sorted(p.name for p in (store / "derived").iterdir()) == ["run_id=small-3"]
-    data.LiveStore(str(store)).signature("small-1")  # compare: the second run only
+    data.LiveStore(str(store)).version("small-1")  # compare: the second run only
     assert sorted(p.name for p in (store / "derived").iterdir()) == ["run_id=small-1", "run_id=small-3"]
 
 

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from rollscope.app import pages as app_pages
 from rollscope.app.cli import build_parser
 from rollscope.collectors import semconv
 from rollscope.collectors.settings import ENV
@@ -31,8 +32,7 @@ def test_readme_lists_every_view_with_its_real_columns():
 
 
 def test_readme_names_every_dashboard_page_and_only_real_ones():
-    entry = (ROOT / "app" / "dashboard.py").read_text()
-    pages = dict(re.findall(r'st\.Page\("screens/(\w+)\.py", title="([^"]+)"', entry))
+    pages = app_pages.TITLES
     assert set(pages) == {p.stem for p in (ROOT / "app" / "screens").glob("*.py")}
     section = README[README.index("Pages: ") : README.index("The sidebar")]
     assert set(re.findall(r"\*\*([^*]+)\*\*", section)) == set(pages.values())

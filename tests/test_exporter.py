@@ -10,31 +10,23 @@ import time
 import pyarrow.parquet as pq
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rollscope.collectors.exporter import StoreSpanExporter
 from rollscope.store.layout import segments
 from tests.conftest import sql_json
 
 
-class _Keep(SpanExporter):
-    def __init__(self):
-        self.spans = []
-
-    def export(self, spans):
-        self.spans.extend(spans)
-        return SpanExportResult.SUCCESS
-
-
 def _finished_spans(n: int) -> list:
-    keep = _Keep()
+    keep = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"rl.run.id": "race"}))
     provider.add_span_processor(SimpleSpanProcessor(keep))
     tracer = provider.get_tracer("t")
     for i in range(n):
         with tracer.start_as_current_span("rl.turn", attributes={"rl.turn.index": i}):
             pass
-    return keep.spans
+    return list(keep.get_finished_spans())
 
 
 def _export_many(exporter, spans, results) -> None:

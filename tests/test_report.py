@@ -9,6 +9,7 @@ import pytest
 
 from rollscope.queries import analyses, connect
 from rollscope.queries.checks import run_checks
+from rollscope.queries.funnel_stages import STAGES
 from rollscope.queries.report import headline as headline_of
 from rollscope.queries.report import report
 from tests.conftest import ROOT, rollscope
@@ -36,10 +37,9 @@ def test_json_report_holds_the_ground_truth(sample):
     assert code == 0
     report = json.loads(out)
     run = truth["run"]
-    assert {
-        k: report["funnel"][k]
-        for k in ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
-    } == {k: v for k, v in run["funnel"].items() if k != "rates"}
+    assert {k: report["funnel"][k] for k in STAGES} == {
+        k: v for k, v in run["funnel"].items() if k != "rates"
+    }
     for rate in ("completion", "scoring", "nonzero_signal", "freshness"):
         assert report["funnel"]["rates"][rate] == pytest.approx(run["funnel"]["rates"][rate], rel=0.01)
     for term in ("rollout", "train", "teacher", "judge"):

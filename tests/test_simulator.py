@@ -10,6 +10,7 @@ import time
 import pytest
 
 from rollscope import queries
+from rollscope.queries.funnel_stages import STAGES
 from rollscope.simulator import SimulationError, config, groundtruth, simulate
 from tests.conftest import ROOT, python, rollscope
 
@@ -118,8 +119,6 @@ SELECT {key} AS key, count(*) AS dispatched, count(*) FILTER (WHERE rollout_stat
        count(*) FILTER (WHERE sample_decision = 'used') AS usable
 FROM f GROUP BY ALL ORDER BY 1
 """
-
-STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
 
 
 def test_funnel_counts_match_per_run_step_and_environment(run):

@@ -3,17 +3,19 @@
 Modules import heavy libraries inside their handler, so `rollscope --help` stays fast.
 """
 
-# Order is the order of `rollscope --help`.
-COMMANDS = (
-    "dashboard",
-    "simulate",
-    "collect",
-    "import_",
-    "report",
-    "check",
-    "runs",
-    "sql",
-    "views",
-    "compact",
-    "rm",
+from rollscope.app.commands import (
+    check,
+    collect,
+    compact,
+    dashboard,
+    import_,
+    report,
+    rm,
+    runs,
+    simulate,
+    sql,
+    views,
 )
+
+# Order is the order of `rollscope --help`; a new command is a module here and one entry below.
+COMMANDS = (dashboard, simulate, collect, import_, report, check, runs, sql, views, compact, rm)

@@ -7,6 +7,7 @@ import sys
 
 from rollscope.app import formats as fmt
 from rollscope.app.commands._common import add_store, store_of
+from rollscope.queries.funnel_stages import RATES, STAGES
 
 
 def register(sub) -> None:
@@ -57,11 +58,8 @@ def _sections(r: dict) -> list[tuple[str, list[tuple[str, str]]]]:
 
 def _funnel_rows(f: dict) -> list[tuple[str, str]]:
     rows = [("dispatched", fmt.count(f["dispatched"]))]
-    for stage, rate in (
-        ("completed", "completion"),
-        ("scored", "scoring"),
-        ("nonzero_signal", "nonzero_signal"),
-    ):
+    for stage in STAGES[1:4]:  # completed, scored, nonzero_signal: each with its rate
+        rate = RATES[stage]
         rows.append(
             (stage, f"{fmt.count(f[stage])}  ({fmt.rate(f['rates'][rate])} {rate.replace('_', '-')} rate)")
         )

@@ -18,5 +18,5 @@ def run(args) -> int:
     from rollscope.queries import sqlfiles
     from rollscope.queries.reader import Reader
 
-    print_frame(Reader(store_of(args), derive=False).sql(sqlfiles.load("cli/runs")), args.format)
+    print_frame(sqlfiles.run(Reader(store_of(args), derive=False).con, "cli/runs"), args.format)
     return 0

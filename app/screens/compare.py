@@ -3,6 +3,7 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.queries import analyses, report
 
 
 def pick_other(filters: data.Filters) -> str:
@@ -14,7 +15,7 @@ def pick_other(filters: data.Filters) -> str:
 
 def figures(filters: data.Filters, other: str) -> None:
     runs = (filters.run_id, other)
-    reports = {run: data.report(filters, run_id=run) for run in runs}
+    reports = {run: data.analysis(report.report, filters, run_id=run) for run in runs}
     table = data.report_table(reports)
     shown = table.drop(columns=["key"])
 
@@ -32,7 +33,7 @@ def figures(filters: data.Filters, other: str) -> None:
 
 def funnels(filters: data.Filters, runs: tuple[str, str]) -> None:
     for column, run in zip(st.columns(2), runs, strict=True):
-        frame = data.analysis("funnel", filters, run_id=run)
+        frame = data.analysis(analyses.funnel, filters, run_id=run)
         with column:
             if frame.empty:
                 st.caption(f"{run}: no rollouts in this selection.")
@@ -48,7 +49,8 @@ def overlays(filters: data.Filters, runs: tuple[str, str]) -> None:
     left, right = st.columns(2)
     with left:
         frames = {
-            run: data.analysis("compute_terms", filters, run_id=run).query("term != 'env'") for run in runs
+            run: data.analysis(analyses.compute_terms, filters, run_id=run).query("term != 'env'")
+            for run in runs
         }
         st.plotly_chart(
             charts.by_run(
@@ -58,7 +60,9 @@ def overlays(filters: data.Filters, runs: tuple[str, str]) -> None:
         )
         st.caption("What to look for: which term one run spends more on.")
     with right:
-        frames = {run: data.analysis("prefill_decode", filters, run_id=run, by="turn_index") for run in runs}
+        frames = {
+            run: data.analysis(analyses.prefill_decode, filters, run_id=run, by="turn_index") for run in runs
+        }
         st.plotly_chart(
             charts.by_run(
                 frames,
@@ -73,7 +77,8 @@ def overlays(filters: data.Filters, runs: tuple[str, str]) -> None:
         )
         st.caption("What to look for: the run whose ratio climbs with turns re-prefills its history.")
     frames = {
-        run: data.analysis("funnel", filters, run_id=run, by="step").dropna(subset=["step"]) for run in runs
+        run: data.analysis(analyses.funnel, filters, run_id=run, by="step").dropna(subset=["step"])
+        for run in runs
     }
     st.plotly_chart(
         charts.by_run(

@@ -4,13 +4,14 @@ import pandas as pd
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.queries import analyses, report
 
 MEASURES = {"device-seconds": ("device_seconds", "device-seconds"), "FLOPs": ("flops", "FLOP")}
 TERMS = ["rollout", "train", "teacher", "judge"]
 
 
 def totals(filters: data.Filters, work: dict) -> None:
-    table = data.scoped("report", "compute_table", filters).set_index("term")
+    table = data.analysis(report.compute_table, filters).set_index("term")
     accelerators = table.loc[TERMS]
     row = st.columns(4)
     row[0].metric(
@@ -51,7 +52,7 @@ def totals(filters: data.Filters, work: dict) -> None:
 def per_step(filters: data.Filters) -> None:
     measure = st.segmented_control("Measure", list(MEASURES), default="device-seconds", key="compute-measure")
     column, unit = MEASURES[measure or "device-seconds"]
-    frame = data.analysis("compute_terms", filters, by="step")
+    frame = data.analysis(analyses.compute_terms, filters, by="step")
     env = frame[frame["term"] == "env"]
     frame = frame[frame["term"].isin(TERMS)]
     if frame.empty:
@@ -98,7 +99,7 @@ def token_work(work: dict) -> None:
 
 
 def body(filters: data.Filters) -> None:
-    work = data.analysis("token_work", filters)
+    work = data.analysis(analyses.token_work, filters)
     totals(filters, work)
     per_step(filters)
     token_work(work)

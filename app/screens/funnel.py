@@ -3,18 +3,15 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.queries import analyses
+from rollscope.queries.funnel_stages import STAGE_RATES
 
 ROLLING_STEPS = 10
-RATE_LABELS = {
-    "completion": "Completion",
-    "scoring": "Scoring",
-    "nonzero_signal": "Nonzero signal",
-    "freshness": "Freshness",
-}
+RATE_LABELS = {rate: charts.label(rate).capitalize() for rate in STAGE_RATES}  # "Nonzero signal"
 
 
 def overall(filters: data.Filters) -> dict:
-    frame = data.analysis("funnel", filters)
+    frame = data.analysis(analyses.funnel, filters)
     if frame.empty or not frame["dispatched"].sum():
         raise data.NothingToShow("No rollouts in this selection yet.")
     row = frame.iloc[0].to_dict()
@@ -26,7 +23,7 @@ def overall(filters: data.Filters) -> dict:
 
 
 def by_step(filters: data.Filters) -> None:
-    frame = data.analysis("funnel", filters, by="step").dropna(subset=["step"])
+    frame = data.analysis(analyses.funnel, filters, by="step").dropna(subset=["step"])
     if frame.empty:
         return
     st.plotly_chart(
@@ -49,7 +46,7 @@ def by_step(filters: data.Filters) -> None:
 
 
 def by_environment(filters: data.Filters) -> None:
-    frame = data.analysis("funnel", filters, by="environment")
+    frame = data.analysis(analyses.funnel, filters, by="environment")
     st.plotly_chart(
         charts.bars(
             frame,
@@ -67,7 +64,7 @@ def by_environment(filters: data.Filters) -> None:
 
 
 def losses(filters: data.Filters) -> None:
-    frame = data.analysis("funnel_losses", filters)
+    frame = data.analysis(analyses.funnel_losses, filters)
     if frame.empty:
         st.caption("No rollout was lost in this selection.")
         return
@@ -105,7 +102,7 @@ def what_if(row: dict) -> None:
             )
             st.caption(f"now {charts.rate(rates[name])}")
         new_rates[name] = chosen / 100 if chosen != round(100 * rates[name]) else rates[name]
-    result = data.what_if(int(row["dispatched"]), rates, new_rates)
+    result = analyses.what_if(int(row["dispatched"]), rates, new_rates)
     cols = st.columns(3)
     cols[0].metric("Usable now (rollouts)", charts.number(result["usable"], 0))
     cols[1].metric("Usable with these rates", charts.number(result["new_usable"], 0))

@@ -3,6 +3,8 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.queries import analyses, report
+from rollscope.queries.funnel_stages import RATES
 
 ROLLING_STEPS = 10
 PERCENT = {"nonzero_signal_rate", "acceptance_rate", "trainer_idle_fraction"}
@@ -40,12 +42,7 @@ def headline(figures: dict) -> None:
 
 def funnel_line(funnel: dict) -> str:
     stages = [f"**{charts.count(funnel['dispatched'])}** dispatched"]
-    for stage, rate in (
-        ("completed", "completion"),
-        ("scored", "scoring"),
-        ("nonzero_signal", "nonzero_signal"),
-        ("fresh", "freshness"),
-    ):
+    for stage, rate in list(RATES.items())[:-1]:  # each stage with its rate, up to usable
         stages.append(
             f"**{charts.count(funnel[stage])}** {charts.label(stage)} ({charts.rate(funnel['rates'][rate])})"
         )
@@ -79,7 +76,7 @@ def trends(filters: data.Filters) -> None:
     )
     columns = st.columns(3)
     for i, (metric, title) in enumerate(TRENDS.items()):
-        series = data.analysis("trend", filters, metric=metric, rolling=ROLLING_STEPS)
+        series = data.analysis(analyses.trend, filters, metric=metric, rolling=ROLLING_STEPS)
         with columns[i % 3]:
             if series.empty:
                 st.caption(f"{title}: no steps yet")
@@ -89,7 +86,7 @@ def trends(filters: data.Filters) -> None:
 
 
 def body(filters: data.Filters) -> None:
-    figures = data.headline(filters)
+    figures = data.analysis(report.headline, filters)
     if not figures["funnel"]["dispatched"]:
         st.info(
             f"No rollouts in run {filters.run_id} for this selection yet: figures fill in as rollout "

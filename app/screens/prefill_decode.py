@@ -3,12 +3,13 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.queries import analyses
 
 TOKENS = ["new_prefill_tokens", "cached_prefill_tokens", "decode_tokens"]
 
 
 def headline(filters: data.Filters) -> None:
-    frame = data.analysis("prefill_decode", filters)
+    frame = data.analysis(analyses.prefill_decode, filters)
     if frame.empty or not frame["turns"].fillna(0).sum():
         raise data.NothingToShow(
             "No turns in this selection: the run records no `rl.turn` (or vLLM) spans yet."
@@ -26,7 +27,7 @@ def headline(filters: data.Filters) -> None:
 
 
 def by_environment(filters: data.Filters) -> None:
-    frame = data.analysis("prefill_decode", filters, by="environment")
+    frame = data.analysis(analyses.prefill_decode, filters, by="environment")
     st.plotly_chart(
         charts.bars(
             frame,
@@ -47,7 +48,7 @@ def by_environment(filters: data.Filters) -> None:
 
 
 def by_turn(filters: data.Filters) -> None:
-    frame = data.analysis("prefill_decode", filters, by="turn_index")
+    frame = data.analysis(analyses.prefill_decode, filters, by="turn_index")
     st.plotly_chart(
         charts.lines(
             frame,
@@ -75,7 +76,7 @@ def by_turn(filters: data.Filters) -> None:
 
 
 def by_step(filters: data.Filters) -> None:
-    frame = data.analysis("prefill_decode", filters, by="step").dropna(subset=["step"])
+    frame = data.analysis(analyses.prefill_decode, filters, by="step").dropna(subset=["step"])
     if not frame.empty:
         st.plotly_chart(
             charts.lines(
@@ -96,7 +97,7 @@ def by_step(filters: data.Filters) -> None:
 
 
 def disaggregation(filters: data.Filters) -> None:
-    verdict = data.analysis("disaggregation", filters)
+    verdict = data.analysis(analyses.disaggregation, filters)
     st.subheader("Would prefill–decode disaggregation pay?")
     show = st.success if verdict["verdict"] else st.info
     show(

@@ -3,8 +3,10 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.collectors.semconv import ROLLOUT_STATUSES
+from rollscope.queries.trace import SEARCH_LIMIT
 
-STATUSES = [None, "ok", "infra_error", "aborted"]
+STATUSES = [None, *ROLLOUT_STATUSES]
 COLUMNS = {  # column: how it reads (None: as it is)
     "rollout_id": None,
     "environment": None,
@@ -43,7 +45,7 @@ def search(filters: data.Filters):
     reward = None if low is None and high is None else (low, high)
     found = data.rollouts(filters, text=text or None, status=status, reward=reward)
     st.caption(
-        f"{charts.count(len(found))} rollouts (newest first, at most {data.SEARCH_LIMIT}); the sidebar's "
+        f"{charts.count(len(found))} rollouts (newest first, at most {SEARCH_LIMIT}); the sidebar's "
         "environment and step range apply."
     )
     st.dataframe(readable(found, COLUMNS), hide_index=True, height=240, width="stretch", key="found")

@@ -3,13 +3,14 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.queries import analyses
 
 MAX_DRIFT_WARNINGS = 3
 
 
 def lint(filters: data.Filters) -> None:
     """The log-prob lint is an error of the run's setup, not a trend: red, at the top."""
-    found = data.analysis("logprob_lint", filters)
+    found = data.analysis(analyses.logprob_lint, filters)
     if found.empty:
         return
     with st.container(border=True):
@@ -23,7 +24,7 @@ def lint(filters: data.Filters) -> None:
 
 def warnings(filters: data.Filters) -> None:
     """Drift of the drafter in service now is a warning; a drafter already replaced only a note."""
-    drift = data.analysis("spec_drift", filters)
+    drift = data.analysis(analyses.spec_drift, filters)
     current = drift.sort_values("first_policy_version")["drafter_version"].iloc[-1] if len(drift) else None
     flagged = drift[drift["flagged"]].sort_values("drop_points", ascending=False)
     for row in flagged.head(MAX_DRIFT_WARNINGS).itertuples():
@@ -50,7 +51,7 @@ def warnings(filters: data.Filters) -> None:
 
 
 def headline(filters: data.Filters) -> None:
-    frame = data.analysis("spec_decode", filters)
+    frame = data.analysis(analyses.spec_decode, filters)
     if frame.empty or not frame["drafted"].fillna(0).sum():
         raise data.NothingToShow(
             "No speculative decoding in this selection: no turn records drafted tokens (`rl.spec.draft_tokens`)."
@@ -76,7 +77,7 @@ def headline(filters: data.Filters) -> None:
 
 
 def by_policy_version(filters: data.Filters) -> None:
-    frame = data.analysis("spec_decode", filters, by="policy_version")
+    frame = data.analysis(analyses.spec_decode, filters, by="policy_version")
     fig = charts.lines(
         frame,
         "policy_version",
@@ -86,7 +87,7 @@ def by_policy_version(filters: data.Filters) -> None:
         "acceptance rate",
         percent=True,
     )
-    drift = data.analysis("spec_drift", filters).sort_values("first_policy_version").iloc[1:]
+    drift = data.analysis(analyses.spec_drift, filters).sort_values("first_policy_version").iloc[1:]
     charts.mark(
         fig, drift["first_policy_version"].tolist(), [f"drafter {v}" for v in drift["drafter_version"]]
     )
@@ -109,7 +110,7 @@ def by_policy_version(filters: data.Filters) -> None:
 
 
 def by_refresh(filters: data.Filters) -> None:
-    frame = data.analysis("spec_decode", filters, by="versions_since_refresh")
+    frame = data.analysis(analyses.spec_decode, filters, by="versions_since_refresh")
     st.plotly_chart(
         charts.lines(
             frame,
@@ -130,7 +131,7 @@ def by_refresh(filters: data.Filters) -> None:
 def by_environment_and_length(filters: data.Filters) -> None:
     left, right = st.columns(2)
     with left:
-        frame = data.analysis("spec_decode", filters, by="environment")
+        frame = data.analysis(analyses.spec_decode, filters, by="environment")
         st.plotly_chart(
             charts.bars(
                 frame,
@@ -144,7 +145,7 @@ def by_environment_and_length(filters: data.Filters) -> None:
             key="spec-env",
         )
     with right:
-        frame = data.analysis("spec_decode", filters, by="length_bucket")
+        frame = data.analysis(analyses.spec_decode, filters, by="length_bucket")
         st.plotly_chart(
             charts.bars(
                 frame,

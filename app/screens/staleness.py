@@ -3,10 +3,11 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.queries import analyses
 
 
 def staleness(filters: data.Filters) -> None:
-    summary = data.analysis("staleness_summary", filters)
+    summary = data.analysis(analyses.staleness_summary, filters)
     if not summary["samples"]:
         bound = "none declared" if summary["bound"] is None else f"{summary['bound']} policy versions"
         st.info(f"No consumed samples in this selection yet (staleness bound: {bound}).")
@@ -34,7 +35,7 @@ def staleness(filters: data.Filters) -> None:
         help="Samples the trainer used although beyond the bound: the violations proper; should be 0 "
         "(staleness.used_beyond_bound, the staleness-violations check).",
     )
-    frame = data.analysis("staleness", filters)
+    frame = data.analysis(analyses.staleness, filters)
     st.plotly_chart(
         charts.histogram(
             frame,
@@ -67,7 +68,8 @@ def trainer(filters: data.Filters, figures: dict) -> None:
         help="Decoded tokens / seconds from the first turn's start to the last turn's end; — while the turns "
         f"span less than 1 s (now {charts.seconds(figures.get('rate_window_s'))}).",
     )
-    frame = data.analysis("trainer_steps", filters)
+    # train steps belong to no environment: only the step range applies
+    frame = data.call(filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps)
     if not frame.empty:
         st.plotly_chart(
             charts.lines(
@@ -112,7 +114,7 @@ def tails(figures: dict) -> None:
 
 def body(filters: data.Filters) -> None:
     staleness(filters)
-    figures = data.analysis("throughput", filters)
+    figures = data.analysis(analyses.throughput, filters)
     trainer(filters, figures)
     tails(figures)
 
