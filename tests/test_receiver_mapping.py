@@ -11,6 +11,7 @@ from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from rollscope import queries
@@ -18,14 +19,14 @@ from rollscope.collectors.exporter import StoreSpanExporter
 from rollscope.collectors.otlp import encode_json
 from rollscope.collectors.receiver import ReceiverConfig, running
 from rollscope.queries.analyses import prefill_decode
-from tests.fixtures.receiver import JSON, PROTOBUF, _Keep, post
+from tests.fixtures.receiver import JSON, PROTOBUF, post
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def _job_spans() -> list:
     """One rollout's worth of spans exercising the mapping's corners: aliases, wrong types, arrays, events."""
-    keep = _Keep()
+    keep = InMemorySpanExporter()
     resource = Resource(
         {
             "rl.run.id": "exp-7",
@@ -80,7 +81,7 @@ def _job_spans() -> list:
                 }
             )
         span.set_attributes({"rl.rollout.status": "ok", "rl.reward.score": 1})
-    return keep.spans
+    return list(keep.get_finished_spans())
 
 
 def _rows(store: Path) -> list[dict]:
