@@ -5,7 +5,9 @@ the least any emitter of these spans can pay per core. The simulator then plans,
 K worker processes and publishes Parquet segments. The ratio says what the whole path costs over bare span
 creation; the extrapolation says how long a 10M-span benchmark store takes on this machine. Fast mode
 (`rollscope simulate --fast`: the same rows built as Arrow columns, no SDK) is measured too, next to the
-plan alone (planning, records and ground truth, nothing written): the least fast mode can cost.
+plan alone (planning, records and ground truth, nothing written): the least fast mode can cost. The CPU
+per span of each stage of fast mode's two processes (the parent plans, builds records and keeps the ground
+truth; the writer turns records into rows, Arrow and Parquet) says which one bounds it.
 Usage: python -m benchmarks.simulate [--spans N] [--fast-spans N] [--workers K] [--preset scale]
 """
 
@@ -20,9 +22,12 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
+from rollscope.collectors.rows import ResourceRow
 from rollscope.simulator import config, groundtruth, simulate
 from rollscope.simulator.dynamics import Planner
+from rollscope.simulator.fast import _Writer
 from rollscope.simulator.records import SpanBuilder, instances
+from rollscope.store.layout import SegmentWriter
 
 
 def records(preset: str, n: int) -> list[tuple]:
@@ -49,19 +54,61 @@ def bare(recs: list[tuple]) -> float:
     return len(recs) / (time.perf_counter() - start)
 
 
-def plan_only(preset: str, n: int) -> float:
-    """Spans per second of planning, building records and keeping the ground truth, writing nothing."""
+def plan_only(preset: str, n: int) -> tuple[float, dict[str, float]]:
+    """Spans per second of planning, building records and keeping the ground truth, writing nothing; and
+    the CPU microseconds per span of each of those stages (all run in fast mode's one parent process)."""
     c = config.resolve(preset)
     planner, builder = Planner(c), SpanBuilder(c, "bench")
     truth = groundtruth.Truth(c, "bench", preset, instances(c), builder.ns)
+    stages = dict.fromkeys(("plan (dynamics)", "records", "ground truth"), 0.0)
+    names = list(stages)
     start, done, step = time.perf_counter(), 0, 0
     while done < n:
+        t0 = time.process_time()
         plan = planner.plan_step(step)
+        t1 = time.process_time()
         records = builder.step(plan)
+        t2 = time.process_time()
         truth.add_step(plan, records)
+        t3 = time.process_time()
+        for name, seconds in zip(names, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+            stages[name] += seconds
         done += sum(len(r) for r in records.values())
         step += 1
-    return done / (time.perf_counter() - start)
+    rate = done / (time.perf_counter() - start)
+    return rate, {name: seconds / done * 1e6 for name, seconds in stages.items()}
+
+
+def writer_side(preset: str, n: int) -> dict[str, float]:
+    """CPU microseconds per span of fast mode's writer process, in this process: records to ``SpanRows``,
+    to Arrow, to a published Parquet segment."""
+    c = config.resolve(preset)
+    planner, builder = Planner(c), SpanBuilder(c, "bench")
+    batches, done, step = [], 0, 0
+    while done < n:
+        batches.append(builder.step(planner.plan_step(step)))
+        done += sum(len(r) for r in batches[-1].values())
+        step += 1
+    resources = {
+        key: ResourceRow.from_attributes({"service.name": key}, "bench") for b in batches for key in b
+    }
+    with tempfile.TemporaryDirectory() as store:
+        writer = _Writer(store, "bench", resources)
+        t0 = time.process_time()
+        for batch in batches:
+            for key, recs in batch.items():
+                if recs:
+                    writer._add(resources[key], recs)
+        t1 = time.process_time()
+        (table,) = writer._rows.tables().values()
+        t2 = time.process_time()
+        SegmentWriter(store, "spans").publish("bench", table)
+        t3 = time.process_time()
+    return {
+        "rows (SpanRows.extend)": (t1 - t0) / done * 1e6,
+        "Arrow (SpanRows.tables)": (t2 - t1) / done * 1e6,
+        "publish (Parquet)": (t3 - t2) / done * 1e6,
+    }
 
 
 def main() -> None:
@@ -73,10 +120,14 @@ def main() -> None:
     parser.add_argument("--skip-normal", action="store_true", help="measure the fast mode only")
     args = parser.parse_args()
     baseline = bare(records(args.preset, min(args.spans, 100_000)))
-    floor = plan_only(args.preset, min(args.fast_spans, 200_000))
+    floor, parent = plan_only(args.preset, min(args.fast_spans, 200_000))
+    writer = writer_side(args.preset, min(args.fast_spans, 100_000))
     print(f"cpus: {os.cpu_count()}  workers: {args.workers or 'default'}  preset: {args.preset}")
     print(f"bare SDK, 1 process, no processor : {baseline:10,.0f} spans/s  (baseline)")
     print(f"plan + ground truth, nothing written: {floor:8,.0f} spans/s  (the floor of fast mode)")
+    for side, stages in (("parent", parent), ("writer", writer)):
+        cost = ", ".join(f"{name} {us:.2f}" for name, us in stages.items())
+        print(f"  fast mode's {side}: {sum(stages.values()):5.2f} us CPU/span ({cost})")
     if not args.skip_normal:
         rate, result = _run(args.preset, args.spans, args.workers, fast=False)
         print(

@@ -54,7 +54,10 @@ JSON = "application/json"
 TRACES_PATH = "/v1/traces"
 HEALTH_PATH = "/health"
 # Decoding allocates many short-lived objects; the default thresholds spend ~20% of the CPU in collections.
-RECEIVER_GC = (50_000, 50, 100)
+# The young generation fills with what a commit window keeps alive (decoded attribute dicts, cached
+# attribute pairs), and each collection walks all of it; at 50,000 that was still 1-2 us a span (counted with
+# gc.callbacks in benchmarks.ingest's pipeline), at 200,000 a quarter of it, with the same peak RSS.
+RECEIVER_GC = (200_000, 50, 100)
 _DRAIN_LIMIT = 64 * 1024 * 1024
 _STORE_RETRY_S = 5  # Retry-After when publishing failed: a full disk is not freed in a second  # read (and discard) at most this much of a refused body, then close
 
@@ -467,6 +470,7 @@ def serve(config: ReceiverConfig, sock: socket.socket | None = None, grpc=None) 
     """Run until SIGINT/SIGTERM; in-flight requests finish and their spans are committed first.
     ``grpc``: a listener from ``bind_grpc`` (else one is bound here when ``config.grpc_port`` is set)."""
     gc.set_threshold(*RECEIVER_GC)
+    gc.freeze()  # start-up's modules and objects live for good: no collection needs to walk them
     sock = sock or bind(config.host, config.port)
     config.port = sock.getsockname()[1]
     grpc = grpc or bind_grpc(config)

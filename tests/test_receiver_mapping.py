@@ -16,9 +16,9 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from rollscope import queries
 from rollscope.collectors.exporter import StoreSpanExporter
-from rollscope.collectors.otlp import encode_json
 from rollscope.collectors.receiver import ReceiverConfig, running
 from rollscope.queries.analyses import prefill_decode
+from tests.fixtures.otlp_json import encode_json
 from tests.fixtures.receiver import JSON, PROTOBUF, post
 
 FIXTURES = Path(__file__).parent / "fixtures"
