@@ -117,7 +117,19 @@ TABLES: tuple[Table, ...] = (
     # values kept only for exact percentiles (no unique key: one row per value, in step order).
     Table(
         "funnel_sums",
-        ("step", "environment", "task", "completed", "scored", "nonzero_signal", "fresh", "usable", "in_groups", "lost_at", "reason"),
+        (
+            "step",
+            "environment",
+            "task",
+            "completed",
+            "scored",
+            "nonzero_signal",
+            "fresh",
+            "usable",
+            "in_groups",
+            "lost_at",
+            "reason",
+        ),
         "_funnel_sums_src($run)",
         "rollouts per step, environment, task and funnel outcome",
         scope="step",
@@ -159,7 +171,16 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "spec_sums",
-        ("grouped_by", "step", "environment", "spec_k", "policy_version", "drafter_version", "versions_since_refresh", "length_bucket"),
+        (
+            "grouped_by",
+            "step",
+            "environment",
+            "spec_k",
+            "policy_version",
+            "drafter_version",
+            "versions_since_refresh",
+            "length_bucket",
+        ),
         "_spec_sums_src($run)",
         "drafting turns' counts per step, environment, k and one key",
         scope="step",
