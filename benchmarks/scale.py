@@ -19,7 +19,7 @@ Then the growth exponent of each figure over the sizes (least squares of log fig
 size's run and measures its warm report again: a store of many runs should cost the run shown.
 
 Usage: python -m benchmarks.scale [--sizes 1000000 3000000 10000000 30000000] [--root /tmp/scale-bench]
-       [--keep] [--pages [PAGE ...]] [--many-runs 100]
+       [--keep] [--keep-derived] [--pages [PAGE ...]] [--many-runs 100]
 """
 
 from __future__ import annotations
@@ -237,6 +237,12 @@ def main() -> int:
     )
     parser.add_argument("--pages", nargs="*", choices=PAGES, default=list(PAGES))
     parser.add_argument("--many-runs", type=int, default=100, help="runs in the many-runs store (0: skip)")
+    parser.add_argument(
+        "--keep-derived",
+        action="store_true",
+        help="with --keep: reuse a store's derived state when it is current (the catch-up figure is then an "
+        "open of an up-to-date run, not a derivation)",
+    )
     args = parser.parse_args()
 
     results: dict[int, dict] = {}
@@ -245,7 +251,8 @@ def main() -> int:
         if not (store / "spans").is_dir():
             rows, build_s = build(store, size, args.segment_rows)
             print(f"built {rows:,} spans in {build_s:.0f} s into {store}", flush=True)
-        shutil.rmtree(store / "derived", ignore_errors=True)
+        if not args.keep_derived:
+            shutil.rmtree(store / "derived", ignore_errors=True)
         from rollscope.store import layout
 
         rows = sum(

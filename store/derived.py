@@ -56,7 +56,7 @@ from rollscope.store import layout
 
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
-FORMAT = 3  # bump when a table's definition changes: manifests of an older format are derived again
+FORMAT = 4  # bump when a table's definition changes: manifests of an older format are derived again
 GRACE_S = 300.0  # how long a replaced generation stays on disk for readers that listed it
 
 
@@ -205,6 +205,13 @@ TABLES: tuple[Table, ...] = (
         "_reward_sums_src($run)",
         "reward scores per step, environment and reward function",
         scope="step",
+    ),
+    Table(
+        "run_percentiles",
+        ("all_environments", "environment"),
+        "_run_percentiles_src($run)",
+        "exact percentiles of the run and of each environment (tails, turn latency)",
+        scope="run",
     ),
 )
 TABLE_NAMES = tuple(t.name for t in TABLES)

@@ -22,7 +22,7 @@ from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
 
 # Every derived table, compared exactly (their sums are integers: arrival order cannot change them; reward_sums
-# sums scores, doubles, compared to 9 decimals).
+# and run_percentiles sum doubles, compared to 9 and 6 decimals).
 DERIVED = {
     "rollouts": "SELECT * FROM rollouts WHERE run_id = $run",
     "turns": "SELECT * FROM _turns_stepped($run)",
@@ -50,6 +50,7 @@ DERIVED = {
         )
     },
     "reward_sums": "SELECT * REPLACE (round(reward_sum, 9) AS reward_sum) FROM _reward_sums($run)",
+    "run_percentiles": "SELECT * REPLACE (round(total_s, 6) AS total_s) FROM _run_percentiles($run)",
 }
 
 

@@ -4,12 +4,15 @@
 -- to be a rate: over turns that span less than one second (rate_window_s) it is NULL, not a division by ~0.
 -- Per-rollout turn and tool sums come from _rollout_work (macros/05); each tail is one quantile_cont over a
 -- list of fractions (one sort, not three).
--- The sums come from _rollout_sums (per step, environment: macros/07); the percentiles are exact, over every
--- kept rollout's value (_rollout_tails, macros/07: one narrow row per rollout, in step order).
-WITH kept_tails AS MATERIALIZED (
+-- The sums come from _rollout_sums (per step, environment: macros/07); the percentiles are exact: the run's (or
+-- an environment's) kept ahead (_run_percentiles), over a step range taken from every kept rollout's value
+-- (_rollout_tails, macros/07: one narrow row per value, in step order).
+WITH ranged AS (SELECT $step_lo IS NOT NULL OR $step_hi IS NOT NULL AS ranged),
+kept_tails AS MATERIALIZED (  -- a step range's values (without one, the run's percentiles are kept ahead)
     SELECT generated, duration_s
     FROM _rollout_tails($run_id)
-    WHERE ($step_lo IS NULL OR step >= $step_lo)
+    WHERE (SELECT ranged FROM ranged)
+      AND ($step_lo IS NULL OR step >= $step_lo)
       AND ($step_hi IS NULL OR step <= $step_hi)
       AND ($environment IS NULL OR environment = $environment)
 ),
@@ -38,6 +41,12 @@ tails AS (
         quantile_cont(duration_s, [0.5, 0.9, 0.99]) AS seconds,
         sum(duration_s) AS total_s
     FROM kept_tails
+    HAVING (SELECT ranged FROM ranged)
+    UNION ALL
+    SELECT any_value(tokens), any_value(seconds), any_value(total_s)
+    FROM _run_percentiles($run_id)
+    WHERE all_environments = ($environment IS NULL) AND environment IS NOT DISTINCT FROM $environment
+    HAVING NOT (SELECT ranged FROM ranged)
 )
 SELECT
     l.tokens_per_s AS rollout_tokens_per_s,

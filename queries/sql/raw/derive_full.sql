@@ -27,3 +27,4 @@ INSERT INTO _spec_sums_mat SELECT $run, * FROM _spec_sums_src($run);
 INSERT INTO _lint_sums_mat SELECT $run, * FROM _lint_sums_src($run);
 INSERT INTO _generation_sums_mat SELECT $run, * FROM _generation_sums_src($run);
 INSERT INTO _reward_sums_mat SELECT $run, * FROM _reward_sums_src($run);
+INSERT INTO _run_percentiles_mat SELECT $run, * FROM _run_percentiles_src($run);

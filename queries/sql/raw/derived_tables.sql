@@ -33,3 +33,4 @@ CREATE TABLE _spec_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _spec_sums
 CREATE TABLE _lint_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _lint_sums_src('') LIMIT 0;
 CREATE TABLE _generation_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _generation_sums_src('') LIMIT 0;
 CREATE TABLE _reward_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _reward_sums_src('') LIMIT 0;
+CREATE TABLE _run_percentiles_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _run_percentiles_src('') LIMIT 0;

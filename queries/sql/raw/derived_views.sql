@@ -42,3 +42,5 @@ CREATE OR REPLACE MACRO _generation_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _generation_sums_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _reward_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _reward_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _run_percentiles(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _run_percentiles_mat WHERE run_id = run;
