@@ -11,14 +11,15 @@ child process of its own (peak RSS is the child's ``VmHWM``, its own memory's hi
 * **analyses**: every analysis of ``queries.analyses`` on a warm connection, each timed alone.
 * **pages**: each dashboard page's cold render in Streamlit's AppTest (as ``benchmarks/dashboard.py``).
 * **baseline**: a hand-written DuckDB query over the raw Parquet of the run (the funnel's first two counts:
-  rollouts dispatched and completed), in the same run; and one over the derived ``rollout_stages`` file.
+  rollouts dispatched and completed), in the same run; one over the derived ``rollout_stages`` file (one row per
+  rollout) and one over the per-step ``funnel_sums`` file (the same counts, what the funnel reads).
 
 Then the growth exponent of each figure over the sizes (least squares of log figure on log spans; 0 is flat,
 1 grows with the run). ``--many-runs N`` adds N-1 small runs (copies of the sample run) next to the largest
 size's run and measures its warm report again: a store of many runs should cost the run shown.
 
 Usage: python -m benchmarks.scale [--sizes 1000000 3000000 10000000 30000000] [--root /tmp/scale-bench]
-       [--keep] [--pages [PAGE ...]] [--many-runs 100]
+       [--keep] [--keep-derived] [--pages [PAGE ...]] [--many-runs 100]
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ elif kind in ("report", "check"):
         run_checks(con, run)
     out["seconds"] = time.perf_counter() - t
 elif kind == "analyses":
-    from rollscope.queries import analyses, connect
+    from rollscope.queries import analyses, connect, trace
     con = connect(store, run_id=run)
     calls = {
         "steps": lambda: analyses.steps(con, run),
@@ -155,6 +156,9 @@ elif kind == "analyses":
         "trainer_steps": lambda: analyses.trainer_steps(con, run),
         "throughput": lambda: analyses.throughput(con, run),
         "lost_spans": lambda: analyses.lost_spans(con, run),
+        "generations_by_step": lambda: analyses.generations_by_step(con, run),
+        "rewards_by_step": lambda: analyses.rewards_by_step(con, run),
+        "rollout search": lambda: trace.search(con, run),
     }
     for name, call in calls.items():
         t = time.perf_counter(); call(); out[name] = time.perf_counter() - t
@@ -173,6 +177,11 @@ elif kind == "baseline":
     t = time.perf_counter()
     con.execute("SELECT count(*), count(*) FILTER (completed) FROM read_parquet(?)", [stages]).fetchall()
     out["derived_seconds"] = time.perf_counter() - t
+    sums = str(derived.current(store, run).files()["funnel_sums"])
+    t = time.perf_counter()
+    con.execute(
+        "SELECT sum(rollouts), sum(rollouts) FILTER (completed) FROM read_parquet(?)", [sums]).fetchall()
+    out["sums_seconds"] = time.perf_counter() - t
 elif kind == "pages":
     sys.path.insert(0, sys.argv[5])
     import logging
@@ -228,6 +237,12 @@ def main() -> int:
     )
     parser.add_argument("--pages", nargs="*", choices=PAGES, default=list(PAGES))
     parser.add_argument("--many-runs", type=int, default=100, help="runs in the many-runs store (0: skip)")
+    parser.add_argument(
+        "--keep-derived",
+        action="store_true",
+        help="with --keep: reuse a store's derived state when it is current (the catch-up figure is then an "
+        "open of an up-to-date run, not a derivation)",
+    )
     args = parser.parse_args()
 
     results: dict[int, dict] = {}
@@ -236,7 +251,8 @@ def main() -> int:
         if not (store / "spans").is_dir():
             rows, build_s = build(store, size, args.segment_rows)
             print(f"built {rows:,} spans in {build_s:.0f} s into {store}", flush=True)
-        shutil.rmtree(store / "derived", ignore_errors=True)
+        if not args.keep_derived:
+            shutil.rmtree(store / "derived", ignore_errors=True)
         from rollscope.store import layout
 
         rows = sum(
@@ -290,6 +306,11 @@ def main() -> int:
     row("baseline: raw Parquet query", [results[s]["baseline"]["seconds"] for s in sizes], seconds)
     row(
         "baseline: derived Parquet query", [results[s]["baseline"]["derived_seconds"] for s in sizes], seconds
+    )
+    row(
+        "baseline: per-step sums query (funnel_sums)",
+        [results[s]["baseline"]["sums_seconds"] for s in sizes],
+        seconds,
     )
     row("catch-up (first open) time", [results[s]["catch_up"]["seconds"] for s in sizes], seconds)
     row("catch-up peak RSS", [results[s]["catch_up"]["rss_bytes"] for s in sizes], gib)

@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 
 from rollscope.queries import sqlfiles
-from rollscope.store.derived import TABLE_NAMES
+from rollscope.store.derived import TABLES
 
 MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
 THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_count() or 1)
@@ -70,11 +70,14 @@ def derive(segments: list[Path], run_id: str, out: Path) -> None:
         sqlfiles.execute(con, "raw/derived_views")
         raw_views(con, [*map(str, segments), schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.execute(con, "raw/derive_full", run=run_id)
-        for name in TABLE_NAMES:
+        for table in TABLES:
+            name = table.name
             select = stored_columns(con, name)
             target = str(out / f"{name}.parquet").replace("'", "''")
+            # Per-step tables in step order: a step range reads only the row groups holding its steps.
+            order = " ORDER BY step NULLS LAST" if table.scope == "step" else ""
             con.execute(
-                f"COPY (SELECT {select} FROM _{name}_mat) TO '{target}' "
+                f"COPY (SELECT {select} FROM _{name}_mat{order}) TO '{target}' "
                 "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
             )
     finally:

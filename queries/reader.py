@@ -19,6 +19,7 @@ waiting for it. ``derive=False`` never derives (``rollscope runs`` reads raw dat
 from __future__ import annotations
 
 import itertools
+import re
 import tempfile
 import threading
 from collections import Counter
@@ -39,6 +40,7 @@ from rollscope.store.schema import DATASETS
 
 _RETRIES = 5
 _VERSIONS = itertools.count(1)  # unique across readers: a result cached under one is never another's
+_MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
 
 
 @cache
@@ -76,6 +78,23 @@ def _empty_dir() -> Path:
     return root
 
 
+@cache
+def _reader_macros() -> tuple[str, ...]:
+    """The analyses' macros (``sql/analyses/macros``) a reader creates after the derived views: all but the
+    definitions over raw spans that the store's derived tables hold instead (``*_src``, ``*_staged``) and the
+    names the derived views define. DuckDB binds a table macro when it is created, through every view and macro
+    it reads, so creating those definitions would cost a reader as much as all the rest of opening a store."""
+    defined = set(_MACRO.findall(sqlfiles.load("raw/derived_views")))
+    kept = []
+    for name in sqlfiles.folder("analyses/macros"):
+        for statement, _, _ in sqlfiles.statements(name):
+            match = _MACRO.search(statement)
+            macro = match.group(1) if match else None
+            if macro is None or not (macro in defined or macro.endswith(("_src", "_staged"))):
+                kept.append(statement)
+    return tuple(kept)
+
+
 def schema_file(dataset: str) -> str:
     return str(_schema_dir() / dataset / "run_id=_" / "empty.parquet")
 
@@ -111,10 +130,7 @@ class Reader:
         self.version = 0
         raw_views(self.con, [schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.run_folder(self.con, "views")
-        sqlfiles.run_folder(self.con, "analyses/macros")
-        self._views_ready = (
-            False  # the first refresh creates the derived views, then points the analyses at them
-        )
+        self._views_ready = False  # the first refresh creates the derived views, then the analyses' macros
         self.refresh()
 
     @property
@@ -174,6 +190,8 @@ class Reader:
             self.version = next(_VERSIONS)
         if not self._views_ready:
             sqlfiles.execute(self.con, "raw/derived_views")
+            for statement in _reader_macros():
+                self.con.execute(statement)
             self._views_ready = True
         return added
 

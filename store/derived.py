@@ -56,7 +56,7 @@ from rollscope.store import layout
 
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
-FORMAT = 2  # bump when a table's definition changes: manifests of an older format are derived again
+FORMAT = 4  # bump when a table's definition changes: manifests of an older format are derived again
 GRACE_S = 300.0  # how long a replaced generation stays on disk for readers that listed it
 
 
@@ -68,6 +68,9 @@ class Table:
     key: tuple[str, ...]
     source: str  # the SQL relation (view or table macro of queries/sql) the table holds, for run $run
     what: str
+    # "rollout", "step" or "run": what one row is computed from. "step": a step's rows come from the raw and
+    # derived rows of that step alone (its consuming step; NULL, not consumed yet, counts as a step).
+    scope: str = "run"
 
 
 # Every derived table, in the order they are derived (later ones read earlier ones). Each holds one run
@@ -108,6 +111,107 @@ TABLES: tuple[Table, ...] = (
         ("step", "environment", "turn_index", "policy_version", "drafter_version", "spec_k", "length_bucket"),
         "_turn_sums_src($run, NULL)",
         "turn tokens, times, speculative counts per step and key",
+    ),
+    # Per-step aggregates (queries/sql/analyses/macros/07_step_aggregates.sql): what every analysis, page, report
+    # and check reads, a few rows per step; rollout_tails and turn_latency are narrow per-rollout / per-turn
+    # values kept only for exact percentiles (no unique key: one row per value, in step order).
+    Table(
+        "funnel_sums",
+        (
+            "step",
+            "environment",
+            "task",
+            "completed",
+            "scored",
+            "nonzero_signal",
+            "fresh",
+            "usable",
+            "in_groups",
+            "lost_at",
+            "reason",
+        ),
+        "_funnel_sums_src($run)",
+        "rollouts per step, environment, task and funnel outcome",
+        scope="step",
+    ),
+    Table(
+        "staleness_sums",
+        ("step", "environment", "staleness", "decision", "bound"),
+        "_staleness_sums_src($run)",
+        "rollouts per step, environment, staleness, decision",
+        scope="step",
+    ),
+    Table(
+        "rollout_sums",
+        ("step", "environment", "known", "usable"),
+        "_rollout_sums_src($run)",
+        "per-rollout work summed per step, environment, usable",
+        scope="step",
+    ),
+    Table(
+        "rollout_tails",
+        ("step",),
+        "_rollout_tails_src($run)",
+        "each rollout's decoded tokens and seconds, for exact percentiles",
+        scope="step",
+    ),
+    Table(
+        "turn_latency",
+        ("step",),
+        "_turn_latency_src($run)",
+        "each turn's seconds, for the exact median turn latency",
+        scope="step",
+    ),
+    Table(
+        "prefill_sums",
+        ("step", "environment", "turn_index", "per_turn_index"),
+        "_prefill_sums_src($run)",
+        "turn tokens and times per step, environment (and turn index)",
+        scope="step",
+    ),
+    Table(
+        "spec_sums",
+        (
+            "grouped_by",
+            "step",
+            "environment",
+            "spec_k",
+            "policy_version",
+            "drafter_version",
+            "versions_since_refresh",
+            "length_bucket",
+        ),
+        "_spec_sums_src($run)",
+        "drafting turns' counts per step, environment, k and one key",
+        scope="step",
+    ),
+    Table(
+        "lint_sums",
+        ("step", "policy_version", "environment"),
+        "_lint_sums_src($run)",
+        "turns with the drafter's log-probabilities per group",
+        scope="step",
+    ),
+    Table(
+        "generation_sums",
+        ("step", "environment"),
+        "_generation_sums_src($run)",
+        "consumed rollouts' decoded tokens and clipped count per step",
+        scope="step",
+    ),
+    Table(
+        "reward_sums",
+        ("step", "environment", "reward_name"),
+        "_reward_sums_src($run)",
+        "reward scores per step, environment and reward function",
+        scope="step",
+    ),
+    Table(
+        "run_percentiles",
+        ("all_environments", "environment"),
+        "_run_percentiles_src($run)",
+        "exact percentiles of the run and of each environment (tails, turn latency)",
+        scope="run",
     ),
 )
 TABLE_NAMES = tuple(t.name for t in TABLES)

@@ -21,7 +21,8 @@ from rollscope.queries.analyses import compute_terms
 from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
 
-# Every derived table, compared exactly (their sums are integers: arrival order cannot change them).
+# Every derived table, compared exactly (their sums are integers: arrival order cannot change them; reward_sums
+# and run_percentiles sum doubles, compared to 9 and 6 decimals).
 DERIVED = {
     "rollouts": "SELECT * FROM rollouts WHERE run_id = $run",
     "turns": "SELECT * FROM _turns_stepped($run)",
@@ -34,6 +35,22 @@ DERIVED = {
     "step sums": "SELECT * FROM _step_sums($run)",
     "compute busy": "SELECT * FROM _compute_busy($run)",
     "turn sums": "SELECT * FROM _turn_sums($run)",
+    **{
+        name: f"SELECT * FROM _{name}($run)"
+        for name in (
+            "funnel_sums",
+            "staleness_sums",
+            "rollout_sums",
+            "rollout_tails",
+            "turn_latency",
+            "prefill_sums",
+            "spec_sums",
+            "lint_sums",
+            "generation_sums",
+        )
+    },
+    "reward_sums": "SELECT * REPLACE (round(reward_sum, 9) AS reward_sum) FROM _reward_sums($run)",
+    "run_percentiles": "SELECT * REPLACE (round(total_s, 6) AS total_s) FROM _run_percentiles($run)",
 }
 
 

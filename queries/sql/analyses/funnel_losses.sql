@@ -2,15 +2,12 @@
 -- timeout, judge error, no reward, no group_id, only scored attempt in its group, all-equal group, stale, not
 -- consumed yet). rollout_stages' 'group too small' is told apart here: a rollout that records no group_id,
 -- or one whose group has no other scored attempt to compare its reward with.
+-- Counted from the rollouts per step, environment and outcome kept ahead (_funnel_sums, macros/07).
 SELECT
     lost_at AS stage,
-    CASE
-        WHEN lost_reason = 'group too small' AND group_id IS NULL THEN 'no group_id'
-        WHEN lost_reason = 'group too small' THEN 'only scored attempt in its group'
-        ELSE lost_reason
-    END AS reason,
-    count(*) AS lost
-FROM rollout_stages($run_id)
+    reason,
+    sum(rollouts)::BIGINT AS lost
+FROM _funnel_sums($run_id)
 WHERE lost_at IS NOT NULL
   AND ($step_lo IS NULL OR step >= $step_lo)
   AND ($step_hi IS NULL OR step <= $step_hi)

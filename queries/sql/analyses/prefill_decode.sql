@@ -1,6 +1,7 @@
 -- Prefill : decode (docs/metrics.md): new prefill, cached prefill and decode tokens, their ratio, prefix-cache
 -- reuse, re-prefill waste (history prefilled again) and prefill / decode seconds where recorded, for the run
--- or per environment, turn index or consuming step ($by). Summed from the turn sums (macros/06).
+-- or per environment, turn index or consuming step ($by). Summed from the turn sums per step and environment
+-- (and turn index, for $by = 'turn_index') kept ahead (_prefill_sums, macros/07).
 SELECT
     CASE WHEN $by = 'environment' THEN environment END AS environment,
     CASE WHEN $by = 'turn_index' THEN turn_index END AS turn_index,
@@ -14,8 +15,9 @@ SELECT
     coalesce(sum(reprefill_waste_tokens), 0)::BIGINT AS reprefill_waste_tokens,
     sum(prefill_ns) / 1e9 AS prefill_time_s,
     sum(decode_ns) / 1e9 AS decode_time_s
-FROM _turn_sums($run_id)
-WHERE ($step_lo IS NULL OR step >= $step_lo)
+FROM _prefill_sums($run_id)
+WHERE per_turn_index = coalesce($by = 'turn_index', false)
+  AND ($step_lo IS NULL OR step >= $step_lo)
   AND ($step_hi IS NULL OR step <= $step_hi)
   AND ($environment IS NULL OR environment = $environment)
 GROUP BY ALL

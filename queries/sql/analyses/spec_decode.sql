@@ -5,19 +5,20 @@
 -- turns that drafted. Summed from the turn sums (macros/06); k is the budget most of those turns used.
 -- effective_speedup = (accepted + verify steps) / verify steps: the tokens each target-model verify step
 -- yields (its accepted draft tokens and the one it decodes itself) against one token per step without a
--- drafter; the drafter's own cost is not counted.
+-- drafter; the drafter's own cost is not counted. The turns that drafted are read summed per step,
+-- environment, k and the grouping key ahead of time (_spec_sums, macros/07).
 WITH kept AS (
     SELECT
         CASE WHEN $by = 'policy_version' THEN policy_version END AS policy_version,
         CASE WHEN $by = 'drafter_version' THEN drafter_version END AS drafter_version,
-        CASE WHEN $by = 'versions_since_refresh' THEN policy_version - drafter_policy_version END
-            AS versions_since_refresh,
+        CASE WHEN $by = 'versions_since_refresh' THEN versions_since_refresh END AS versions_since_refresh,
         CASE WHEN $by = 'environment' THEN environment END AS environment,
         CASE WHEN $by = 'length_bucket' THEN length_bucket END AS length_bucket,
         CASE WHEN $by = 'step' THEN step END AS step,
         spec_k, spec_turns, drafted, accepted, verify_steps
-    FROM _turn_sums($run_id)
-    WHERE spec_turns > 0
+    FROM _spec_sums($run_id)
+    WHERE grouped_by = CASE WHEN $by IN ('policy_version', 'drafter_version', 'versions_since_refresh',
+                                       'length_bucket') THEN $by ELSE 'none' END
       AND ($step_lo IS NULL OR step >= $step_lo)
       AND ($step_hi IS NULL OR step <= $step_hi)
       AND ($environment IS NULL OR environment = $environment)

@@ -1,10 +1,11 @@
 -- Drafter drift: per drafter version, acceptance over the first $baseline_versions policy versions it served
 -- (its baseline) against the latest $baseline_versions, the drop in percentage points, and whether the drop
--- exceeds $drop_points. Summed from the turn sums (macros/06).
+-- exceeds $drop_points. Summed from the turns that drafted, per step, environment, drafter and policy version
+-- (_spec_sums, macros/07).
 WITH kept AS (
     SELECT drafter_version, policy_version, drafted, accepted
-    FROM _turn_sums($run_id)
-    WHERE spec_turns > 0 AND drafter_version IS NOT NULL AND policy_version IS NOT NULL
+    FROM _spec_sums($run_id)
+    WHERE grouped_by = 'drift' AND drafter_version IS NOT NULL AND policy_version IS NOT NULL
       AND ($step_lo IS NULL OR step >= $step_lo)
       AND ($step_hi IS NULL OR step <= $step_hi)
       AND ($environment IS NULL OR environment = $environment)

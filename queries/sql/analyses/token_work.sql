@@ -2,16 +2,10 @@
 -- often it was generated, prefilled again in later turns, evaluated by the trainer (the sample's tokens,
 -- else the rollout's final context) and scored by a teacher; and the share of rollout + judge + teacher
 -- FLOPs spent on rollouts that never became usable. Per-rollout sums and stages come from _rollout_work
--- (macros/05).
+-- (macros/05), summed ahead per step, environment and usable flag (_rollout_sums, macros/07).
 WITH per_rollout AS (
-    SELECT
-        usable,
-        coalesce(generated, 0) AS generated,
-        coalesce(reprefilled, 0) AS reprefilled,
-        coalesce(sample_tokens, final_context, 0) AS trained,
-        coalesce(teacher_tokens, 0) AS teacher_scored,
-        coalesce(generation_flops, 0) + coalesce(teacher_flops, 0) + coalesce(judge_flops, 0) AS flops
-    FROM _rollout_work($run_id)
+    SELECT usable, generated, reprefilled, trained, teacher_scored, flops
+    FROM _rollout_sums($run_id)
     WHERE known
       AND ($step_lo IS NULL OR step >= $step_lo)
       AND ($step_hi IS NULL OR step <= $step_hi)

@@ -16,3 +16,15 @@ INSERT INTO _step_islands_mat SELECT $run, * FROM _step_islands_src($run, NULL);
 INSERT INTO _compute_busy_mat SELECT $run, * FROM _compute_busy_src($run);
 INSERT INTO _rollout_work_mat SELECT $run, * FROM _rollout_work_staged($run);
 INSERT INTO _turn_sums_mat SELECT $run, * FROM _turn_sums_src($run, NULL);
+-- The per-step aggregates (macros/07) read the tables above.
+INSERT INTO _funnel_sums_mat SELECT $run, * FROM _funnel_sums_src($run);
+INSERT INTO _staleness_sums_mat SELECT $run, * FROM _staleness_sums_src($run);
+INSERT INTO _rollout_sums_mat SELECT $run, * FROM _rollout_sums_src($run);
+INSERT INTO _rollout_tails_mat SELECT $run, * FROM _rollout_tails_src($run);
+INSERT INTO _turn_latency_mat SELECT $run, * FROM _turn_latency_src($run);
+INSERT INTO _prefill_sums_mat SELECT $run, * FROM _prefill_sums_src($run);
+INSERT INTO _spec_sums_mat SELECT $run, * FROM _spec_sums_src($run);
+INSERT INTO _lint_sums_mat SELECT $run, * FROM _lint_sums_src($run);
+INSERT INTO _generation_sums_mat SELECT $run, * FROM _generation_sums_src($run);
+INSERT INTO _reward_sums_mat SELECT $run, * FROM _reward_sums_src($run);
+INSERT INTO _run_percentiles_mat SELECT $run, * FROM _run_percentiles_src($run);

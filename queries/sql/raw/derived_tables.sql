@@ -22,3 +22,15 @@ CREATE TABLE _compute_busy_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _comput
 CREATE TABLE _rollout_work_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_work_staged('') LIMIT 0;
 -- The turns' sums per step and key (queries/sql/analyses/macros/06_turn_sums.sql).
 CREATE TABLE _turn_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _turn_sums_src('', NULL) LIMIT 0;
+-- The per-step aggregates every analysis reads (queries/sql/analyses/macros/07_step_aggregates.sql).
+CREATE TABLE _funnel_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _funnel_sums_src('') LIMIT 0;
+CREATE TABLE _staleness_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _staleness_sums_src('') LIMIT 0;
+CREATE TABLE _rollout_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_sums_src('') LIMIT 0;
+CREATE TABLE _rollout_tails_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_tails_src('') LIMIT 0;
+CREATE TABLE _turn_latency_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _turn_latency_src('') LIMIT 0;
+CREATE TABLE _prefill_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _prefill_sums_src('') LIMIT 0;
+CREATE TABLE _spec_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _spec_sums_src('') LIMIT 0;
+CREATE TABLE _lint_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _lint_sums_src('') LIMIT 0;
+CREATE TABLE _generation_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _generation_sums_src('') LIMIT 0;
+CREATE TABLE _reward_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _reward_sums_src('') LIMIT 0;
+CREATE TABLE _run_percentiles_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _run_percentiles_src('') LIMIT 0;

@@ -22,3 +22,25 @@ CREATE OR REPLACE MACRO _rollout_work(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _rollout_work_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _turn_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _turn_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _funnel_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _funnel_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _staleness_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _staleness_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _rollout_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _rollout_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _rollout_tails(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _rollout_tails_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _turn_latency(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _turn_latency_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _prefill_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _prefill_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _spec_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _spec_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _lint_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _lint_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _generation_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _generation_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _reward_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _reward_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _run_percentiles(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _run_percentiles_mat WHERE run_id = run;

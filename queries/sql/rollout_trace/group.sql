@@ -13,11 +13,10 @@ members AS (
 stats AS (
     SELECT avg(reward) AS mean_reward, stddev_pop(reward) AS std_reward FROM members WHERE reward IS NOT NULL
 ),
-work AS (
-    SELECT rollout_id, count(*) AS turns, sum(output_tokens) AS decoded_tokens
-    FROM turns
-    WHERE run_id = $run_id AND rollout_id IN (SELECT rollout_id FROM members)
-    GROUP BY rollout_id
+work AS (  -- the rollouts' turns, as the per-rollout work (_rollout_work) keeps them
+    SELECT rollout_id, turns, generated AS decoded_tokens
+    FROM _rollout_work($run_id)
+    WHERE rollout_id IN (SELECT rollout_id FROM members) AND turns > 0
 )
 SELECT
     m.rollout_id,

@@ -1,9 +1,13 @@
 -- Rollouts of one run matching the Rollouts page's filters, newest first, with the train step that consumed
 -- each (its rl.sample span; NULL = not consumed yet). NULL filters match everything; a step filter keeps
 -- only consumed rollouts, as the analyses do. Without a step filter only the newest $limit rollouts are
--- looked up in samples. turns, decoded_tokens and new_prefill_tokens sum the rollout's turns.
+-- looked up in samples. turns, decoded_tokens and new_prefill_tokens sum the rollout's turns (as the per-rollout
+-- work, _rollout_work, keeps them).
 WITH matched AS MATERIALIZED (
-    SELECT * FROM rollouts AS r
+    SELECT
+        r.rollout_id, r.environment, r.task_id, r.group_id, r.rollout_status, r.reward, r.policy_version,
+        r.start_time, r.duration_s, r.start_ns
+    FROM rollouts AS r
     WHERE r.run_id = $run_id
       AND ($environment IS NULL OR r.environment = $environment)
       AND ($status IS NULL OR r.rollout_status = $status)
@@ -23,11 +27,9 @@ consumed AS (
     GROUP BY rollout_id
 ),
 work AS (
-    SELECT rollout_id, count(*) AS turns, sum(output_tokens) AS decoded_tokens,
-        sum(new_input_tokens) AS new_prefill_tokens
-    FROM turns
-    WHERE run_id = $run_id AND rollout_id IN (SELECT rollout_id FROM matched)
-    GROUP BY rollout_id
+    SELECT rollout_id, turns, generated AS decoded_tokens, new_prefill AS new_prefill_tokens
+    FROM _rollout_work($run_id)
+    WHERE rollout_id IN (SELECT rollout_id FROM matched) AND turns > 0
 )
 SELECT
     m.rollout_id, m.environment, m.task_id, m.group_id, m.rollout_status, m.reward, m.policy_version,

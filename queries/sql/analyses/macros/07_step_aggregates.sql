@@ -1,0 +1,210 @@
+-- Per-step aggregates: what each analysis and page reads, summed per consuming step (NULL: not consumed yet)
+-- and environment, plus the one key each figure groups by. A run of any length keeps a few rows per step here,
+-- so the analyses read thousands of rows, not millions of rollouts or turns (store/derived.py keeps them on
+-- disk, scope "step": a step's rows come from that step's rollouts and turns alone). Counts and token sums are
+-- integers, so every figure summed from them equals one summed from the rows directly.
+-- Each _<name>_src(run) is the definition over the per-rollout and per-turn tables; _<name>(run) is what the
+-- analyses read (a reader points it at the store's derived table).
+
+-- _funnel_sums_src(run): rollouts per step, environment, task and funnel outcome (the stage flags of
+-- rollout_stages, scored-in-groups, the stage lost at and why, as funnel_losses.sql names it).
+CREATE OR REPLACE MACRO _funnel_sums_src(run) AS TABLE
+SELECT
+    step, environment, task_id AS task, completed, scored, nonzero_signal, fresh, usable,
+    scored AND group_scored >= 2 AS in_groups,
+    lost_at,
+    CASE
+        WHEN lost_reason = 'group too small' AND group_id IS NULL THEN 'no group_id'
+        WHEN lost_reason = 'group too small' THEN 'only scored attempt in its group'
+        ELSE lost_reason
+    END AS reason,
+    count(*) AS rollouts
+FROM rollout_stages(run)
+GROUP BY ALL;
+CREATE OR REPLACE MACRO _funnel_sums(run) AS TABLE SELECT * FROM _funnel_sums_src(run);
+
+-- _staleness_sums_src(run): rollouts per step, environment, staleness, trainer decision and the run's bound.
+CREATE OR REPLACE MACRO _staleness_sums_src(run) AS TABLE
+SELECT step, environment, staleness, decision, staleness_bound AS bound, count(*) AS samples
+FROM rollout_stages(run)
+GROUP BY ALL;
+CREATE OR REPLACE MACRO _staleness_sums(run) AS TABLE SELECT * FROM _staleness_sums_src(run);
+
+-- _rollout_sums_src(run): the per-rollout work (_rollout_work) summed per step, environment, whether the
+-- rollout is known (its rl.rollout span arrived) and usable: token_work.sql's sums, throughput.sql's window,
+-- tokens and tool time, disaggregation.sql's turns per rollout. FLOPs stay integers.
+CREATE OR REPLACE MACRO _rollout_sums_src(run) AS TABLE
+SELECT
+    step, environment, known, usable,
+    count(*) AS rollouts,
+    sum(coalesce(generated, 0)) AS generated,
+    sum(coalesce(reprefilled, 0)) AS reprefilled,
+    sum(coalesce(sample_tokens, final_context, 0)) AS trained,
+    sum(coalesce(teacher_tokens, 0)) AS teacher_scored,
+    sum(coalesce(generation_flops, 0) + coalesce(teacher_flops, 0) + coalesce(judge_flops, 0)) AS flops,
+    count(*) FILTER (turns > 0) AS rollouts_with_turns,
+    sum(turns) FILTER (turns > 0) AS turns,
+    sum(generated) FILTER (turns > 0) AS generated_with_turns,
+    min(first_turn_ns) AS first_turn_ns,
+    max(last_turn_ns) AS last_turn_ns,
+    sum(tool_ns) AS tool_ns
+FROM _rollout_work(run)
+GROUP BY ALL;
+CREATE OR REPLACE MACRO _rollout_sums(run) AS TABLE SELECT * FROM _rollout_sums_src(run);
+
+-- _rollout_tails_src(run): the per-rollout values throughput.sql takes exact percentiles of, one narrow row per
+-- value, stored in step order (a percentile needs every value; this and _turn_latency are the only per-rollout
+-- or per-turn rows an analysis reads): the decoded tokens of each known rollout with turns (duration_s NULL)
+-- and each rollout's seconds (generated NULL), each with its consuming step and environment.
+CREATE OR REPLACE MACRO _rollout_tails_src(run) AS TABLE
+SELECT * FROM (
+    SELECT step, environment, generated, NULL::DOUBLE AS duration_s
+    FROM _rollout_work(run)
+    WHERE known AND turns > 0
+    UNION ALL
+    SELECT c.step, r.environment, NULL, r.duration_s
+    FROM rollouts AS r
+    LEFT JOIN (SELECT rollout_id, step FROM rollout_steps(run)) AS c USING (rollout_id)
+    WHERE r.run_id = run
+);
+CREATE OR REPLACE MACRO _rollout_tails(run) AS TABLE SELECT * FROM _rollout_tails_src(run);
+
+-- _turn_latency_src(run): each turn's seconds (one narrow row per turn, stored in step order), for the median turn
+-- latency of disaggregation.sql, an exact percentile that needs every value.
+CREATE OR REPLACE MACRO _turn_latency_src(run) AS TABLE
+SELECT step, environment, duration_s
+FROM _turns_stepped(run);
+CREATE OR REPLACE MACRO _turn_latency(run) AS TABLE SELECT * FROM _turn_latency_src(run);
+
+-- _prefill_sums_src(run): the turns' tokens and times (as _turn_sums sums them) per step and environment
+-- (per_turn_index false) and per step, environment and turn index (per_turn_index true), with the largest
+-- model: prefill_decode.sql and disaggregation.sql.
+CREATE OR REPLACE MACRO _prefill_sums_src(run) AS TABLE
+SELECT
+    t.step, t.environment, CASE WHEN g.per_turn_index THEN t.turn_index END AS turn_index, g.per_turn_index,
+    count(*) AS turns,
+    sum(t.new_input_tokens) AS new_prefill_tokens,
+    sum(t.cached_input_tokens) AS cached_prefill_tokens,
+    sum(t.input_tokens) AS input_tokens,
+    sum(t.output_tokens) AS decode_tokens,
+    sum(greatest(0, coalesce(t.context_tokens, 0) - coalesce(t.cached_input_tokens, 0))) AS reprefill_waste_tokens,
+    sum(CAST(round(t.prefill_time_s * 1e9) AS BIGINT)) AS prefill_ns,
+    sum(CAST(round(t.decode_time_s * 1e9) AS BIGINT)) AS decode_ns,
+    max(t.model_parameters) AS model_parameters
+FROM _turns_stepped(run) AS t CROSS JOIN (VALUES (false), (true)) AS g(per_turn_index)
+GROUP BY ALL;
+CREATE OR REPLACE MACRO _prefill_sums(run) AS TABLE SELECT * FROM _prefill_sums_src(run);
+
+-- _spec_sums_src(run): the turns that drafted, summed per step, environment, speculative budget k and one more
+-- key (grouped_by: 'none', 'policy_version', 'drafter_version', 'versions_since_refresh', 'length_bucket'; and
+-- 'drift': drafter and policy version together): spec_decode.sql and spec_drift.sql.
+CREATE OR REPLACE MACRO _spec_sums_src(run) AS TABLE
+SELECT
+    CASE
+        WHEN GROUPING(policy_version, drafter_version, versions_since_refresh, length_bucket) = 15 THEN 'none'
+        WHEN GROUPING(policy_version, drafter_version) = 0 THEN 'drift'
+        WHEN GROUPING(policy_version) = 0 THEN 'policy_version'
+        WHEN GROUPING(drafter_version) = 0 THEN 'drafter_version'
+        WHEN GROUPING(versions_since_refresh) = 0 THEN 'versions_since_refresh'
+        ELSE 'length_bucket'
+    END AS grouped_by,
+    step, environment, spec_k, policy_version, drafter_version, versions_since_refresh, length_bucket,
+    sum(spec_turns) AS spec_turns,
+    sum(drafted) AS drafted,
+    sum(accepted) AS accepted,
+    sum(verify_steps) AS verify_steps
+FROM (
+    SELECT *, policy_version - drafter_policy_version AS versions_since_refresh
+    FROM _turn_sums(run)
+    WHERE spec_turns > 0
+)
+GROUP BY GROUPING SETS (
+    (step, environment, spec_k),
+    (step, environment, spec_k, policy_version),
+    (step, environment, spec_k, drafter_version),
+    (step, environment, spec_k, versions_since_refresh),
+    (step, environment, spec_k, length_bucket),
+    (step, environment, spec_k, drafter_version, policy_version)
+);
+CREATE OR REPLACE MACRO _spec_sums(run) AS TABLE SELECT * FROM _spec_sums_src(run);
+
+-- _lint_sums_src(run): turns whose log-probabilities came from the drafter, per step, policy version and
+-- environment (logprob_lint.sql's groups), with their rollouts and first and last times.
+CREATE OR REPLACE MACRO _lint_sums_src(run) AS TABLE
+SELECT
+    step, policy_version, environment,
+    count(*) AS turns,
+    count(DISTINCT rollout_id) AS rollouts,
+    min(start_time) AS first_seen,
+    max(end_time) AS last_seen
+FROM _turns_stepped(run)
+WHERE logprobs_source = 'drafter'
+GROUP BY ALL;
+CREATE OR REPLACE MACRO _lint_sums(run) AS TABLE SELECT * FROM _lint_sums_src(run);
+
+-- _generation_sums_src(run): consumed rollouts with turns per step and environment, their decoded tokens and
+-- how many were clipped at the length limit (generations_by_step.sql).
+CREATE OR REPLACE MACRO _generation_sums_src(run) AS TABLE
+WITH per_rollout AS (
+    SELECT
+        rollout_id,
+        sum(output_tokens) AS output_tokens,
+        arg_max(
+            coalesce(json_contains(attributes -> '$."gen_ai.response.finish_reasons"', '"length"'), false),
+            coalesce(turn_index, 0)
+        ) AS clipped
+    FROM turns
+    WHERE run_id = run AND rollout_id IS NOT NULL
+    GROUP BY rollout_id
+)
+SELECT
+    c.step, c.environment,
+    count(*) AS rollouts,
+    count(p.output_tokens) AS rollouts_with_tokens,
+    sum(p.output_tokens) AS output_tokens,
+    count(*) FILTER (p.clipped) AS clipped
+FROM rollout_steps(run) AS c
+JOIN per_rollout AS p USING (rollout_id)
+WHERE c.step IS NOT NULL
+GROUP BY ALL;
+CREATE OR REPLACE MACRO _generation_sums(run) AS TABLE SELECT * FROM _generation_sums_src(run);
+
+-- _reward_sums_src(run): rl.reward scores per consuming step, environment and reward function
+-- (rewards_by_step.sql): how many, and their sum.
+CREATE OR REPLACE MACRO _reward_sums_src(run) AS TABLE
+SELECT r.step, r.environment, w.reward_name, count(w.reward) AS scored, sum(w.reward) AS reward_sum
+FROM rollout_steps(run) AS r
+JOIN rewards AS w ON w.run_id = run AND w.rollout_id = r.rollout_id
+WHERE r.step IS NOT NULL
+GROUP BY ALL;
+CREATE OR REPLACE MACRO _reward_sums(run) AS TABLE SELECT * FROM _reward_sums_src(run);
+
+-- _run_percentiles_src(run): the exact percentiles of the whole run (all_environments) and of each environment,
+-- taken once per catch-up over every value of _rollout_tails and _turn_latency: what throughput.sql and
+-- disaggregation.sql read when no step range is chosen (scope "run": every step's values go into them). A step
+-- range takes them from the narrow per-value tables instead.
+CREATE OR REPLACE MACRO _run_percentiles_src(run) AS TABLE
+WITH tails AS (
+    SELECT
+        GROUPING(environment) = 1 AS all_environments, environment,
+        quantile_cont(generated, [0.5, 0.9, 0.99]) AS tokens,
+        quantile_cont(duration_s, [0.5, 0.9, 0.99]) AS seconds,
+        sum(duration_s) AS total_s
+    FROM _rollout_tails(run)
+    GROUP BY GROUPING SETS ((), (environment))
+),
+latency AS (
+    SELECT
+        GROUPING(environment) = 1 AS all_environments, environment,
+        median(duration_s) AS turn_latency_p50_s
+    FROM _turn_latency(run)
+    GROUP BY GROUPING SETS ((), (environment))
+)
+SELECT
+    coalesce(t.all_environments, l.all_environments) AS all_environments,
+    coalesce(t.environment, l.environment) AS environment,
+    t.tokens, t.seconds, t.total_s, l.turn_latency_p50_s
+FROM tails AS t
+FULL JOIN latency AS l
+    ON l.all_environments = t.all_environments AND l.environment IS NOT DISTINCT FROM t.environment;
+CREATE OR REPLACE MACRO _run_percentiles(run) AS TABLE SELECT * FROM _run_percentiles_src(run);

@@ -1,0 +1,97 @@
+"""Every analysis, the report and the checks read per-step aggregates, never a table that grows with the run.
+
+A run of any length keeps a few rows per step in the derived per-step tables (store/derived.py, scope "step");
+the per-rollout and per-turn tables stay on disk for drill-downs and for deriving the aggregates. Emptying
+those big tables under a reader must change no figure: what the analyses computed came from the small ones.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from rollscope.queries import analyses
+from rollscope.queries.checks import run_checks
+from rollscope.queries.reader import Reader, _empty_dir
+from rollscope.queries.report import report
+from rollscope.store import derived
+from tests.conftest import ROOT
+
+RUN = "sample"
+
+# The tables that grow with the run's rollouts or turns (not with its steps). `work` stays: compute_terms reads
+# its pending rows (work no step has consumed yet, step IS NULL), which the step-ordered file skips to.
+BIG = ("rollouts", "turns", "rollout_steps", "rollout_stages", "rollout_work", "turn_sums", "step_islands")
+
+
+def everything(con) -> dict:
+    """Every figure a user reads: the report, the checks, the trends, and every analysis by every key."""
+    out = {
+        "report": report(con, RUN),
+        "checks": [c.line() for c in run_checks(con, RUN)],
+        "generations": analyses.generations_by_step(con, RUN),
+        "rewards": analyses.rewards_by_step(con, RUN),
+        "funnel by task": analyses.funnel(con, RUN, by="task"),
+        "funnel by environment": analyses.funnel(con, RUN, by="environment"),
+        "staleness by step": analyses.staleness_by_step(con, RUN),
+        "throughput, one environment": analyses.throughput(con, RUN, environment="swe"),
+        "disaggregation, steps 10-40": analyses.disaggregation(con, RUN, steps=(10, 40)),
+    }
+    for metric in analyses.TRENDS:
+        out[f"trend {metric}"] = analyses.trend(con, RUN, metric, rolling=5)
+    for by in ("environment", "turn_index", "step"):
+        out[f"prefill_decode by {by}"] = analyses.prefill_decode(con, RUN, by=by)
+    for by in (
+        "policy_version",
+        "drafter_version",
+        "versions_since_refresh",
+        "environment",
+        "length_bucket",
+        "step",
+    ):
+        out[f"spec_decode by {by}"] = analyses.spec_decode(con, RUN, by=by)
+    return out
+
+
+def assert_same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        if isinstance(a[key], pd.DataFrame):
+            pd.testing.assert_frame_equal(a[key], b[key], obj=key)
+        else:
+            assert a[key] == b[key], key
+
+
+@pytest.fixture
+def reader():
+    return Reader(ROOT / "sample_data", run_id=RUN)
+
+
+def test_no_figure_reads_a_table_that_grows_with_the_run(reader):
+    before = everything(reader.con)
+    assert len(before["report"]["funnel"]) and before["report"]["funnel"]["dispatched"] > 0
+    for name in BIG:
+        empty = str(_empty_dir() / f"{name}.parquet").replace("'", "''")
+        reader.con.execute(f"CREATE OR REPLACE VIEW _{name}_mat AS SELECT * FROM read_parquet('{empty}')")
+    assert reader.con.execute("SELECT count(*) FROM _turns_stepped($run)", {"run": RUN}).fetchall() == [(0,)]
+    assert_same(everything(reader.con), before)
+
+
+def test_per_step_tables_have_a_few_rows_per_step(reader):
+    """What the analyses read is far smaller than the rollouts and turns it sums: in the sample run 64 rollouts
+    and about 340 turns per step; the largest per-step table (prefill sums by step, environment and turn index)
+    about 42 rows per step."""
+    state = reader.derived_state(RUN)
+    files = state.files()
+    count = lambda name: reader.con.execute(f"SELECT count(*) FROM '{files[name]}'").fetchall()[0][0]  # noqa: E731
+    steps = reader.con.execute(
+        "SELECT count(DISTINCT step) FROM rollout_steps($run)", {"run": RUN}
+    ).fetchall()[0][0]
+    rollouts, turns = count("rollouts"), count("turns")
+    for table in derived.TABLES:
+        if table.scope != "step" or table.name in ("rollout_tails", "turn_latency"):
+            continue
+        assert count(table.name) <= 48 * steps, table.name
+    assert rollouts > 60 * steps and turns > 300 * steps
+    # The two kept for exact percentiles: one narrow row per value.
+    assert count("rollout_tails") <= 2 * rollouts and count("turn_latency") == turns
