@@ -1,8 +1,8 @@
 -- Advisor lever "infrastructure" (docs/advisor.md): infra errors and aborts removed, the completion rate c → 1.
 -- Every member of a group then completes and is scored at the scoring rate s; a group with more scored
--- members more often has rewards that vary: with n(m) the nonzero-signal rate of groups of m scored members,
--- fitted to the run (macros/07_advice.sql),
---   usable_after = usable × Σ_groups m'_g · n(m'_g) / Σ_groups scored_g · n(scored_g),  m'_g = round(dispatched_g × s)
+-- members more often has rewards that vary: with n(m) the nonzero-signal rate of a group of m scored members
+-- in its environment, fitted to the run (a beta-binomial, macros/07_advice.sql),
+--   usable_after = Σ_groups m'_g · n(m'_g) × f,  m'_g = round(dispatched_g × s), f the freshness rate
 -- Completed, each would do the work of a completed rollout of its environment instead of the part it did:
 --   Δwork_rollout = Σ_env (s/token)_env × (failed_env × mean decoded tokens of a completed rollout − decoded
 --                   tokens of the failed ones)
@@ -36,12 +36,12 @@ sums AS (
 ),
 after AS (
     SELECT
-        any_value(b.usable) * sum(g.m_after * _advice_signal(g.m_after, f.a, f.b))
-            / nullif(sum(g.scored * _advice_signal(g.scored, f.a, f.b)), 0) AS usable_after
+        sum(g.m_after * _advice_signal(g.m_after, f.a, f.b)) * any_value(b.freshness_rate) AS usable_after
     FROM (
         SELECT g.*, round(g.dispatched * b.scoring_rate) AS m_after
         FROM _advice_groups($run_id, $step_lo, $step_hi) AS g, b
-    ) AS g, _advice_signal_fit($run_id, $step_lo, $step_hi) AS f, b
+    ) AS g
+    JOIN _advice_signal_fit($run_id, $step_lo, $step_hi) AS f USING (environment), b
 ),
 deltas AS (
     SELECT

@@ -1,8 +1,8 @@
 -- Advisor lever "scoring" (docs/advisor.md): judge timeouts and verifier errors fixed, the scoring rate s → 1.
 -- Every completed member of a group then has a reward, and a group with more scored members more often has
--- rewards that vary: with n(m) the nonzero-signal rate of groups of m scored members, fitted to the run
--- (macros/07_advice.sql),
---   usable_after = usable × Σ_groups completed_g · n(completed_g) / Σ_groups scored_g · n(scored_g)
+-- rewards that vary: with n(m) the nonzero-signal rate of a group of m scored members in its environment,
+-- fitted to the run (a beta-binomial, macros/07_advice.sql),
+--   usable_after = Σ_groups completed_g · n(completed_g) × f,  f the freshness rate
 -- A timed-out judge call held its judge for its whole timeout; fixed, it takes as long as a judge call that
 -- returned:  Δwork_judge = failed_judges × (mean seconds of a judge call that returned) − Σ seconds of the
 -- failed ones. The trainer's work grows with the samples (macros/07_advice.sql).
@@ -16,9 +16,9 @@ kept AS (
 ),
 after AS (
     SELECT
-        any_value(b.usable) * sum(g.completed * _advice_signal(g.completed, f.a, f.b))
-            / nullif(sum(g.scored * _advice_signal(g.scored, f.a, f.b)), 0) AS usable_after
-    FROM _advice_groups($run_id, $step_lo, $step_hi) AS g, _advice_signal_fit($run_id, $step_lo, $step_hi) AS f, b
+        sum(g.completed * _advice_signal(g.completed, f.a, f.b)) * any_value(b.freshness_rate) AS usable_after
+    FROM _advice_groups($run_id, $step_lo, $step_hi) AS g
+    JOIN _advice_signal_fit($run_id, $step_lo, $step_hi) AS f USING (environment), b
 ),
 judging AS (
     SELECT

@@ -112,35 +112,51 @@ SELECT
     (usable_after / nullif(device_seconds_after, 0)) / nullif(usable / nullif(device_seconds, 0), 0) - 1 AS gain
 FROM a;
 
--- _advice_groups(run, step_lo, step_hi): per group of consumed rollouts, its dispatched, completed and scored
--- members and its nonzero-signal ones. A group with more scored members is more likely to have rewards that
--- vary, so the levers that add scored members read the nonzero-signal rate as a function of them:
+-- _advice_groups(run, step_lo, step_hi): per group of consumed rollouts, its environment, its dispatched,
+-- completed and scored members, the scored ones that succeeded (reward ≥ 0.5, rewards in [0, 1]) and the
+-- nonzero-signal ones.
 CREATE OR REPLACE MACRO _advice_groups(run, step_lo, step_hi) AS TABLE
 SELECT
     group_id,
+    any_value(environment) AS environment,
     count(*) AS dispatched,
     count(*) FILTER (completed) AS completed,
     count(*) FILTER (scored) AS scored,
+    count(*) FILTER (scored AND reward >= 0.5) AS successes,
     count(*) FILTER (nonzero_signal) AS signal
 FROM rollout_stages(run)
 WHERE group_id IS NOT NULL AND step IS NOT NULL
   AND (step_lo IS NULL OR step >= step_lo) AND (step_hi IS NULL OR step <= step_hi)
 GROUP BY group_id;
--- _advice_signal_fit(run, step_lo, step_hi): the share of all-equal groups falls about geometrically with their
--- scored members m (p^m + (1 − p)^m for one task), so n(m) = 1 − exp(a + b·m), a and b a least-squares fit of
--- ln(1 − n) on m over the groups of m ≥ 2 scored members (each m weighted by its groups); a lever reads only
--- its shape (a ratio), not its level.
+-- _advice_signal_fit(run, step_lo, step_hi): a group's rewards vary unless all its m scored attempts succeed or
+-- all fail. With a task's success probability p ~ Beta(a, b) over an environment's tasks (a beta-binomial,
+-- fitted by moments to the groups' successes: mean μ = Σk / Σm, intra-group correlation
+-- ρ = (Σ(k − mμ)² − μ(1 − μ)Σm) / (μ(1 − μ)Σm(m − 1)), a + b = 1/ρ − 1), the nonzero-signal rate of a group of
+-- m scored attempts is n(m) = 1 − E[p^m] − E[(1 − p)^m] (_advice_signal). More scored attempts per group mean
+-- more groups with signal: the scoring and infrastructure levers read it.
 CREATE OR REPLACE MACRO _advice_signal_fit(run, step_lo, step_hi) AS TABLE
-WITH curve AS (
-    SELECT scored AS m, count(*) AS w, ln(greatest(1 - sum(signal) / sum(scored), 1e-3)) AS y
+WITH g AS (
+    SELECT environment, scored AS m, successes AS k
     FROM _advice_groups(run, step_lo, step_hi)
     WHERE scored >= 2
-    GROUP BY scored
 ),
-means AS (SELECT sum(w * m) / sum(w) AS mx, sum(w * y) / sum(w) AS my FROM curve),
-slope AS (
-    SELECT coalesce(sum(w * (m - mx) * (y - my)) / nullif(sum(w * (m - mx) * (m - mx)), 0), 0) AS b
-    FROM curve, means
+mu AS (
+    SELECT environment, least(greatest(sum(k) / sum(m), 1e-3), 1 - 1e-3) AS mu FROM g GROUP BY environment
+),
+rho AS (
+    SELECT
+        environment, any_value(mu) AS mu,
+        least(greatest(
+            (sum((k - m * mu) * (k - m * mu)) - any_value(mu * (1 - mu)) * sum(m))
+                / nullif(any_value(mu * (1 - mu)) * sum(m * (m - 1)), 0),
+            1e-3), 0.999) AS rho
+    FROM g JOIN mu USING (environment)
+    GROUP BY environment
 )
-SELECT my - b * mx AS a, b FROM means, slope;
-CREATE OR REPLACE MACRO _advice_signal(m, a, b) AS CASE WHEN m >= 2 THEN 1 - exp(a + b * m) ELSE 0 END;
+SELECT environment, mu * (1 / rho - 1) AS a, (1 - mu) * (1 / rho - 1) AS b FROM rho;
+CREATE OR REPLACE MACRO _advice_signal(m, a, b) AS
+    CASE
+        WHEN m < 2 THEN 0.0
+        ELSE 1 - exp(lgamma(a + m) - lgamma(a) + lgamma(a + b) - lgamma(a + b + m))
+               - exp(lgamma(b + m) - lgamma(b) + lgamma(a + b) - lgamma(a + b + m))
+    END;
