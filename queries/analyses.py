@@ -450,7 +450,11 @@ ADVICE_LEVERS = {
     "drafter_refresh": ("Drafter refresh", "spec_decode", "refresh the drafter so acceptance stays fresh"),
     "spec_budget": ("Speculative budget by length", "spec_decode", "draft more tokens on long generations"),
     "prefix_reuse": ("Prefix reuse", "prefill_decode", "exact prefix continuity across turns"),
-    "disaggregation": ("Prefill-decode disaggregation", "prefill_decode", "separate prefill and decode pools"),
+    "disaggregation": (
+        "Prefill-decode disaggregation",
+        "prefill_decode",
+        "separate prefill and decode pools",
+    ),
     "tool_waits": ("Tool waits", "staleness", "more concurrent rollouts per device to hide tool waits"),
 }
 ADVICE_DEFAULTS = {

@@ -90,8 +90,8 @@ class Levers:
 
     fix_scoring: bool = False  # no judge timeouts or verifier errors
     fix_infra: bool = False  # no infra errors or aborts
-    drafter_refresh_every: int = 0  # also refresh the drafter every N policy versions (0: only drafter_refreshes)
-    prefix_continuity: bool = False  # later turns find their whole history in the cache (token-level rendering)
+    drafter_refresh_every: int = 0  # also refresh the drafter every N policy versions (0: never)
+    prefix_continuity: bool = False  # later turns find their whole history in the cache
     spec_long_tokens: int = 8192  # rollouts decoding at least this many tokens ...
     spec_long_extra_k: int = 0  # ... draft this many more tokens per verify step
 

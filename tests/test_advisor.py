@@ -79,7 +79,10 @@ def test_a_lever_that_does_not_apply_says_why_instead_of_guessing():
     # one single-turn environment without tools or a judge
     assert not ranking.loc["prefix_reuse", "applies"]
     assert ranking.loc["prefix_reuse", "why_not"].startswith("single-turn")
-    assert not ranking.loc["tool_waits", "applies"] and ranking.loc["tool_waits", "why_not"] == "no tool or sandbox calls"
+    assert (
+        not ranking.loc["tool_waits", "applies"]
+        and ranking.loc["tool_waits", "why_not"] == "no tool or sandbox calls"
+    )
     assert not ranking.loc["disaggregation", "applies"]
     assert ranking.loc[~ranking["applies"], "gain"].isna().all()
     assert list(ranking["rank"]) == list(range(1, len(ranking) + 1))

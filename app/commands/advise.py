@@ -100,8 +100,12 @@ def advise(con, run_id: str, steps=None, what_if: dict | None = None) -> dict:
         "baseline": {
             "usable": base.get("usable"),
             "device_seconds": base.get("device_seconds"),
-            "usable_per_device_s": (base["usable"] / base["device_seconds"]) if base.get("device_seconds") else None,
-            "rates": {k: base.get(f"{k}_rate") for k in ("completion", "scoring", "nonzero_signal", "freshness")},
+            "usable_per_device_s": (base["usable"] / base["device_seconds"])
+            if base.get("device_seconds")
+            else None,
+            "rates": {
+                k: base.get(f"{k}_rate") for k in ("completion", "scoring", "nonzero_signal", "freshness")
+            },
         },
         "levers": levers,
     }
