@@ -8,14 +8,8 @@ import sys
 
 from rollscope.app import formats as fmt
 from rollscope.app.commands._common import add_store, store_of
+from rollscope.app.pages import TITLES
 
-# Where each lever's evidence is shown (the dashboard page titles of app/dashboard.py).
-PAGE_TITLES = {
-    "funnel": "Funnel",
-    "staleness": "Staleness & throughput",
-    "spec_decode": "Speculative decoding",
-    "prefill_decode": "Prefill / decode",
-}
 LEVER_KEYS = (
     "rank", "lever", "title", "action", "applies", "why_not", "metric", "before", "after", "usable", "usable_after",
     "device_seconds", "device_seconds_after", "usable_per_device_s", "usable_per_device_s_after", "gain",
@@ -128,7 +122,7 @@ def render(a: dict) -> str:
             f"    {x['evidence']}",
             f"    what-if: usable {fmt.count(x['usable'])} → {fmt.count(x['usable_after'])}, device-seconds "
             f"{fmt.count(x['device_seconds'])} → {fmt.count(x['device_seconds_after'])}; "
-            f"evidence on the {PAGE_TITLES[x['page']]} page",
+            f"evidence on the {TITLES[x['page']]} page",
         ]
     rest = [x for x in a["levers"] if not x["applies"]]
     if rest:

@@ -3,15 +3,9 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.app.pages import TITLES
+from rollscope.queries import analyses
 from rollscope.queries.analyses import ADVICE_DEFAULTS
-
-# The page each lever's evidence is on (url paths of app/dashboard.py's pages).
-PAGES = {
-    "funnel": "Funnel",
-    "staleness": "Staleness & throughput",
-    "spec_decode": "Speculative decoding",
-    "prefill_decode": "Prefill / decode",
-}
 
 
 def what_if() -> dict:
@@ -38,7 +32,8 @@ def what_if() -> dict:
 
 
 def ranking(filters: data.Filters, settings: dict) -> None:
-    frame = data.analysis("advise", filters, **settings)
+    # every environment together: a lever's gain is over the run's whole fleet (the environment filter is not used)
+    frame = data.call(filters.store, analyses.advise, filters.run_id, steps=filters.steps, **settings)
     if frame.empty or not frame["usable"].fillna(0).sum():
         raise data.NothingToShow("No usable rollouts consumed in this selection yet.")
     applies = frame[frame["applies"]].copy()
@@ -75,7 +70,7 @@ def lever(filters: data.Filters, row: dict) -> None:
         )
     else:
         st.caption(f"Why not: {row['why_not']}.")
-    st.markdown(f"Evidence: [{PAGES[row['page']]}](./{row['page']}?run={filters.run_id})")
+    st.markdown(f"Evidence: [{TITLES[row['page']]}](./{row['page']}?run={filters.run_id})")
 
 
 filters = data.page(
