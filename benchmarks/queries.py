@@ -7,7 +7,7 @@ against the raw native table ``_spans`` computing the same figure the shortest w
 shared, so each side is timed best-of-``--repeats`` with the two alternating, and the figure that matters
 is the ratio. Targets: ≤ 1 s per analysis and ≤ 3× its baseline.
 
-Usage: python benchmarks/queries.py [--store DIR] [--run ID] [--spans N] [--fast] [--repeats R] [--keep]
+Usage: python benchmarks/queries.py [--store DIR] [--run ID] [--spans N] [--fast] [--only NAME ...] [--repeats R] [--keep]
 """
 
 from __future__ import annotations
@@ -84,11 +84,11 @@ BASELINES = {
         WITH r AS ({_ROLLOUTS}), s AS ({_SAMPLES}), t AS ({_TURNS}),
         g AS (SELECT group_id, count(reward) AS n, min(reward) <> max(reward) AS vary FROM r GROUP BY group_id)
         SELECT
-            (SELECT list([count(*), count(*) FILTER (r.rollout_status = 'ok'), count(*) FILTER (g.vary AND g.n >= 2),
-                          count(*) FILTER (s.sample_decision = 'used')])
+            (SELECT [count(*), count(*) FILTER (r.rollout_status = 'ok'), count(*) FILTER (g.vary AND g.n >= 2),
+                     count(*) FILTER (s.sample_decision = 'used')]
              FROM r LEFT JOIN s USING (rollout_id) LEFT JOIN g USING (group_id)),
-            (SELECT list([sum(input_tokens - cached_input_tokens), sum(greatest(0, context_tokens - cached_input_tokens)),
-                          sum(prefill_time_s), sum(decode_time_s), sum(spec_verify_steps), sum(output_tokens)])
+            (SELECT [sum(input_tokens - cached_input_tokens), sum(greatest(0, context_tokens - cached_input_tokens)),
+                     sum(prefill_time_s), sum(decode_time_s), sum(spec_verify_steps), sum(output_tokens)]
              FROM t),
             (SELECT sum(end_ns - start_ns) FROM _spans WHERE run_id = $run AND name = 'rl.judge'),
             (SELECT regr_slope((end_ns - start_ns) / 1e9 - train_wait_s, train_tokens) FROM _spans
@@ -143,9 +143,11 @@ def best_of(fn, repeats: int) -> float:
     return best
 
 
-def measure(con, run_id: str, repeats: int) -> list[tuple[str, float, float]]:
+def measure(con, run_id: str, repeats: int, only=None) -> list[tuple[str, float, float]]:
     rows = []
     for name, analysis in ANALYSES.items():
+        if only and name not in only:
+            continue
         analysis(con, run_id)  # warm: macros created, caches filled
         mine = best_of(lambda a=analysis: a(con, run_id), repeats)
         base = best_of(lambda q=BASELINES[name]: con.execute(q, {"run": run_id}).fetchall(), repeats)
@@ -159,6 +161,7 @@ def main() -> int:
     parser.add_argument("--run", default="bench", help="run id in the store (default: bench)")
     parser.add_argument("--spans", type=int, default=10_000_000, help="spans to simulate (default: 10M)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", nargs="*", choices=ANALYSES, help="only these analyses (default all)")
     parser.add_argument(
         "--fast", action="store_true", help="simulate with the fast mode (rollscope simulate --fast)"
     )
@@ -171,14 +174,14 @@ def main() -> int:
     try:
         if args.run not in run_ids(store):
             simulate(store, args.run, args.spans, args.fast)
-        run(store, args.run, args.repeats)
+        run(store, args.run, args.repeats, args.only)
     finally:
         if made and not args.keep:
             shutil.rmtree(store, ignore_errors=True)
     return 0
 
 
-def run(store: Path, run_id: str, repeats: int) -> None:
+def run(store: Path, run_id: str, repeats: int, only=None) -> None:
     started = time.perf_counter()
     con = Reader(store, materialize=True).con
     # The baselines' native table: the run's raw spans copied into DuckDB once (the reader itself reads Parquet).
@@ -186,10 +189,11 @@ def run(store: Path, run_id: str, repeats: int) -> None:
     spans = con.execute("SELECT count(*) FROM _spans WHERE run_id = ?", [run_id]).fetchone()[0]
     print(f"store {store}: run {run_id}, {spans:,} spans, loaded in {time.perf_counter() - started:.1f} s")
     print(f"{'analysis':<16} {'seconds':>8} {'baseline':>9} {'ratio':>6}  targets (≤ 1 s, ≤ 3×)")
-    for name, mine, base in measure(con, run_id, repeats):
+    for name, mine, base in measure(con, run_id, repeats, only):
         verdict = "ok" if mine <= 1.0 and mine <= 3 * base else "MISSED"
         print(f"{name:<16} {mine:8.3f} {base:9.3f} {mine / base:5.1f}×  {verdict}")
-    print(f"{'report (all)':<16} {best_of(lambda: report(con, run_id), 1):8.3f}")
+    if not only:
+        print(f"{'report (all)':<16} {best_of(lambda: report(con, run_id), 1):8.3f}")
     advise_cli(store, run_id, repeats)
 
 

@@ -26,8 +26,9 @@ LEVERS = {
     "spec_budget": ("advisor-spec-budget", {"levers": {"spec_long_extra_k": 2}}),
     "prefix_reuse": ("advisor-prefix", {"levers": {"prefix_continuity": True}}),
 }
-SMALL = {"steps": 12}  # the presets' 24 steps, halved to keep the default suite fast
-FAST = ("task_selection", "drafter_refresh", "prefix_reuse")  # the rest are marked slow
+SMALL = {"steps": 12}  # the presets' 24 steps, halved
+FAST = ("task_selection",)  # in the default suite, on a smaller run still; the rest are marked slow
+SMALLER = {"steps": 8}
 TOLERANCE = 0.25
 
 
@@ -41,15 +42,16 @@ def _root() -> Path:
 
 
 @cache
-def store_with(lever: str, applied: bool) -> Path:
+def store_with(lever: str, applied: bool, size: tuple = ()) -> Path:
     """The lever's preset simulated as run ``before`` (and, when ``applied``, as run ``after`` with the lever
-    pulled) in one store of its own."""
+    pulled) in one store of its own; ``size`` overrides the run's size (default: SMALLER for FAST levers)."""
     preset, pulled = LEVERS[lever]
-    store = _root() / lever
+    knobs = dict(size) or (SMALLER if lever in FAST else SMALL)
+    store = _root() / f"{lever}-{'-'.join(f'{k}{v}' for k, v in sorted(knobs.items()))}"
     if not (store / "spans" / "run_id=before").exists():
-        simulate(store, "before", config.resolve(preset, [SMALL]), preset=preset, workers=1, fast=True)
+        simulate(store, "before", config.resolve(preset, [knobs]), preset=preset, workers=1, fast=True)
     if applied and not (store / "spans" / "run_id=after").exists():
-        simulate(store, "after", config.resolve(preset, [SMALL, pulled]), preset=preset, workers=1, fast=True)
+        simulate(store, "after", config.resolve(preset, [knobs, pulled]), preset=preset, workers=1, fast=True)
     return store
 
 
@@ -75,7 +77,8 @@ def test_the_injected_bottleneck_is_ranked_first(lever):
 
 
 def test_a_lever_that_does_not_apply_says_why_instead_of_guessing():
-    ranking = analyses.advise(connect(store_with("spec_budget", applied=False)), "before").set_index("lever")
+    tiny = (("groups_per_step", 4), ("steps", 4))
+    ranking = analyses.advise(connect(store_with("spec_budget", False, tiny)), "before").set_index("lever")
     # one single-turn environment without tools or a judge
     assert not ranking.loc["prefix_reuse", "applies"]
     assert ranking.loc["prefix_reuse", "why_not"].startswith("single-turn")

@@ -19,7 +19,7 @@ rows AS (
       AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
     GROUP BY ALL
 ),
-grid AS (SELECT i / 1000.0 AS alpha FROM range(1, 1000) AS t(i)),
+grid AS (SELECT i / 400.0 AS alpha FROM range(1, 400) AS t(i)),  -- α to ±0.00125
 fitted AS (
     SELECT
         r.*,

@@ -39,7 +39,16 @@ work AS (
     GROUP BY term
 ),
 terms AS (
-    SELECT t.term, coalesce(b.device_s, 0) AS device_s, coalesce(w.work_s, 0) AS work_s
+    SELECT
+        sum(coalesce(b.device_s, 0)) AS device_seconds,
+        sum(b.device_s) FILTER (t.term = 'rollout') AS rollout_device_s,
+        sum(b.device_s) FILTER (t.term = 'train') AS train_device_s,
+        sum(b.device_s) FILTER (t.term = 'judge') AS judge_device_s,
+        sum(b.device_s) FILTER (t.term = 'teacher') AS teacher_device_s,
+        sum(w.work_s) FILTER (t.term = 'rollout') AS rollout_work_s,
+        sum(w.work_s) FILTER (t.term = 'train') AS train_work_s,
+        sum(w.work_s) FILTER (t.term = 'judge') AS judge_work_s,
+        sum(w.work_s) FILTER (t.term = 'teacher') AS teacher_work_s
     FROM (VALUES ('rollout'), ('train'), ('judge'), ('teacher')) AS t(term)
     LEFT JOIN busy AS b USING (term)
     LEFT JOIN work AS w USING (term)
@@ -61,18 +70,18 @@ SELECT
     s.scored / nullif(s.completed, 0) AS scoring_rate,
     s.nonzero_signal / nullif(s.scored, 0) AS nonzero_signal_rate,
     s.usable / nullif(s.nonzero_signal, 0) AS freshness_rate,
-    (SELECT sum(device_s) FROM terms) AS device_seconds,
-    (SELECT device_s FROM terms WHERE term = 'rollout') AS rollout_device_s,
-    (SELECT device_s FROM terms WHERE term = 'train') AS train_device_s,
-    (SELECT device_s FROM terms WHERE term = 'judge') AS judge_device_s,
-    (SELECT device_s FROM terms WHERE term = 'teacher') AS teacher_device_s,
-    (SELECT work_s FROM terms WHERE term = 'rollout') AS rollout_work_s,
-    (SELECT work_s FROM terms WHERE term = 'train') AS train_work_s,
-    (SELECT work_s FROM terms WHERE term = 'judge') AS judge_work_s,
-    (SELECT work_s FROM terms WHERE term = 'teacher') AS teacher_work_s,
+    coalesce(x.device_seconds, 0) AS device_seconds,
+    coalesce(x.rollout_device_s, 0) AS rollout_device_s,
+    coalesce(x.train_device_s, 0) AS train_device_s,
+    coalesce(x.judge_device_s, 0) AS judge_device_s,
+    coalesce(x.teacher_device_s, 0) AS teacher_device_s,
+    coalesce(x.rollout_work_s, 0) AS rollout_work_s,
+    coalesce(x.train_work_s, 0) AS train_work_s,
+    coalesce(x.judge_work_s, 0) AS judge_work_s,
+    coalesce(x.teacher_work_s, 0) AS teacher_work_s,
     t.train_tokens / nullif(s.usable, 0) AS tokens_per_usable,
     greatest(coalesce(t.train_s_per_token, 0), 0) AS train_s_per_token
-FROM stages AS s, train AS t;
+FROM stages AS s, terms AS x, train AS t;
 
 -- _advice_row(run, step_lo, step_hi, usable_after, d_rollout_s, d_judge_s, d_teacher_s): what a lever buys, from
 -- the usable rollouts it would give and the work-seconds it adds (+) or saves (−) per term.
