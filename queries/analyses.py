@@ -436,3 +436,145 @@ def trend(
     if rolling:
         series["rolling_mean"] = series[metric].astype(float).rolling(rolling, min_periods=1).mean()
     return series
+
+
+# --- the advisor ------------------------------------------------------------------------------------------
+
+# Each lever: its SQL (analyses/advice_<lever>.sql), a title, the dashboard page with its evidence, and what
+# pulling it means. Parameters of the what-ifs, with their defaults (docs/advisor.md).
+ADVICE_LEVERS = {
+    "task_selection": ("Task selection", "funnel", "drop or down-weight tasks saturated in recent groups"),
+    "scoring": ("Scoring", "funnel", "fix judge timeouts and verifier errors"),
+    "infra": ("Infrastructure", "funnel", "remove infra errors and aborts"),
+    "staleness": ("Staleness bound", "staleness", "loosen the staleness bound by one version"),
+    "drafter_refresh": ("Drafter refresh", "spec_decode", "refresh the drafter so acceptance stays fresh"),
+    "spec_budget": ("Speculative budget by length", "spec_decode", "draft more tokens on long generations"),
+    "prefix_reuse": ("Prefix reuse", "prefill_decode", "exact prefix continuity across turns"),
+    "disaggregation": (
+        "Prefill-decode disaggregation",
+        "prefill_decode",
+        "separate prefill and decode pools",
+    ),
+    "tool_waits": ("Tool waits", "staleness", "more concurrent rollouts per device to hide tool waits"),
+}
+ADVICE_DEFAULTS = {
+    "target_nonzero_signal": 0.80,
+    "fresh_versions": 2,
+    "long_tokens": 8192,
+    "extra_k": 2,
+    "verify_cost": 0.05,
+    "stall_share": 0.5,
+    "min_idle_share": 0.05,
+}
+
+
+def advice_base(con, run_id: str, steps=None) -> dict:
+    """The measured figures every lever starts from: funnel counts and rates, device- and work-seconds per term,
+    train seconds per token (``_advice_base`` in queries/sql/analyses/macros/07_advice.sql)."""
+    return record(query(con, "advice_base", require_run(con, run_id), **_filters(steps, None)))
+
+
+def advice_lever(con, run_id: str, lever: str, steps=None, **what_if_) -> dict:
+    """One lever's estimate (``analyses/advice_<lever>.sql``): applies / why_not, the figure it moves before →
+    after, usable rollouts and device-seconds before → after, and ``gain`` in usable rollouts per device-second."""
+    if lever not in ADVICE_LEVERS:
+        raise ValueError(f"lever must be one of {', '.join(ADVICE_LEVERS)}, not {lever!r}")
+    unknown = set(what_if_) - set(ADVICE_DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown what-if parameter(s): {', '.join(sorted(unknown))}")
+    params = {**ADVICE_DEFAULTS, **DISAGGREGATION, **what_if_, **_filters(steps, None)}
+    row = record(query(con, f"advice_{lever}", require_run(con, run_id), **params))
+    title, page, action = ADVICE_LEVERS[lever]
+    return {"lever": lever, "title": title, "page": page, "action": action, **row}
+
+
+def advise(con, run_id: str, steps=None, **what_if_) -> pd.DataFrame:
+    """Every lever, ranked by its estimated gain in usable rollouts per device-second (those that apply first);
+    one row per lever with ``evidence``, a one-line reading of its measured inputs (docs/advisor.md)."""
+    con = shared(con)
+    rows = [advice_lever(con, run_id, lever, steps, **what_if_) for lever in ADVICE_LEVERS]
+    for row in rows:
+        row["applies"] = bool(row.get("applies"))
+        row["gain"] = row["gain"] if row["applies"] else None
+        row["evidence"] = _evidence(row)
+    rows.sort(key=lambda r: (not r["applies"], -(r["gain"] or 0.0)))
+    frame = pd.DataFrame(rows)
+    frame.insert(0, "rank", range(1, len(frame) + 1))
+    return frame
+
+
+def realized_gain(con, run_before: str, run_after: str, steps=None) -> float | None:
+    """The realized change in usable rollouts per device-second from ``run_before`` to ``run_after`` (the same
+    run with a lever pulled), with each term's device-seconds at ``run_before``'s utilization, as the advisor
+    costs them (docs/advisor.md)."""
+    a, b = advice_base(con, run_before, steps), advice_base(con, run_after, steps)
+    device_s = 0.0
+    for term in ("rollout", "train", "judge", "teacher"):
+        work = a[f"{term}_work_s"] or 0.0
+        device_s += (a[f"{term}_device_s"] or 0.0) * ((b[f"{term}_work_s"] or 0.0) / work if work else 0.0)
+    if not a["usable"] or not a["device_seconds"] or not device_s:
+        return None
+    return (b["usable"] / device_s) / (a["usable"] / a["device_seconds"]) - 1
+
+
+def _evidence(r: dict) -> str:
+    """One line of the measured figures a lever rests on."""
+    text = _EVIDENCE[r["lever"]]
+    try:
+        return text(r)
+    except (TypeError, ValueError, KeyError):  # a figure not measured in this selection
+        return r.get("why_not") or "not measured in this selection"
+
+
+def _pct(value) -> str:
+    return "—" if value is None else f"{100 * value:.1f} %"
+
+
+_EVIDENCE: dict[str, Callable[[dict], str]] = {
+    "task_selection": lambda r: (
+        f"nonzero-signal {_pct(r['before'])} → {_pct(r['after'])}; {r['all_right_groups']:,} all-right and "
+        f"{r['all_wrong_groups']:,} all-wrong groups of {r['groups']:,}; "
+        f"{r['saturated_tasks']:,} of {r['tasks']:,} tasks saturated in every group"
+    ),
+    "scoring": lambda r: (
+        f"scoring {_pct(r['before'])} → 100 %: {r['unscored']:,} completed rollouts unscored, "
+        f"{r['failed_judges']:,} judge calls failed"
+        + (
+            f" after {r['failed_judge_mean_s']:.1f} s each (a returning call takes {r['ok_judge_mean_s']:.1f} s)"
+            if r.get("failed_judge_mean_s") is not None and r.get("ok_judge_mean_s") is not None
+            else ""
+        )
+    ),
+    "infra": lambda r: (
+        f"completion {_pct(r['before'])} → 100 %: {r['failed']:,} rollouts failed, burning "
+        f"{r['burned_device_s']:,.0f} rollout device-seconds"
+    ),
+    "staleness": lambda r: (
+        f"freshness {_pct(r['before'])} → {_pct(r['after'])} with bound {r['bound']} → {r['looser_bound']}: "
+        f"{r['beyond_bound']:,} signal-carrying samples beyond the bound; trainer idle "
+        f"{_pct(r['trainer_idle_fraction'])}"
+    ),
+    "drafter_refresh": lambda r: (
+        f"acceptance {_pct(r['before'])} now vs {_pct(r['after'])} just after the refresh to "
+        f"{r['drafter_version']} ({r['later_tokens_per_step']:.2f} vs {r['fresh_tokens_per_step']:.2f} tokens "
+        f"per verify step); up to {r['max_versions_since_refresh']} versions since a refresh"
+    ),
+    "spec_budget": lambda r: (
+        f"k {r['before']:.0f} → {r['after']:.0f} on rollouts ≥ {r['long_tokens']:,.0f} tokens "
+        f"where acceptance is {_pct(r['long_acceptance'])}: {r['decode_s_where_it_pays']:,.0f} decode seconds "
+        f"of {r['long_decode_s']:,.0f} on long rollouts"
+    ),
+    "prefix_reuse": lambda r: (
+        f"{r['reprefill_waste_tokens']:,.0f} history tokens prefilled again; prefix-cache hit rate "
+        f"{_pct(r['cache_hit_rate'])}; {r['prefill_s']:,.0f} prefill seconds in all"
+    ),
+    "disaggregation": lambda r: (
+        f"new-prefill : decode {r['prefill_decode_ratio']:.2f} : 1 (step CV {_pct(r['step_ratio_cv'])}), "
+        f"{r['turns_per_rollout']:.1f} turns per rollout of {r['turn_latency_s']:.1f} s, "
+        f"model {r['model_parameters'] / 1e9:.1f}B"
+    ),
+    "tool_waits": lambda r: (
+        f"rollout servers idle {_pct(r['before'])} of {r['held_s']:,.0f} s ({r['idle_device_s']:,.0f} "
+        f"device-seconds); tool calls {_pct(r['tool_wait_share'])} of rollout time"
+    ),
+}

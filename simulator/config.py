@@ -83,6 +83,20 @@ class Rates:
 
 
 @dataclass
+class Levers:
+    """The advisor's levers pulled on a run (docs/advisor.md), so a run can be simulated again with the same seed
+    and one lever applied. The defaults pull none (the run is unchanged); the task-selection and staleness levers
+    are ``rates.nonzero_signal`` and ``staleness_bound`` themselves."""
+
+    fix_scoring: bool = False  # no judge timeouts or verifier errors
+    fix_infra: bool = False  # no infra errors or aborts
+    drafter_refresh_every: int = 0  # also refresh the drafter every N policy versions (0: never)
+    prefix_continuity: bool = False  # later turns find their whole history in the cache
+    spec_long_tokens: int = 8192  # rollouts decoding at least this many tokens ...
+    spec_long_extra_k: int = 0  # ... draft this many more tokens per verify step
+
+
+@dataclass
 class SimConfig:
     seed: int = 7
     steps: int = 40
@@ -136,6 +150,7 @@ class SimConfig:
     logprob_drafter: list[float] | None = (
         None  # [from, to) fraction of policy versions logging drafter logprobs
     )
+    levers: Levers = field(default_factory=Levers)
 
 
 def default_environments() -> list[Environment]:
@@ -262,7 +277,11 @@ def merge(base: dict, layer: dict) -> dict:
 
 
 def to_dict(config: SimConfig) -> dict:
-    return dataclasses.asdict(config)
+    """The config as plain data; levers only when one is pulled, so runs without them keep their ground truth."""
+    data = dataclasses.asdict(config)
+    if data["levers"] == dataclasses.asdict(Levers()):
+        del data["levers"]
+    return data
 
 
 def from_dict(data: dict) -> SimConfig:
@@ -296,6 +315,7 @@ _NESTED = {
     "judge": Process,
     "teacher": Process,
     "sandbox": Process,
+    "levers": Levers,
 }
 
 
@@ -339,6 +359,8 @@ def validate(c: SimConfig) -> None:
         ),
         (0 <= c.prefix_cache_hit_rate <= 1, "prefix_cache_hit_rate must be in [0, 1]"),
         (c.staleness_bound >= 0, "staleness_bound must be >= 0"),
+        (c.levers.drafter_refresh_every >= 0, "levers.drafter_refresh_every must be >= 0"),
+        (c.levers.spec_long_extra_k >= 0, "levers.spec_long_extra_k must be >= 0"),
     ]
     for rate in dataclasses.astuple(c.rates):
         checks.append((rate is None or 0 <= rate <= 1, "rates must be in [0, 1] or null"))

@@ -71,8 +71,17 @@ class Planner:
 
     def _drafter_schedule(self, first_version: int) -> list[tuple[int, str]]:
         """(policy version built from, drafter version), oldest first."""
-        built = [first_version] + sorted({self._position(f) for f in self.c.drafter_refreshes})
+        built = [first_version] + sorted(
+            {self._position(f) for f in self.c.drafter_refreshes} | self._lever_refreshes(first_version)
+        )
         return [(v, f"drafter-{i}") for i, v in enumerate(built)]
+
+    def _lever_refreshes(self, first_version: int) -> set[int]:
+        """levers.drafter_refresh_every: a refresh every N policy versions after the first drafter."""
+        every = self.c.levers.drafter_refresh_every
+        if every <= 0:
+            return set()
+        return set(range(first_version + every, self.c.first_step + self.c.steps + 1, every))
 
     def drafter_for(self, version: int) -> tuple[str, int]:
         name, built = self.drafters[0][1], self.drafters[0][0]
@@ -197,6 +206,7 @@ class Planner:
         for r in order:
             env = r.env
             p = 1 - fixed if fixed is not None else env.infra_failure_rate + env.infra_failure_drift * x
+            p = 0.0 if self.c.levers.fix_infra else p
             if not self._stratum("fail", env.name, fixed).choose(p):
                 continue
             r.status = "aborted" if r.rng.random() < env.aborted_share else "infra_error"
@@ -213,6 +223,7 @@ class Planner:
         for r in completed:
             env = r.env
             p = 1 - fixed if fixed is not None else env.scoring_failure_rate + env.scoring_failure_drift * x
+            p = 0.0 if self.c.levers.fix_scoring else p
             r.scored = not self._stratum("unscored", env.name, fixed).choose(p)
         order = list(groups)
         rng.shuffle(order)
@@ -339,17 +350,18 @@ class Planner:
         c, rng = self.c, r.rng
         block = c.cache_block_tokens
         if c.prefix_cache_hit_rate <= 0:
-            return 0
+            return (context // block) * block if c.levers.prefix_continuity and k > 0 else 0
         hit = rng.random() < c.prefix_cache_hit_rate
         if k == 0:
             return (prompt // block) * block if hit and r.member > 0 else 0
         kept = context if hit else int(context * rng.random() * 0.5)
+        kept = context if c.levers.prefix_continuity else kept  # the same draws, the whole history kept
         return (kept // block) * block
 
     def _speculate(self, r: Rollout, turn: Turn, context: int) -> None:
         """Acceptance falls with versions since the drafter was built and grows with length (suffix drafting)."""
         c, env, rng = self.c, r.env, r.rng
-        k = env.spec_k
+        k = env.spec_k + _long_extra_k(c, r)
         versions = max(0, r.policy_version - r.drafter_policy_version)
         length = min(1.0, (context + turn.output_tokens / 2) / 16384)
         alpha = (
@@ -484,6 +496,12 @@ class Planner:
         )
         self.ready_prev = ready
         return step
+
+
+def _long_extra_k(c: SimConfig, r: Rollout) -> int:
+    """levers.spec_long_extra_k: more speculative budget for rollouts planned to decode many tokens."""
+    extra = c.levers.spec_long_extra_k
+    return extra if extra and sum(r.outputs) >= c.levers.spec_long_tokens else 0
 
 
 def _weight(g: Group) -> int:

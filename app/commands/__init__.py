@@ -4,6 +4,7 @@ Modules import heavy libraries inside their handler, so `rollscope --help` stays
 """
 
 from rollscope.app.commands import (
+    advise,
     check,
     collect,
     compact,
@@ -18,4 +19,4 @@ from rollscope.app.commands import (
 )
 
 # Order is the order of `rollscope --help`; a new command is a module here and one entry below.
-COMMANDS = (dashboard, simulate, collect, import_, report, check, runs, sql, views, compact, rm)
+COMMANDS = (dashboard, simulate, collect, import_, report, check, advise, runs, sql, views, compact, rm)

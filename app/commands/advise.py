@@ -1,0 +1,135 @@
+"""`rollscope advise`: which lever buys the most usable rollouts per device-second on a run (docs/advisor.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rollscope.app import formats as fmt
+from rollscope.app.commands._common import add_store, store_of
+from rollscope.app.pages import TITLES
+
+LEVER_KEYS = (
+    "rank", "lever", "title", "action", "applies", "why_not", "metric", "before", "after", "usable", "usable_after",
+    "device_seconds", "device_seconds_after", "usable_per_device_s", "usable_per_device_s_after", "gain",
+    "evidence", "page",
+)  # fmt: skip
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "advise",
+        help="the levers ranked by the usable rollouts per device-second each would buy on a run",
+        description="Rank the levers of docs/advisor.md (task selection, scoring, infrastructure, staleness "
+        "bound, drafter refresh, speculative budget, prefix reuse, prefill-decode disaggregation, tool waits) "
+        "by their estimated gain in usable rollouts per device-second, each with its evidence and what-if.",
+    )
+    add_store(p)
+    p.add_argument("--run", required=True, metavar="ID", help="run id (`rollscope runs` lists them)")
+    p.add_argument("--steps", type=_steps, metavar="A:B", help="only rollouts consumed by train steps A..B")
+    p.add_argument(
+        "--what-if",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=_what_if,
+        help="change a what-if setting, e.g. target_nonzero_signal=0.9 (repeatable; see docs/advisor.md)",
+    )
+    p.add_argument("--json", action="store_true", help="print a JSON object (keys in docs/advisor.md)")
+    p.set_defaults(func=run)
+
+
+def _steps(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition(":")
+    try:
+        steps = int(lo), int(hi)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A:B (two train steps), not {text!r}") from None
+    if not sep or steps[0] > steps[1]:
+        raise argparse.ArgumentTypeError(f"expected A:B with A <= B, not {text!r}")
+    return steps
+
+
+def _what_if(text: str) -> tuple[str, float]:
+    from rollscope.queries.analyses import ADVICE_DEFAULTS
+
+    name, sep, value = text.partition("=")
+    if not sep or name not in ADVICE_DEFAULTS:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with NAME one of {', '.join(ADVICE_DEFAULTS)}")
+    try:
+        return name, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name}: {value!r} is not a number") from None
+
+
+def run(args) -> int:
+    from rollscope.queries import connect
+
+    advice = advise(connect(store_of(args), run_id=args.run), args.run, args.steps, dict(args.what_if))
+    if args.json:
+        json.dump(advice, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render(advice))
+    return 0
+
+
+def advise(con, run_id: str, steps=None, what_if: dict | None = None) -> dict:
+    """The object ``--json`` prints: the run, the selection, the what-if settings, the baseline, the levers."""
+    from rollscope.queries import analyses
+
+    con = analyses.shared(con)
+    settings = {**analyses.ADVICE_DEFAULTS, **(what_if or {})}
+    frame = analyses.advise(con, run_id, steps, **(what_if or {}))
+    base = analyses.advice_base(con, run_id, steps)
+    levers = []
+    for row in frame.to_dict("records"):
+        row = {k: analyses.plain(v) for k, v in row.items()}
+        levers.append({k: row.get(k) for k in LEVER_KEYS})
+    return {
+        "run_id": run_id,
+        "steps": list(steps) if steps else None,
+        "what_if": settings,
+        "baseline": {
+            "usable": base.get("usable"),
+            "device_seconds": base.get("device_seconds"),
+            "usable_per_device_s": (base["usable"] / base["device_seconds"])
+            if base.get("device_seconds")
+            else None,
+            "rates": {
+                k: base.get(f"{k}_rate") for k in ("completion", "scoring", "nonzero_signal", "freshness")
+            },
+        },
+        "levers": levers,
+    }
+
+
+def render(a: dict) -> str:
+    b = a["baseline"]
+    per_k = None if b["usable_per_device_s"] is None else 1000 * b["usable_per_device_s"]
+    steps = "all steps" if not a["steps"] else f"steps {a['steps'][0]}–{a['steps'][1]}"
+    lines = [
+        f"run {a['run_id']}  {steps}: {fmt.count(b['usable'])} usable rollouts in "
+        f"{fmt.count(b['device_seconds'])} device-seconds ({fmt.number(per_k)} per 1,000 device-seconds)",
+        "",
+        "Levers, by estimated gain in usable rollouts per device-second:",
+    ]
+    applies = [x for x in a["levers"] if x["applies"]]
+    for x in applies:
+        lines += [
+            f"{x['rank']:>2}. {x['title']:<32} {_gain(x['gain']):>9}  {x['action']}",
+            f"    {x['evidence']}",
+            f"    what-if: usable {fmt.count(x['usable'])} → {fmt.count(x['usable_after'])}, device-seconds "
+            f"{fmt.count(x['device_seconds'])} → {fmt.count(x['device_seconds_after'])}; "
+            f"evidence on the {TITLES[x['page']]} page",
+        ]
+    rest = [x for x in a["levers"] if not x["applies"]]
+    if rest:
+        lines += ["", "Does not apply:"]
+        lines += [f"  - {x['title']}: {x['why_not']}" for x in rest]
+    return "\n".join(lines) + "\n"
+
+
+def _gain(value) -> str:
+    return fmt.MISSING if fmt.missing(value) else f"{100 * value:+.1f} %"

@@ -1,0 +1,81 @@
+"""Advisor: which lever buys the most usable rollouts per device-second on this run, with its evidence."""
+
+import streamlit as st
+
+from rollscope.app import charts, data
+from rollscope.app.pages import TITLES
+from rollscope.queries import analyses
+from rollscope.queries.analyses import ADVICE_DEFAULTS
+
+
+def what_if() -> dict:
+    """The editable what-if settings (docs/advisor.md), defaults from queries.analyses.ADVICE_DEFAULTS."""
+    cols = st.columns(3)
+    target = cols[0].slider(
+        "Target nonzero-signal rate (task selection)",
+        0.5,
+        1.0,
+        ADVICE_DEFAULTS["target_nonzero_signal"],
+        0.05,
+        key="advisor-target",
+    )
+    extra_k = cols[1].number_input(
+        "Extra drafted tokens on long rollouts", 1, 8, int(ADVICE_DEFAULTS["extra_k"]), key="advisor-extra-k"
+    )
+    long_tokens = cols[2].select_slider(
+        "Long rollouts: decoded tokens from",
+        [2048, 4096, 8192, 16384],
+        int(ADVICE_DEFAULTS["long_tokens"]),
+        key="advisor-long",
+    )
+    return {"target_nonzero_signal": float(target), "extra_k": int(extra_k), "long_tokens": int(long_tokens)}
+
+
+def ranking(filters: data.Filters, settings: dict) -> None:
+    # every environment together: a lever's gain is over the run's whole fleet (the environment filter is not used)
+    frame = data.call(filters.store, analyses.advise, filters.run_id, steps=filters.steps, **settings)
+    if frame.empty or not frame["usable"].fillna(0).sum():
+        raise data.NothingToShow("No usable rollouts consumed in this selection yet.")
+    applies = frame[frame["applies"]].copy()
+    if not applies.empty:
+        st.plotly_chart(
+            charts.bars(
+                applies,
+                "title",
+                ["gain"],
+                "Estimated gain per lever",
+                "change in usable rollouts per device-second",
+                "lever",
+                horizontal=True,
+                percent=True,
+            ),
+            key="advisor-gain",
+        )
+        st.caption(
+            "Each lever pulled alone to the stated setting (docs/advisor.md). What to look for: the top bar is "
+            "the lever to pull first; levers within a few points of each other are a toss-up."
+        )
+    for row in frame.to_dict("records"):
+        lever(filters, row)
+
+
+def lever(filters: data.Filters, row: dict) -> None:
+    gain = charts.rate(row["gain"]) if row["applies"] else "does not apply"
+    st.subheader(f"{row['rank']}. {row['title']}: {gain}")
+    st.write(f"{row['action'].capitalize()}. {row['evidence']}")
+    if row["applies"]:
+        st.caption(
+            f"What-if: usable rollouts {charts.count(row['usable'])} → {charts.count(row['usable_after'])}, "
+            f"device-seconds {charts.count(row['device_seconds'])} → {charts.count(row['device_seconds_after'])}."
+        )
+    else:
+        st.caption(f"Why not: {row['why_not']}.")
+    st.markdown(f"Evidence: [{TITLES[row['page']]}](./{row['page']}?run={filters.run_id})")
+
+
+filters = data.page(
+    "Advisor",
+    "Which lever buys the most usable rollouts per device-second on this run, and by how much (docs/advisor.md).",
+)
+settings = what_if()
+data.live(lambda f: ranking(f, settings), filters)

@@ -1,0 +1,68 @@
+-- Advisor lever "prefill-decode disaggregation" (docs/advisor.md). The reference's conditions, read from the
+-- turn sums: new-prefill : decode ≥ $min_ratio, stable across ≥ $min_steps consumed steps (coefficient of
+-- variation ≤ $max_step_cv), mean turn latency (prefill + decode) ≥ $min_turn_latency_s, ≥ $min_turns_per_rollout
+-- turns per rollout, and a model of ≥ $min_model_parameters parameters (2·P·tokens = the generation FLOPs).
+-- Only where all hold is there an estimate, and it is an upper bound: decoding requests no longer wait behind
+-- long prefills on a shared device, taken as $stall_share of the prefill seconds:
+--   Δwork_rollout = − $stall_share × prefill seconds
+-- (KV transfer and pool balancing cost nothing in it). usable is unchanged.
+WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+sums AS (
+    SELECT step, turns, new_prefill_tokens, decode_tokens, prefill_ns, decode_ns
+    FROM _turn_sums($run_id)
+    WHERE step IS NOT NULL AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
+),
+per_step AS (
+    SELECT step, sum(new_prefill_tokens) / nullif(sum(decode_tokens), 0) AS ratio FROM sums GROUP BY step
+),
+flops AS (
+    SELECT sum(flops)::DOUBLE AS flops
+    FROM _step_sums($run_id)
+    WHERE term = 'rollout' AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
+),
+f AS (
+    SELECT
+        (SELECT sum(new_prefill_tokens) / nullif(sum(decode_tokens), 0) FROM sums) AS prefill_decode_ratio,
+        (SELECT count(ratio) FROM per_step) AS steps,
+        (SELECT stddev_pop(ratio) / nullif(avg(ratio), 0) FROM per_step) AS step_ratio_cv,
+        (SELECT (sum(prefill_ns) + sum(decode_ns)) / 1e9 / nullif(sum(turns), 0) FROM sums) AS turn_latency_s,
+        (SELECT sum(turns) FROM sums) / nullif(b.dispatched, 0) AS turns_per_rollout,
+        (SELECT flops FROM flops) / nullif(2 * (SELECT sum(new_prefill_tokens) + sum(decode_tokens) FROM sums), 0)
+            AS model_parameters,
+        (SELECT sum(prefill_ns) / 1e9 FROM sums) AS prefill_s
+    FROM b
+),
+checks AS (
+    SELECT
+        f.*,
+        coalesce(prefill_decode_ratio >= $min_ratio, false) AS large_ratio,
+        coalesce(steps >= $min_steps AND step_ratio_cv <= $max_step_cv, false) AS stable,
+        coalesce(turn_latency_s >= $min_turn_latency_s, false) AS slow_turns,
+        coalesce(turns_per_rollout >= $min_turns_per_rollout, false) AS multi_turn,
+        coalesce(model_parameters >= $min_model_parameters, false) AS large_model
+    FROM f
+),
+judged AS (
+    SELECT
+        c.*,
+        large_ratio AND stable AND slow_turns AND multi_turn AND large_model AS applies,
+        CASE
+            WHEN prefill_decode_ratio IS NULL THEN 'no turns with decode tokens recorded'
+            WHEN NOT multi_turn THEN 'single-turn work: moving the KV cache costs more than it saves'
+            WHEN NOT large_ratio THEN 'prefill : decode is not a large imbalance'
+            WHEN NOT stable THEN 'the prefill : decode imbalance is not stable across steps'
+            WHEN NOT slow_turns THEN 'turns are too short for their latency to limit throughput'
+            WHEN NOT large_model THEN 'the model is too small for KV transfer to pay'
+        END AS why_not,
+        'prefill_decode_ratio' AS metric,
+        prefill_decode_ratio AS before,
+        NULL::DOUBLE AS after,
+        b.usable::DOUBLE AS usable_after,
+        -$stall_share * coalesce(prefill_s, 0) AS d_rollout_s
+    FROM checks AS c, b
+)
+SELECT 'disaggregation' AS lever, j.*, r.*
+FROM judged AS j,
+    _advice_row(
+        $run_id, $step_lo, $step_hi, CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0
+    ) AS r

@@ -1,0 +1,75 @@
+-- Advisor lever "drafter refresh" (docs/advisor.md): the drafter refreshed often enough that acceptance stays
+-- at its value just after the last refresh. By Leviathan et al. (2023) a verify step of k drafted tokens at
+-- per-token acceptance α yields E = (1 − α^(k+1)) / (1 − α) tokens; decode time is verify steps × the time of
+-- one, so at the fresh drafter's E0 a turn group decoding D tokens in T seconds at E = D / verify steps would
+-- take T × E / E0:
+--   Δwork_rollout = Σ over turns served later than $fresh_versions policy versions after their drafter was
+--                   built of decode seconds × (E / E0 − 1)
+-- E0 is measured (tokens per verify step) over the turns of the latest drafter's first $fresh_versions policy
+-- versions, per environment, k and rollout-length bucket (else per environment and k). usable is unchanged.
+-- Does not apply without speculative decoding, or when acceptance has not fallen since the last refresh.
+WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+rows AS (
+    SELECT
+        environment, spec_k, length_bucket, drafter_version, drafter_policy_version,
+        policy_version - drafter_policy_version AS since,
+        decode_tokens, verify_steps, decode_ns, drafted, accepted
+    FROM _turn_sums($run_id)
+    WHERE spec_turns = turns AND spec_turns > 0 AND verify_steps > 0 AND drafter_policy_version IS NOT NULL
+      AND step IS NOT NULL
+      AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
+),
+latest AS (
+    SELECT arg_max(drafter_version, drafter_policy_version) AS drafter_version FROM rows
+),
+fresh AS (
+    SELECT * FROM rows WHERE since < $fresh_versions AND drafter_version = (SELECT drafter_version FROM latest)
+),
+e0_bucket AS (
+    SELECT environment, spec_k, length_bucket, sum(decode_tokens) / sum(verify_steps) AS e0
+    FROM fresh GROUP BY ALL
+),
+e0_env AS (
+    SELECT environment, spec_k, sum(decode_tokens) / sum(verify_steps) AS e0,
+           sum(accepted) / nullif(sum(drafted), 0) AS fresh_acceptance
+    FROM fresh GROUP BY ALL
+),
+later AS (
+    SELECT
+        r.*, coalesce(eb.e0, ee.e0) AS e0,
+        r.decode_ns / 1e9 * ((r.decode_tokens / r.verify_steps) / coalesce(eb.e0, ee.e0) - 1) AS d_s
+    FROM rows AS r
+    JOIN e0_env AS ee USING (environment, spec_k)
+    LEFT JOIN e0_bucket AS eb USING (environment, spec_k, length_bucket)
+    WHERE r.since >= $fresh_versions
+),
+est AS (
+    SELECT
+        (SELECT drafter_version FROM latest) AS drafter_version,
+        (SELECT sum(accepted) / nullif(sum(drafted), 0) FROM fresh) AS fresh_acceptance,
+        (SELECT sum(accepted) / nullif(sum(drafted), 0) FROM later) AS later_acceptance,
+        (SELECT sum(decode_tokens) / nullif(sum(verify_steps), 0) FROM fresh) AS fresh_tokens_per_step,
+        (SELECT sum(decode_tokens) / nullif(sum(verify_steps), 0) FROM later) AS later_tokens_per_step,
+        (SELECT max(since) FROM rows) AS max_versions_since_refresh,
+        coalesce((SELECT sum(d_s) FROM later), 0) AS d_rollout_s
+),
+judged AS (
+    SELECT
+        e.*,
+        (SELECT count(*) FROM rows) > 0 AND (SELECT count(*) FROM fresh) > 0 AND e.d_rollout_s < 0 AS applies,
+        CASE
+            WHEN (SELECT count(*) FROM rows) = 0 THEN 'no speculative decoding recorded'
+            WHEN (SELECT count(*) FROM fresh) = 0 THEN 'no turns just after a drafter refresh to compare with'
+            WHEN e.d_rollout_s >= 0 THEN 'acceptance has not fallen since the drafter was refreshed'
+        END AS why_not,
+        'acceptance_rate' AS metric,
+        e.later_acceptance AS before,
+        e.fresh_acceptance AS after,
+        b.usable::DOUBLE AS usable_after
+    FROM est AS e, b
+)
+SELECT 'drafter_refresh' AS lever, j.*, r.*
+FROM judged AS j,
+    _advice_row(
+        $run_id, $step_lo, $step_hi, CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0
+    ) AS r

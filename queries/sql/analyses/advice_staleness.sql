@@ -1,0 +1,46 @@
+-- Advisor lever "staleness bound" (docs/advisor.md): the bound one policy version looser. Samples with
+-- nonzero signal that the trainer dropped as stale but were at most bound + 1 versions behind become usable:
+--   freshness_after = (nonzero-signal rollouts with staleness ≤ bound + 1) / nonzero-signal rollouts
+--   usable_after    = usable × freshness_after / freshness
+-- Assumes the staleness distribution stays as measured (the rollout servers keep the same lag). The price is
+-- more off-policy samples; a tighter bound would instead cost trainer idle time (evidence: the trainer's idle
+-- fraction). Does not apply when the run declares no bound or nothing was beyond it.
+WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+kept AS (
+    SELECT staleness, staleness_bound AS bound
+    FROM rollout_stages($run_id)
+    WHERE nonzero_signal AND step IS NOT NULL
+      AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
+),
+counts AS (
+    SELECT
+        max(bound) AS bound,
+        count(*) AS nonzero_signal,
+        count(*) FILTER (staleness > bound) AS beyond_bound,
+        count(*) FILTER (staleness <= bound + 1) AS within_looser
+    FROM kept
+),
+idle AS (
+    SELECT sum(coalesce(train_wait_s, 0)) / nullif(sum(duration_s), 0) AS trainer_idle_fraction
+    FROM train_steps
+    WHERE run_id = $run_id AND train_step IS NOT NULL
+      AND ($step_lo IS NULL OR train_step >= $step_lo) AND ($step_hi IS NULL OR train_step <= $step_hi)
+),
+est AS (
+    SELECT
+        c.bound,
+        c.bound + 1 AS looser_bound,
+        c.beyond_bound,
+        i.trainer_idle_fraction,
+        c.bound IS NOT NULL AND c.beyond_bound > 0 AS applies,
+        CASE WHEN c.bound IS NULL THEN 'the run declares no staleness bound'
+             WHEN c.beyond_bound = 0 THEN 'no sample was beyond the bound' END AS why_not,
+        'freshness_rate' AS metric,
+        b.freshness_rate AS before,
+        c.within_looser / nullif(c.nonzero_signal, 0) AS after,
+        b.usable * (c.within_looser / nullif(c.nonzero_signal, 0)) / nullif(b.freshness_rate, 0) AS usable_after
+    FROM b, counts AS c, idle AS i
+)
+SELECT 'staleness' AS lever, e.*, r.*
+FROM est AS e,
+    _advice_row($run_id, $step_lo, $step_hi, CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS r

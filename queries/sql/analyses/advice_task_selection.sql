@@ -1,0 +1,46 @@
+-- Advisor lever "task selection" (docs/advisor.md): drop or down-weight tasks whose recent groups were all
+-- right or all wrong, raising the nonzero-signal rate n to $target_nonzero_signal (the reference's realistic
+-- setting: 0.60 → 0.80). Dispatched work is unchanged, so
+--   usable_after = usable × target / n
+-- and only the trainer's work grows (with the samples it trains on; macros/07_advice.sql).
+-- Evidence: all-equal groups split into all-right (every reward > 0) and all-wrong, and the tasks saturated in
+-- every group they had (per-task saturation). Does not apply when no group has two scored attempts or n is
+-- already at the target.
+WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+groups AS (
+    SELECT group_id, any_value(task_id) AS task_id, min(reward) AS lo, max(reward) AS hi
+    FROM rollout_stages($run_id)
+    WHERE scored AND reward IS NOT NULL AND group_id IS NOT NULL AND step IS NOT NULL
+      AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
+    GROUP BY group_id
+    HAVING count(*) >= 2
+),
+tasks AS (
+    SELECT task_id, bool_and(lo = hi) AS saturated FROM groups GROUP BY task_id
+),
+evidence AS (
+    SELECT
+        (SELECT count(*) FROM groups) AS groups,
+        (SELECT count(*) FILTER (lo = hi AND lo > 0) FROM groups) AS all_right_groups,
+        (SELECT count(*) FILTER (lo = hi AND lo <= 0) FROM groups) AS all_wrong_groups,
+        (SELECT count(*) FROM tasks) AS tasks,
+        (SELECT count(*) FILTER (saturated) FROM tasks) AS saturated_tasks
+),
+est AS (
+    SELECT
+        e.*,
+        e.groups > 0 AND b.nonzero_signal_rate < $target_nonzero_signal AS applies,
+        CASE
+            WHEN e.groups = 0 THEN 'no group has two scored attempts'
+            WHEN b.nonzero_signal_rate >= $target_nonzero_signal THEN 'the nonzero-signal rate is already at the target'
+        END AS why_not,
+        'nonzero_signal_rate' AS metric,
+        b.nonzero_signal_rate AS before,
+        $target_nonzero_signal::DOUBLE AS after,
+        b.usable * $target_nonzero_signal / nullif(b.nonzero_signal_rate, 0) AS usable_after,
+        0.0 AS d_rollout_s, 0.0 AS d_judge_s, 0.0 AS d_teacher_s
+    FROM evidence AS e, b
+)
+SELECT 'task_selection' AS lever, e.*, r.*
+FROM est AS e,
+    _advice_row($run_id, $step_lo, $step_hi, CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS r

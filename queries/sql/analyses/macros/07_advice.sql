@@ -1,0 +1,171 @@
+-- The advisor's common ground (docs/advisor.md). Every lever is costed in usable rollouts per device-second:
+--   U = usable / D,  D = Σ over terms (rollout, train, judge, teacher) of device-seconds (compute_terms.sql)
+-- over the rollouts consumed by train steps step_lo..step_hi (NULL: every consumed rollout). A lever changes
+-- usable (usable_after) and the work-seconds of some terms (Δwork: the summed span seconds of the term's
+-- requests, _step_sums); each term's device-seconds move with its work at the run's measured utilization
+-- u = device-seconds / work-seconds:
+--   D_after = D + Σ u_term · Δwork_term,  gain = (usable_after / D_after) / (usable / D) − 1.
+-- The trainer's work follows the samples it trains on: Δwork_train = slope · Δusable · tokens per usable, the
+-- slope a least-squares fit of each train step's compute seconds on its train tokens.
+-- Everything is read from per-rollout and per-step derived tables: rollout_stages, _compute_busy, _step_sums,
+-- train_steps.
+
+-- _advice_base(run, step_lo, step_hi): one row of the measured figures every lever starts from.
+CREATE OR REPLACE MACRO _advice_base(run, step_lo, step_hi) AS TABLE
+WITH stages AS (
+    SELECT
+        count(*) AS dispatched,
+        count(*) FILTER (completed) AS completed,
+        count(*) FILTER (scored) AS scored,
+        count(*) FILTER (nonzero_signal) AS nonzero_signal,
+        count(*) FILTER (usable) AS usable
+    FROM rollout_stages(run)
+    WHERE step IS NOT NULL AND (step_lo IS NULL OR step >= step_lo) AND (step_hi IS NULL OR step <= step_hi)
+),
+busy AS (
+    SELECT term, sum(busy_ns * coalesce(devices, 0)) / 1e9 AS device_s
+    FROM _compute_busy(run)
+    WHERE all_environments AND term IN ('rollout', 'train', 'judge', 'teacher')
+      AND CASE
+          WHEN step_lo IS NULL AND step_hi IS NULL THEN NOT by_step
+          ELSE by_step AND step >= coalesce(step_lo, step) AND step <= coalesce(step_hi, step)
+      END
+    GROUP BY term
+),
+work AS (
+    SELECT term, sum(span_ns) / 1e9 AS work_s
+    FROM _step_sums(run)
+    WHERE (step_lo IS NULL OR step >= step_lo) AND (step_hi IS NULL OR step <= step_hi)
+    GROUP BY term
+),
+terms AS (
+    SELECT
+        sum(coalesce(b.device_s, 0)) AS device_seconds,
+        sum(b.device_s) FILTER (t.term = 'rollout') AS rollout_device_s,
+        sum(b.device_s) FILTER (t.term = 'train') AS train_device_s,
+        sum(b.device_s) FILTER (t.term = 'judge') AS judge_device_s,
+        sum(b.device_s) FILTER (t.term = 'teacher') AS teacher_device_s,
+        sum(w.work_s) FILTER (t.term = 'rollout') AS rollout_work_s,
+        sum(w.work_s) FILTER (t.term = 'train') AS train_work_s,
+        sum(w.work_s) FILTER (t.term = 'judge') AS judge_work_s,
+        sum(w.work_s) FILTER (t.term = 'teacher') AS teacher_work_s
+    FROM (VALUES ('rollout'), ('train'), ('judge'), ('teacher')) AS t(term)
+    LEFT JOIN busy AS b USING (term)
+    LEFT JOIN work AS w USING (term)
+),
+train AS (
+    SELECT
+        regr_slope(compute_s, train_tokens) AS train_s_per_token,
+        sum(train_tokens) AS train_tokens
+    FROM (
+        SELECT (end_ns - start_ns) / 1e9 - coalesce(train_wait_s, 0) AS compute_s, train_tokens
+        FROM train_steps
+        WHERE run_id = run AND train_step IS NOT NULL
+          AND (step_lo IS NULL OR train_step >= step_lo) AND (step_hi IS NULL OR train_step <= step_hi)
+    )
+)
+SELECT
+    s.*,
+    s.completed / nullif(s.dispatched, 0) AS completion_rate,
+    s.scored / nullif(s.completed, 0) AS scoring_rate,
+    s.nonzero_signal / nullif(s.scored, 0) AS nonzero_signal_rate,
+    s.usable / nullif(s.nonzero_signal, 0) AS freshness_rate,
+    coalesce(x.device_seconds, 0) AS device_seconds,
+    coalesce(x.rollout_device_s, 0) AS rollout_device_s,
+    coalesce(x.train_device_s, 0) AS train_device_s,
+    coalesce(x.judge_device_s, 0) AS judge_device_s,
+    coalesce(x.teacher_device_s, 0) AS teacher_device_s,
+    coalesce(x.rollout_work_s, 0) AS rollout_work_s,
+    coalesce(x.train_work_s, 0) AS train_work_s,
+    coalesce(x.judge_work_s, 0) AS judge_work_s,
+    coalesce(x.teacher_work_s, 0) AS teacher_work_s,
+    t.train_tokens / nullif(s.usable, 0) AS tokens_per_usable,
+    greatest(coalesce(t.train_s_per_token, 0), 0) AS train_s_per_token
+FROM stages AS s, terms AS x, train AS t;
+
+-- _advice_row(run, step_lo, step_hi, usable_after, d_rollout_s, d_judge_s, d_teacher_s): what a lever buys, from
+-- the usable rollouts it would give and the work-seconds it adds (+) or saves (−) per term.
+CREATE OR REPLACE MACRO _advice_row(run, step_lo, step_hi, usable_after, d_rollout_s, d_judge_s, d_teacher_s) AS TABLE
+WITH b AS (SELECT * FROM _advice_base(run, step_lo, step_hi)),
+d AS (
+    SELECT
+        b.*,
+        b.train_s_per_token * (usable_after - b.usable) * coalesce(b.tokens_per_usable, 0) AS d_train_s,
+        b.rollout_device_s / nullif(b.rollout_work_s, 0) AS u_rollout,
+        b.train_device_s / nullif(b.train_work_s, 0) AS u_train,
+        b.judge_device_s / nullif(b.judge_work_s, 0) AS u_judge,
+        b.teacher_device_s / nullif(b.teacher_work_s, 0) AS u_teacher
+    FROM b
+),
+a AS (
+    SELECT
+        d.*,
+        d.device_seconds
+            + coalesce(u_rollout * d_rollout_s, 0) + coalesce(u_train * d_train_s, 0)
+            + coalesce(u_judge * d_judge_s, 0) + coalesce(u_teacher * d_teacher_s, 0) AS device_seconds_after
+    FROM d
+)
+SELECT
+    usable,
+    usable_after,
+    usable * tokens_per_usable AS usable_tokens,
+    usable_after * tokens_per_usable AS usable_tokens_after,
+    device_seconds,
+    device_seconds_after,
+    coalesce(u_rollout * d_rollout_s, 0) AS rollout_device_s_delta,
+    coalesce(u_train * d_train_s, 0) AS train_device_s_delta,
+    coalesce(u_judge * d_judge_s, 0) AS judge_device_s_delta,
+    coalesce(u_teacher * d_teacher_s, 0) AS teacher_device_s_delta,
+    usable / nullif(device_seconds, 0) AS usable_per_device_s,
+    usable_after / nullif(device_seconds_after, 0) AS usable_per_device_s_after,
+    (usable_after / nullif(device_seconds_after, 0)) / nullif(usable / nullif(device_seconds, 0), 0) - 1 AS gain
+FROM a;
+
+-- _advice_groups(run, step_lo, step_hi): per group of consumed rollouts, its environment, its dispatched,
+-- completed and scored members, the scored ones that succeeded (reward ≥ 0.5, rewards in [0, 1]) and the
+-- nonzero-signal ones.
+CREATE OR REPLACE MACRO _advice_groups(run, step_lo, step_hi) AS TABLE
+SELECT
+    group_id,
+    any_value(environment) AS environment,
+    count(*) AS dispatched,
+    count(*) FILTER (completed) AS completed,
+    count(*) FILTER (scored) AS scored,
+    count(*) FILTER (scored AND reward >= 0.5) AS successes,
+    count(*) FILTER (nonzero_signal) AS signal
+FROM rollout_stages(run)
+WHERE group_id IS NOT NULL AND step IS NOT NULL
+  AND (step_lo IS NULL OR step >= step_lo) AND (step_hi IS NULL OR step <= step_hi)
+GROUP BY group_id;
+-- _advice_signal_fit(run, step_lo, step_hi): a group's rewards vary unless all its m scored attempts succeed or
+-- all fail. With a task's success probability p ~ Beta(a, b) over an environment's tasks (a beta-binomial,
+-- fitted by moments to the groups' successes: mean μ = Σk / Σm, intra-group correlation
+-- ρ = (Σ(k − mμ)² − μ(1 − μ)Σm) / (μ(1 − μ)Σm(m − 1)), a + b = 1/ρ − 1), the nonzero-signal rate of a group of
+-- m scored attempts is n(m) = 1 − E[p^m] − E[(1 − p)^m] (_advice_signal). More scored attempts per group mean
+-- more groups with signal: the scoring and infrastructure levers read it.
+CREATE OR REPLACE MACRO _advice_signal_fit(run, step_lo, step_hi) AS TABLE
+WITH g AS (
+    SELECT environment, scored AS m, successes AS k
+    FROM _advice_groups(run, step_lo, step_hi)
+    WHERE scored >= 2
+),
+mu AS (
+    SELECT environment, least(greatest(sum(k) / sum(m), 1e-3), 1 - 1e-3) AS mu FROM g GROUP BY environment
+),
+rho AS (
+    SELECT
+        environment, any_value(mu) AS mu,
+        least(greatest(
+            (sum((k - m * mu) * (k - m * mu)) - any_value(mu * (1 - mu)) * sum(m))
+                / nullif(any_value(mu * (1 - mu)) * sum(m * (m - 1)), 0),
+            1e-3), 0.999) AS rho
+    FROM g JOIN mu USING (environment)
+    GROUP BY environment
+)
+SELECT environment, mu * (1 / rho - 1) AS a, (1 - mu) * (1 / rho - 1) AS b FROM rho;
+CREATE OR REPLACE MACRO _advice_signal(m, a, b) AS
+    CASE
+        WHEN m < 2 THEN 0.0
+        ELSE 1 - exp(lgamma(a + m) - lgamma(a) + lgamma(a + b) - lgamma(a + b + m))
+               - exp(lgamma(b + m) - lgamma(b) + lgamma(a + b) - lgamma(a + b + m))
+    END;
