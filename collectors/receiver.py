@@ -155,11 +155,12 @@ class Receiver:
             self._authorize(request)
         except Refusal as refusal:
             return _refusal_response(refusal, as_json=True)
-        return JSONResponse(self.stats.health(self))
+        published = self._commit.segments_published if self._commit else 0
+        return JSONResponse(self.stats.health(segments_published=published, pending_bytes=self.pending_bytes))
 
     async def traces(self, request: Request) -> Response:
         as_json = _media_type(request) == JSON
-        reserved = [0]
+        reserved = _Reservation()
         try:
             self._authorize(request)
             encoding = _content_encoding(request)
@@ -175,7 +176,7 @@ class Receiver:
             self.stats.refused(499)
             return Response(status_code=400)
         finally:
-            self.pending_bytes -= reserved[0]
+            self.pending_bytes -= reserved.bytes
 
     # --- steps of a request -------------------------------------------------------------------------------
 
@@ -187,14 +188,14 @@ class Receiver:
         if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
             raise Refusal(401, "missing or wrong 'Authorization: Bearer <token>' header")
 
-    def _reserve(self, n: int, reserved: list[int]) -> None:
+    def _reserve(self, n: int, reserved: _Reservation) -> None:
         """Count ``n`` more bytes against the budget, or refuse with 429 so the client retries later."""
         if self.pending_bytes + n > self.config.max_pending_bytes and self.pending_bytes > 0:
             raise Refusal(429, "the receiver is at its memory budget; retry later", self.config.retry_after_s)
         self.pending_bytes += n
-        reserved[0] += n
+        reserved.bytes += n
 
-    async def _read_body(self, request: Request, reserved: list[int]) -> bytes:
+    async def _read_body(self, request: Request, reserved: _Reservation) -> bytes:
         if _media_type(request) not in (PROTOBUF, JSON):
             raise Refusal(415, f"Content-Type must be {PROTOBUF} or {JSON}, not {_media_type(request)!r}")
         limit = self.config.max_request_bytes
@@ -207,12 +208,12 @@ class Receiver:
             size += len(chunk)
             if size > limit:
                 raise Refusal(413, f"body is over the {limit}-byte limit")
-            if size > reserved[0]:
-                self._reserve(size - reserved[0], reserved)
+            if size > reserved.bytes:
+                self._reserve(size - reserved.bytes, reserved)
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _decode(self, body: bytes, encoding: str, as_json: bool, reserved: list[int]) -> Decoded:
+    async def _decode(self, body: bytes, encoding: str, as_json: bool, reserved: _Reservation) -> Decoded:
         """Decode on the decoder thread, then wait until the group commit has published the spans."""
         loop = asyncio.get_running_loop()
         if encoding != "identity":
@@ -275,6 +276,15 @@ class Receiver:
                 future.set_exception(outcome)
             else:
                 future.set_result(outcome)
+
+
+class _Reservation:
+    """The bytes one request has counted against the receiver's memory budget (given back when it ends)."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self) -> None:
+        self.bytes = 0
 
 
 class _ShuttingDown(Exception):
@@ -386,8 +396,7 @@ class ReceiverStats:
                 for name, n in counts.items():
                     row[name] += n
 
-    def health(self, receiver: Receiver) -> dict:
-        commit = receiver._commit
+    def health(self, *, segments_published: int, pending_bytes: int) -> dict:
         return {
             "status": "ok",
             "uptime_s": round(time.monotonic() - self.started, 3),
@@ -395,8 +404,8 @@ class ReceiverStats:
             "spans_received": self.spans["received"],
             "spans_accepted": self.spans["accepted"],
             "spans_rejected": self.spans["rejected"],
-            "segments_published": commit.segments_published if commit else 0,
-            "pending_bytes": receiver.pending_bytes,
+            "segments_published": segments_published,
+            "pending_bytes": pending_bytes,
             "max_pending_bytes": self._config.max_pending_bytes,
             "runs": sorted(self.by_run),
         }

@@ -113,9 +113,9 @@ class GrpcListener:
 
 async def _ingest(receiver: Receiver, body: bytes) -> bytes | tuple[int, str, int | None]:
     """On the receiver's loop: count the body against the shared budget, decode, wait for the commit."""
-    from rollscope.collectors.receiver import Refusal
+    from rollscope.collectors.receiver import Refusal, _Reservation
 
-    reserved = [0]
+    reserved = _Reservation()
     try:
         receiver._reserve(len(body), reserved)
         decoded = await receiver._decode(body, "identity", False, reserved)
@@ -125,7 +125,7 @@ async def _ingest(receiver: Receiver, body: bytes) -> bytes | tuple[int, str, in
         receiver.stats.refused(refusal.status)
         return refusal.status, str(refusal), refusal.retry
     finally:
-        receiver.pending_bytes -= reserved[0]
+        receiver.pending_bytes -= reserved.bytes
 
 
 def _abort(context: grpc.ServicerContext, status: int, message: str, retry: int | None):

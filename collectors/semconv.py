@@ -56,32 +56,38 @@ class Attribute:
     aliases: tuple[str, ...] = ()  # other names (deprecated or vendor) that mean the same thing
 
 
-_R = "resource"
+_RESOURCE = "resource"
 _ANY_RL = "rl.rollout, rl.turn, execute_tool, rl.reward, rl.judge, rl.teacher, rl.sample"
 
 RESOURCE_ATTRIBUTES: tuple[Attribute, ...] = (
-    Attribute("rl.run.id", "run_id", "str", _R, "The run this process belongs to (required).", ()),
-    Attribute("service.name", "service_name", "str", _R, "The process's service, e.g. rollout-worker."),
+    Attribute("rl.run.id", "run_id", "str", _RESOURCE, "The run this process belongs to (required).", ()),
+    Attribute(
+        "service.name", "service_name", "str", _RESOURCE, "The process's service, e.g. rollout-worker."
+    ),
     Attribute(
         "service.instance.id",
         "instance_id",
         "str",
-        _R,
+        _RESOURCE,
         "One process; set by attach() when absent. Device-seconds are counted per instance.",
     ),
-    Attribute("rl.compute.role", "role", "str", _R, "rollout | train | teacher | judge | env."),
+    Attribute("rl.compute.role", "role", "str", _RESOURCE, "rollout | train | teacher | judge | env."),
     Attribute(
         "rl.compute.devices",
         "devices",
         "float",
-        _R,
+        _RESOURCE,
         "Accelerators this process occupies (0 for CPU-only); for env processes, CPU cores.",
     ),
-    Attribute("rl.model.name", "model_name", "str", _R, "The model this process serves or trains."),
-    Attribute("rl.model.parameters", "model_parameters", "int", _R, "Parameter count of that model."),
-    Attribute("rl.algorithm", "algorithm", "str", _R, "e.g. grpo, ppo, opd."),
+    Attribute("rl.model.name", "model_name", "str", _RESOURCE, "The model this process serves or trains."),
+    Attribute("rl.model.parameters", "model_parameters", "int", _RESOURCE, "Parameter count of that model."),
+    Attribute("rl.algorithm", "algorithm", "str", _RESOURCE, "e.g. grpo, ppo, opd."),
     Attribute(
-        "rl.staleness.bound", "staleness_bound", "int", _R, "Most policy versions behind a sample may be."
+        "rl.staleness.bound",
+        "staleness_bound",
+        "int",
+        _RESOURCE,
+        "Most policy versions behind a sample may be.",
     ),
 )
 

@@ -12,7 +12,7 @@ import math
 import os
 import re
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 log = logging.getLogger("rollscope")
@@ -132,6 +132,7 @@ FIELDS = {
     "max_queue_size": ("OTEL_BSP_MAX_QUEUE_SIZE", _number(int, 0, 4_194_304)),
     "max_export_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", _number(int, 0, 4_194_304)),
     "schedule_delay_millis": ("OTEL_BSP_SCHEDULE_DELAY", _number(float, 0, 3_600_000)),
+    "token": ("ROLLSCOPE_TOKEN", _text),
 }
 
 
@@ -158,7 +159,7 @@ class Settings:
     max_queue_size: int = 65_536
     max_export_batch_size: int = 8_192
     schedule_delay_millis: float = 500.0
-    extra: dict = field(default_factory=dict)
+    token: str | None = None  # the bearer token `rollscope collect` requires
 
     @classmethod
     def resolve(cls, **arguments) -> Settings:

@@ -109,6 +109,16 @@ class Shared:
                 slot.frame = compute(self._cursor())
             return slot.frame.copy()
 
+    def kept(self) -> int:
+        """How many results are kept (one per analysis and parameters)."""
+        with self._lock:
+            return len(self._slots)
+
+    def computed(self) -> set[str]:
+        """The names of the analyses kept (any parameters)."""
+        with self._lock:
+            return {key[0] for key in self._slots}
+
 
 class _Slot:
     def __init__(self):
@@ -328,6 +338,14 @@ def logprob_lint(con, run_id: str, steps=None, environment=None) -> pd.DataFrame
     return query(con, "logprob_lint", require_run(con, run_id), **_filters(steps, environment))
 
 
+def logprob_lint_summary(con, run_id: str, steps=None, environment=None) -> dict:
+    """The log-prob lint's total: turns that recorded the drafter's log-probabilities, and the steps and policy
+    versions they span."""
+    return record(
+        query(con, "logprob_lint_summary", require_run(con, run_id), **_filters(steps, environment))
+    )
+
+
 # --- staleness and throughput -----------------------------------------------------------------------------
 
 
@@ -341,27 +359,19 @@ def staleness_summary(con, run_id: str, steps=None, environment=None) -> dict:
     of those how many the trainer used anyway (the violations proper); the run's declared bound even before
     any sample is consumed. ``freshness_rate`` and ``violations`` are the older names of
     ``within_bound_share`` and ``beyond_bound`` (docs/report.md)."""
-    dist = staleness(con, run_id, steps, environment)
-    n = int(dist["samples"].sum())
-    bound = staleness_bound(con, run_id)
-    if not n:
-        figures = {"samples": 0, "mean": None, "max": None, "within_bound_share": None, "beyond_bound": 0}
-        figures["used_beyond_bound"] = 0
-    else:
-        figures = {
-            "samples": n,
-            "mean": float((dist["staleness"] * dist["samples"]).sum() / n),
-            "max": int(dist["staleness"].max()),
-            "within_bound_share": float(dist.loc[dist["within_bound"], "samples"].sum() / n),
-            "beyond_bound": int(dist["violations"].sum()),
-            "used_beyond_bound": int(dist.loc[~dist["within_bound"], "used"].sum()),
-        }
-    return {
-        **figures,
-        "bound": bound,
-        "freshness_rate": figures["within_bound_share"],
-        "violations": figures["beyond_bound"],
-    }
+    return record(query(con, "staleness_summary", require_run(con, run_id), **_filters(steps, environment)))
+
+
+def staleness_windows(con, run_id: str, window: int) -> dict:
+    """The run's worst ``window`` consecutive consuming steps by share of samples beyond the bound (first and
+    last step, the share), its samples used beyond the bound and its bound; {} before any is consumed."""
+    return record(query(con, "staleness_windows", require_run(con, run_id), window=window))
+
+
+def nonzero_signal_recent(con, run_id: str, window: int) -> dict:
+    """Scored, nonzero-signal and scored-in-groups rollouts and the nonzero-signal rate over the run's latest
+    ``window`` consuming steps (``steps`` of them; 0: over every rollout, none consumed yet)."""
+    return record(query(con, "nonzero_signal_recent", require_run(con, run_id), window=window))
 
 
 def staleness_bound(con, run_id: str) -> int | None:

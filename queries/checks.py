@@ -47,13 +47,16 @@ def run_checks(con, run_id: str, thresholds: dict | None = None) -> list[CheckRe
 
 
 def drafter_logprobs(con, run_id: str, limits: dict) -> CheckResult:
-    lint = analyses.logprob_lint(con, run_id)
-    turns, limit = int(lint["turns"].sum()), limits["drafter-logprobs"]
+    lint = analyses.logprob_lint_summary(con, run_id)
+    turns, limit = lint["turns"], limits["drafter-logprobs"]
     if not turns:
         return CheckResult(
             "drafter-logprobs", True, 0, limit, "no turn recorded the drafter's log-probabilities"
         )
-    where = f"steps {_span(lint['step'])}, policy versions {_span(lint['policy_version'])}"
+    steps = _range(lint["first_step"], lint["last_step"])
+    where = (
+        f"steps {steps}, policy versions {_range(lint['first_policy_version'], lint['last_policy_version'])}"
+    )
     message = f"{turns:,} turns recorded the drafter's log-probabilities ({where}; at most {limit:g} allowed)"
     return CheckResult("drafter-logprobs", turns <= limit, turns, limit, message)
 
@@ -78,33 +81,27 @@ def acceptance_drift(con, run_id: str, limits: dict) -> CheckResult:
 def staleness_violations(con, run_id: str, limits: dict) -> CheckResult:
     """Some samples beyond the bound are normal in async RL; a window where many are is an excursion."""
     limit, window = limits["staleness-violations"], int(limits["staleness-window"])
-    by_step = analyses.staleness_by_step(con, run_id)
-    if by_step.empty:
+    worst = analyses.staleness_windows(con, run_id, window)
+    if not worst:
         return CheckResult("staleness-violations", True, None, limit, "no consumed samples yet", "share")
-    rolled = by_step[["samples", "violations"]].rolling(window, min_periods=1).sum()
-    share = rolled["violations"] / rolled["samples"]
-    worst, used = share.idxmax(), int(by_step["used_beyond_bound"].sum())
-    last_step = int(by_step.at[worst, "step"])
-    first_step = int(by_step["step"].iloc[max(0, worst - window + 1)])
+    share, used = worst["beyond_bound_share"], worst["used_beyond_bound"]
     message = (
-        f"steps {first_step}–{last_step}: {formats.rate(share[worst])} of consumed samples beyond the bound "
-        f"({by_step['staleness_bound'].iloc[0]} policy versions; at most {formats.rate(limit)} in any {window} steps); "
+        f"steps {worst['first_step']}–{worst['last_step']}: {formats.rate(share)} of consumed samples beyond the "
+        f"bound ({worst['staleness_bound']} policy versions; at most {formats.rate(limit)} in any {window} steps); "
         f"{used} samples used beyond the bound (none allowed)"
     )
-    ok = share[worst] <= limit and used == 0
-    return CheckResult("staleness-violations", bool(ok), float(share[worst]), limit, message, "share")
+    ok = share <= limit and used == 0
+    return CheckResult("staleness-violations", bool(ok), float(share), limit, message, "share")
 
 
 def nonzero_signal(con, run_id: str, limits: dict) -> CheckResult:
     limit, window = limits["nonzero-signal"], int(limits["nonzero-signal-window"])
-    by_step = analyses.funnel(con, run_id, by="step")
-    latest = by_step[by_step["step"].notna()].tail(window)
-    frame, where = (latest, f"the last {len(latest)} steps") if len(latest) else (by_step, "all rollouts")
-    scored = int(frame["scored"].sum())
-    if not scored:
+    recent = analyses.nonzero_signal_recent(con, run_id, window)
+    where = f"the last {recent['steps']} steps" if recent["steps"] else "all rollouts"
+    if not recent["scored"]:
         return CheckResult("nonzero-signal", True, None, limit, "no scored rollouts yet", "share")
-    rate = frame["nonzero_signal"].sum() / scored
-    if not int(frame["scored_in_groups"].sum()):
+    rate = recent["nonzero_signal_rate"]
+    if not recent["scored_in_groups"]:
         message = "no group has two scored attempts yet: nonzero signal needs groups to compare rewards in"
         return CheckResult("nonzero-signal", True, None, limit, message, "share")
     message = (
@@ -127,9 +124,8 @@ def dropped_spans(con, run_id: str, limits: dict) -> CheckResult:
 RULES = (drafter_logprobs, acceptance_drift, staleness_violations, nonzero_signal, dropped_spans)
 
 
-def _span(values) -> str:
-    values = values.dropna()
-    if values.empty:
+def _range(lo: int | None, hi: int | None) -> str:
+    """A min–max range as the check lines print it: ``3–7``, ``3`` when one value, ``unknown`` when none."""
+    if lo is None:
         return "unknown"
-    lo, hi = int(values.min()), int(values.max())
     return str(lo) if lo == hi else f"{lo}–{hi}"

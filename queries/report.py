@@ -72,16 +72,17 @@ def _losses(con, run_id: str, filters: dict) -> list[dict]:
 
 
 def _compute(con, run_id: str, filters: dict) -> dict:
-    terms = analyses.compute_terms(con, run_id, **filters).set_index("term")
-    flops = {t: analyses.plain(terms.at[t, "flops"]) for t in TERMS}
-    seconds = {t: analyses.plain(terms.at[t, "device_seconds"]) for t in TERMS}
+    table = compute_table(con, run_id, **filters).set_index("term")
+    column = {name: {t: analyses.plain(table.at[t, name]) for t in TERMS} for name in table.columns}
     work = analyses.token_work(con, run_id, **filters)
-    total = sum(v for v in flops.values() if v is not None)
     return {
-        "flops": {**flops, "total": total},
-        "flops_share": {t: (flops[t] / total if total and flops[t] is not None else None) for t in TERMS},
-        "device_seconds": {**seconds, "total": sum(v for v in seconds.values() if v is not None)},
-        "env_cpu_seconds": analyses.plain(terms.at["env", "device_seconds"]),
+        "flops": {**column["flops"], "total": analyses.plain(table["flops_total"].iloc[0])},
+        "flops_share": column["flops_share"],
+        "device_seconds": {
+            **column["device_seconds"],
+            "total": analyses.plain(table["device_seconds_total"].iloc[0]),
+        },
+        "env_cpu_seconds": analyses.plain(table.at["env", "device_seconds"]),
         "token_work": {k: v for k, v in work.items() if k != "wasted_compute_share"},
         "wasted_compute_share": work.get("wasted_compute_share"),
     }
@@ -89,7 +90,9 @@ def _compute(con, run_id: str, filters: dict) -> dict:
 
 def compute_table(con, run_id: str, steps=None, environment=None):
     """One row per compute term (rollout, train, teacher, judge, env): FLOPs, device-seconds (env: CPU
-    seconds) and each term's share of C_total's FLOPs and of its accelerator time (env: none, it is CPU)."""
+    seconds) and each term's share of C_total's FLOPs and of its accelerator time (env: none, it is CPU); and
+    C_total itself (``flops_total``, ``device_seconds_total``: the accelerator terms' sums, on every row). The
+    one place the report and the Compute page take C_total and the shares from."""
     terms = analyses.compute_terms(con, run_id, steps=steps, environment=environment)
     terms = terms[["term", "flops", "device_seconds"]].reset_index(drop=True)
     accelerators = terms["term"] != "env"
@@ -99,6 +102,7 @@ def compute_table(con, run_id: str, steps=None, environment=None):
     terms["device_seconds_share"] = (
         (terms["device_seconds"] / seconds_total).where(accelerators) if seconds_total else None
     )
+    terms["flops_total"], terms["device_seconds_total"] = flops_total, seconds_total
     return terms
 
 
@@ -129,7 +133,7 @@ def _disaggregation(con, run_id: str, filters: dict) -> dict:
 def _spec_decode(con, run_id: str, filters: dict) -> dict:
     row = analyses.record(analyses.spec_decode(con, run_id, **filters))
     drift = analyses.spec_drift(con, run_id, **filters)
-    lint = analyses.logprob_lint(con, run_id, **filters)
+    lint = analyses.logprob_lint_summary(con, run_id, **filters)
     return {
         **{
             k: row.get(k)
@@ -144,7 +148,7 @@ def _spec_decode(con, run_id: str, filters: dict) -> dict:
         },
         "max_drift_points": analyses.plain(drift["drop_points"].max()) if len(drift) else None,
         "drifted_drafters": drift.loc[drift["flagged"], "drafter_version"].tolist(),
-        "drafter_logprob_turns": int(lint["turns"].sum()),
+        "drafter_logprob_turns": lint["turns"],
     }
 
 

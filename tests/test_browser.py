@@ -38,6 +38,10 @@ CHROMIUM_ARGS = [
 ]
 # URL path -> title, from the one page list (the default page is at /)
 PAGES = {("" if i == 0 else p.slug): p.title for i, p in enumerate(app_pages.PAGES)}
+# Points each Plotly chart on the page drew (its traces' x, y or values), as a user sees them: none is blank.
+DRAWN = """Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')).map(
+    el => (el.data || []).reduce((n, t) => n + Math.max((t.x || []).length, (t.y || []).length,
+    (t.values || []).length), 0))"""
 ERRORS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 RUN = "exp-7"
 
@@ -142,7 +146,9 @@ def test_every_page_renders_without_an_error(dashboard, browser):
         assert page.locator(ERRORS).count() == 0, f"{title}: {page.locator(ERRORS).first.inner_text()}"
         if title not in ("SQL",):  # charts draw after the fragment's first run; give a loaded machine time
             page.locator('[data-testid="stPlotlyChart"]').first.wait_for(timeout=30_000)
-            assert page.locator('[data-testid="stPlotlyChart"]').count() > 0, title
+            page.wait_for_function(f"() => {DRAWN}.every(n => n > 0)", timeout=30_000)  # plotted, not blank
+            points = page.evaluate(DRAWN)
+            assert points and all(n > 0 for n in points), (title, points)  # each chart drew data
         full_screenshot(page, ARTIFACTS / f"{path or 'overview'}.png")
     page.close()
 

@@ -8,13 +8,9 @@ import sys
 from rollscope.collectors.settings import default_store
 
 
-def add_store(parser, *, required_exists: bool = True) -> None:
-    parser.add_argument(
-        "--store",
-        default=None,
-        metavar="DIR",
-        help="store directory (default: $ROLLSCOPE_STORE or ./runs)",
-    )
+def add_store(parser, *, default: str = "$ROLLSCOPE_STORE or ./runs") -> None:
+    """The one --store option of every command; ``default`` says what an omitted one means."""
+    parser.add_argument("--store", default=None, metavar="DIR", help=f"store directory (default: {default})")
 
 
 def store_of(args):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 
+from rollscope.app.commands._common import add_store
 from rollscope.errors import RollscopeError
 
 _MIB = 1024 * 1024
@@ -20,7 +20,7 @@ def register(subparsers) -> None:
             "durable. GET /health reports counts."
         ),
     )
-    parser.add_argument("--store", help="store directory (default: $ROLLSCOPE_STORE or ./runs)")
+    add_store(parser)
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all)"
     )
@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--token",
-        default=os.environ.get("ROLLSCOPE_TOKEN", "").strip() or None,
+        default=None,
         help="require 'Authorization: Bearer TOKEN' on every request (default: $ROLLSCOPE_TOKEN, which "
         "keeps the token out of `ps`)",
     )
@@ -76,14 +76,14 @@ def _grpc_port(text: str) -> int | str:
 
 def run(args: argparse.Namespace) -> int:
     from rollscope.collectors.receiver import ReceiverConfig, bind, bind_grpc, serve
-    from rollscope.collectors.settings import default_store
+    from rollscope.collectors.settings import Settings, default_store
 
     try:
         config = ReceiverConfig(
             store=args.store or default_store(),
             host=args.host,
             port=args.port,
-            token=args.token,
+            token=args.token or Settings.resolve().token,
             run_id=args.run_id,
             max_request_bytes=int(args.max_request_mib * _MIB),
             max_pending_bytes=int(args.max_pending_mib * _MIB),

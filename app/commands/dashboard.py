@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from rollscope.app.commands._common import add_store
+
 APP = Path(__file__).resolve().parent.parent / "dashboard.py"
 DEFAULT_PORT = 8501
 
@@ -18,12 +20,7 @@ def register(sub) -> None:
         description="Serve the dashboard (Streamlit) on http://127.0.0.1:PORT. Pages refresh by themselves "
         "while a run writes into the store.",
     )
-    p.add_argument(
-        "--store",
-        default=None,
-        metavar="DIR",
-        help="store directory (default: $ROLLSCOPE_STORE, else the shipped sample_data/ with its sample run)",
-    )
+    add_store(p, default="$ROLLSCOPE_STORE, else the shipped sample_data/ with its sample run")
     p.add_argument(
         "--port", type=_port, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})"
     )

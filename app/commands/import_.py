@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rollscope.app.commands._common import add_store
 from rollscope.errors import RollscopeError
 
 
@@ -21,9 +22,7 @@ def register(sub) -> None:
         ),
     )
     vf.add_argument("file", metavar="FILE", help="traces.jsonl, or the run directory holding it")
-    vf.add_argument(
-        "--store", default=None, metavar="DIR", help="store directory (default: $ROLLSCOPE_STORE or ./runs)"
-    )
+    add_store(vf)
     vf.add_argument("--run-id", required=True, metavar="ID", help="the run to write the rollouts to")
     vf.add_argument("--environment", default=None, help="environment name (default: the env id in the file)")
     vf.set_defaults(func=run_verifiers)

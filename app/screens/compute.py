@@ -12,14 +12,14 @@ TERMS = ["rollout", "train", "teacher", "judge"]
 
 def totals(filters: data.Filters, work: dict) -> None:
     table = data.analysis(report.compute_table, filters).set_index("term")
-    accelerators = table.loc[TERMS]
+    c_total = table.iloc[0]  # flops_total and device_seconds_total are on every row
     row = st.columns(4)
     row[0].metric(
         "C_total accelerator time",
-        charts.device_seconds(accelerators["device_seconds"].sum()),
+        charts.device_seconds(c_total["device_seconds_total"]),
         help="Device-seconds of rollout, train, teacher and judge processes (devices × busy time).",
     )
-    row[1].metric("C_total FLOPs", charts.flops(accelerators["flops"].sum()))
+    row[1].metric("C_total FLOPs", charts.flops(c_total["flops_total"]))
     row[2].metric(
         "C_env CPU time",
         charts.device_seconds(table.at["env", "device_seconds"], "CPU"),
@@ -30,7 +30,7 @@ def totals(filters: data.Filters, work: dict) -> None:
         charts.rate(work.get("wasted_compute_share")),
         help="Share of rollout + judge + teacher FLOPs spent on rollouts that never became usable.",
     )
-    like = accelerators["device_seconds"].sum()
+    like = c_total["device_seconds_total"]
     shown = pd.DataFrame(
         {
             "term": [f"C_{t}" for t in table.index],

@@ -7,6 +7,7 @@ from rollscope.queries import analyses
 from rollscope.queries.funnel_stages import STAGE_RATES
 
 ROLLING_STEPS = 10
+WHAT_IF_STEP_POINTS = 20  # the first view raises the weakest stage by this many points (README: 60 % → 80 %)
 RATE_LABELS = {rate: charts.label(rate).capitalize() for rate in STAGE_RATES}  # "Nonzero signal"
 
 
@@ -76,9 +77,6 @@ def losses(filters: data.Filters) -> None:
         key="losses",
     )
     st.caption("What to look for: the largest bar is the cheapest experience to win back.")
-
-
-WHAT_IF_STEP_POINTS = 20  # the first view raises the weakest stage by this many points (README: 60 % → 80 %)
 
 
 def what_if(row: dict) -> None:

@@ -13,9 +13,10 @@ def lint(filters: data.Filters) -> None:
     found = data.analysis(analyses.logprob_lint, filters)
     if found.empty:
         return
+    turns = data.analysis(analyses.logprob_lint_summary, filters)["turns"]
     with st.container(border=True):
         st.markdown(
-            f":red-background[:material/error: **Log-prob lint fails**] :red[{charts.count(found['turns'].sum())} "
+            f":red-background[:material/error: **Log-prob lint fails**] :red[{charts.count(turns)} "
             "turns recorded the *drafter's* log-probabilities for training: the importance ratios of those "
             "samples are wrong. Record the policy's (target model's) log-probabilities.]"
         )
