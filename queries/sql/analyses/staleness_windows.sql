@@ -1,15 +1,16 @@
 -- Staleness excursions: over each run of $window consecutive consuming train steps (fewer at the start), the
 -- share of consumed samples beyond rl.staleness.bound; the worst window first (the earliest of equals). Also
 -- the run's samples used beyond the bound (none allowed) and its bound: what the staleness-violations check
--- reads (docs/report.md). No rows before any sample is consumed.
+-- reads (docs/report.md). No rows before any sample is consumed. Counted from _staleness_sums (macros/07).
 WITH by_step AS (
     SELECT
         c.step,
-        count(*) AS samples,
-        count(*) FILTER (c.staleness > c.bound) AS violations,
-        count(*) FILTER (c.staleness > c.bound AND c.decision = 'used') AS used_beyond_bound,
+        sum(c.samples) AS samples,
+        coalesce(sum(c.samples) FILTER (c.staleness > c.bound), 0) AS violations,
+        coalesce(sum(c.samples) FILTER (c.staleness > c.bound AND c.decision = 'used'), 0) AS used_beyond_bound,
         any_value(c.bound) AS bound
-    FROM consumed_samples($run_id, NULL, NULL, NULL) AS c
+    FROM _staleness_sums($run_id) AS c
+    WHERE c.step IS NOT NULL AND c.staleness IS NOT NULL
     GROUP BY c.step
 ),
 windows AS (
