@@ -469,7 +469,8 @@ class Learning:
                 counts[0] += 1
                 counts[1] += r.reward >= SUCCESS_THRESHOLD
         zero = self._zero_signal(p)
-        mismatch = [r.mismatch for r in p.rollouts if r.mismatch is not None]
+        recorded = self.c.emit_samples  # the trainer records the mismatch on its rl.sample spans
+        mismatch = [r.mismatch for r in p.rollouts if r.mismatch is not None and recorded]
         self.mismatch += mismatch
         self.by_step.append(
             {

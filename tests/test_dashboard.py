@@ -250,7 +250,9 @@ def test_learning_page_draws_rewards_zero_signal_tasks_and_mismatch(sample_store
     assert sum(sum(t["y"]) for t in bars.values()) == zero["zero_signal_rollouts"].sum()
     kl = figure(at, "mismatch")
     assert kl["layout"]["yaxis"]["title"]["text"] == "KL per token (nats)"
-    assert kl["data"][0]["y"] == pytest.approx(analyses.mismatch(con, RUN, "step")["mismatch_kl_mean"].tolist())
+    assert kl["data"][0]["y"] == pytest.approx(
+        analyses.mismatch(con, RUN, "step")["mismatch_kl_mean"].tolist()
+    )
 
 
 def test_rollouts_page_finds_rollouts_and_opens_one_as_a_waterfall(sample_store, con):
