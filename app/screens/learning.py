@@ -60,21 +60,29 @@ def rewards(filters: data.Filters) -> None:
     if by_step.empty:
         st.info("No scored rollouts consumed by a train step in this selection yet.")
         return
-    names = ["p10", "median", "p90"]
     fig = charts.lines(
         by_step,
         "step",
-        ["reward_p10", "reward_p50", "reward_p90"],
+        ["reward_mean"],
         "Reward per step",
         "train step",
         "reward (score)",
-        names=names,
+        names=["mean reward"],
+        rolling=ROLLING_STEPS,
     )
-    fig.add_scatter(x=by_step["step"].tolist(), y=by_step["reward_mean"].tolist(), name="mean", mode="lines")
+    for column, name in (("reward_p10", "p10"), ("reward_p50", "median"), ("reward_p90", "p90")):
+        fig.add_scatter(
+            x=by_step["step"].tolist(),
+            y=by_step[column].tolist(),
+            name=name,
+            mode="lines",
+            line={"width": 1, "dash": "dot"},
+        )
     st.plotly_chart(fig, key="reward")
     st.caption(
-        "What to look for: the median and p90 climbing while p10 stays at 0 is learning on the easy tasks only; "
-        "flat lines for many steps mean the policy has stopped improving."
+        f"Pale: each step's mean; dark: the mean of the last {ROLLING_STEPS} steps; dotted: p10, median, p90 "
+        "(with 0/1 rewards they sit at 0 or 1). What to look for: a rising mean; p90 at the top while p10 stays "
+        "at 0 is learning on the easy tasks only; a flat mean for many steps, a policy that stopped improving."
     )
     st.plotly_chart(
         charts.lines(
@@ -207,8 +215,7 @@ def mismatch(filters: data.Filters) -> None:
         "Train-inference KL per step",
         "train step",
         "KL per token (nats)",
-        names=["mean KL"],
-        rolling=ROLLING_STEPS,
+        names=["mean KL of the step's samples"],
     )
     limit = THRESHOLDS["mismatch-kl"]
     fig.add_hline(y=limit, line_dash="dash", line_color="#ef4444", annotation_text=f"check: {limit:g}")
