@@ -26,6 +26,7 @@ import pandas as pd
 from rollscope.errors import QueryError, UnknownRunError
 from rollscope.queries import sqlfiles
 
+SUCCESS_THRESHOLD = 0.5  # a scored rollout succeeded when its reward is at least this (docs/semconv.md)
 _MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
 
 
@@ -394,8 +395,24 @@ def trainer_steps(con, run_id: str, steps=None) -> pd.DataFrame:
 
 
 def staleness_by_step(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
-    """Per consuming step: samples, mean and max staleness, share within the bound, violations."""
+    """Per consuming step: samples, mean and max staleness, the share within the bound, the samples beyond
+    it and those used anyway (named as in staleness_summary)."""
     return query(con, "staleness_by_step", require_run(con, run_id), **_filters(steps, environment))
+
+
+def staleness_timing(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
+    """Per consuming step: seconds and policy versions of staleness accrued in flight (generating) and queued
+    (finished, waiting for the trainer)."""
+    return query(con, "staleness_timing", require_run(con, run_id), **_filters(steps, environment))
+
+
+def stale_bias(
+    con, run_id: str, steps=None, environment=None, success_threshold=SUCCESS_THRESHOLD
+) -> pd.DataFrame:
+    """Rollouts with a signal kept (usable) against dropped as stale: count, mean decoded tokens, duration,
+    reward and success rate; what dropping stale samples biases training toward."""
+    filters = _filters(steps, environment)
+    return query(con, "stale_bias", require_run(con, run_id), success_threshold=success_threshold, **filters)
 
 
 def generations_by_step(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
@@ -410,7 +427,6 @@ def rewards_by_step(con, run_id: str, steps=None, environment=None) -> pd.DataFr
 
 # --- is it learning ---------------------------------------------------------------------------------------
 
-SUCCESS_THRESHOLD = 0.5  # a scored rollout succeeded when its reward is at least this (docs/semconv.md)
 _LEARNING_KEYS = ("step", "environment", "step_environment")
 
 

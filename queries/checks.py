@@ -83,8 +83,8 @@ def staleness_violations(con, run_id: str, limits: dict) -> CheckResult:
     by_step = analyses.staleness_by_step(con, run_id)
     if by_step.empty:
         return CheckResult("staleness-violations", True, None, limit, "no consumed samples yet", "share")
-    rolled = by_step[["samples", "violations"]].rolling(window, min_periods=1).sum()
-    share = rolled["violations"] / rolled["samples"]
+    rolled = by_step[["samples", "beyond_bound"]].rolling(window, min_periods=1).sum()
+    share = rolled["beyond_bound"] / rolled["samples"]
     worst, used = share.idxmax(), int(by_step["used_beyond_bound"].sum())
     last_step = int(by_step.at[worst, "step"])
     first_step = int(by_step["step"].iloc[max(0, worst - window + 1)])

@@ -276,7 +276,7 @@ class Truth:
         self.work = dict.fromkeys(
             ("output_tokens", "reprefill_waste_tokens", "train_tokens", "teacher_tokens"), 0
         )
-        self.learning = Learning(c)
+        self.learning = Learning(c, ns)
 
     def add_step(self, plan: StepPlan, records: dict[str, list[tuple]]) -> None:
         step = Slice(self.c)
@@ -451,8 +451,10 @@ class Learning:
     """Is it learning: rewards, success and loss per step, why groups carry no signal, per-task solve rates
     and the train-inference mismatch, from the plan (docs/simulator.md, key ``learning``)."""
 
-    def __init__(self, c: SimConfig):
-        self.c = c
+    def __init__(self, c: SimConfig, ns):
+        self.c, self.ns = c, ns
+        self.step_ends: list[tuple[int, int]] = []  # (end ns, policy version produced) of the steps so far
+        self.bias = {"kept": [], "dropped stale": []}  # (decoded tokens, duration s, reward) per rollout
         self.by_step: list[dict] = []
         self.rewards: list[float] = []
         self.tasks: dict[str, list[int]] = {}  # task -> [scored attempts, successes]
@@ -479,8 +481,37 @@ class Learning:
                 **_reward_figures(rewards),
                 "zero_signal": zero,
                 "mismatch": _mismatch_figures(mismatch),
+                "staleness_timing": self._timing(p),
             }
         )
+        self.step_ends.append((self.ns(p.end), p.policy_version))
+        for r in p.rollouts:
+            kind = {"used": "kept", "stale": "dropped stale"}.get(r.decision)
+            if kind is not None:
+                tokens = sum(t.output_tokens for t in r.turns)
+                self.bias[kind].append((tokens, (self.ns(r.end) - self.ns(r.start)) / 1e9, r.reward))
+
+    def _timing(self, p: StepPlan) -> dict:
+        """Where each consumed sample's staleness came from: in flight (generating) or queued (waiting)."""
+        ns, flight_s, queued_s, flight_v, stale = self.ns, [], [], [], []
+        for r in p.rollouts:
+            end = ns(r.end)
+            newest = max((v for e, v in self.step_ends if e <= end), default=r.policy_version)
+            flight_s.append((end - ns(r.start)) / 1e9)
+            queued_s.append(max(0, ns(p.ready) - end) / 1e9)
+            flight_v.append(min(r.staleness, max(0, newest - r.policy_version)))
+            stale.append(r.staleness)
+        n = len(stale)
+        return {
+            "samples": n,
+            "in_flight_s_mean": float(np.mean(flight_s)),
+            "in_flight_s_p90": float(np.quantile(flight_s, 0.9)),
+            "queued_s_mean": float(np.mean(queued_s)),
+            "queued_s_p90": float(np.quantile(queued_s, 0.9)),
+            "staleness_mean": sum(stale) / n,
+            "in_flight_versions_mean": sum(flight_v) / n,
+            "queued_versions_mean": (sum(stale) - sum(flight_v)) / n,
+        }
 
     def _zero_signal(self, p: StepPlan) -> dict:
         step = {kind: {"groups": 0, "rollouts": 0} for kind in _ZERO_SIGNAL_KINDS}
@@ -514,6 +545,7 @@ class Learning:
                 "never_solved": sorted(t for t, r in solve.items() if r == 0.0),
                 "solve_rate": solve,
             },
+            "stale_bias": {kind: _bias_figures(rows) for kind, rows in self.bias.items()},
             "by_step": self.by_step,
         }
 
@@ -544,6 +576,25 @@ def _reward_figures(rewards: list[float]) -> dict:
         "reward_p50": float(q[1]),
         "reward_p90": float(q[2]),
         "success_rate": sum(r >= SUCCESS_THRESHOLD for r in rewards) / len(rewards),
+    }
+
+
+def _bias_figures(rows: list[tuple]) -> dict:
+    n = len(rows)
+    if not n:
+        return {
+            "rollouts": 0,
+            "decoded_tokens_mean": None,
+            "duration_s_mean": None,
+            "reward_mean": None,
+            "success_rate": None,
+        }
+    return {
+        "rollouts": n,
+        "decoded_tokens_mean": sum(r[0] for r in rows) / n,
+        "duration_s_mean": sum(r[1] for r in rows) / n,
+        "reward_mean": sum(r[2] for r in rows) / n,
+        "success_rate": sum(r[2] >= SUCCESS_THRESHOLD for r in rows) / n,
     }
 
 

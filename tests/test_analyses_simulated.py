@@ -173,6 +173,23 @@ def test_trainer_idle_and_rollout_length_tail_match(run):
     assert figures["dropped_spans"] == 0
 
 
+def test_staleness_split_into_in_flight_and_queued_matches_per_step(run):
+    con, run_id, truth = run
+    timing = analyses.staleness_timing(con, run_id).to_dict("records")
+    expected = [{"step": s["train_step"], **s["staleness_timing"]} for s in truth["learning"]["by_step"]]
+    assert [row["step"] for row in timing] == [row["step"] for row in expected]
+    for mine, theirs in zip(timing, expected, strict=True):
+        assert mine == pytest.approx(theirs, rel=1e-6)
+    assert any(row["queued_versions_mean"] > 0 for row in timing)  # the excursion queues samples
+
+
+def test_dropped_stale_against_kept_matches(run):
+    con, run_id, truth = run
+    bias = analyses.stale_bias(con, run_id).set_index("samples")
+    for kind, figures in truth["learning"]["stale_bias"].items():
+        assert bias.loc[kind].to_dict() == pytest.approx(figures)
+
+
 # --- is it learning ----------------------------------------------------------------------------------------
 
 _REWARD_KEYS = ("scored", "reward_mean", "reward_p10", "reward_p50", "reward_p90", "success_rate")

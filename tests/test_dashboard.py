@@ -232,6 +232,10 @@ def test_staleness_page_draws_the_distribution_against_the_bound(sample_store, c
     assert shown["layout"]["shapes"][0]["x0"] == summary["bound"] + 0.5
     throughput = analyses.throughput(con, RUN)
     assert metrics(at)["Rollout length p99 (tokens)"] == charts.count(throughput["length_p99"])
+    timing = analyses.staleness_timing(con, RUN)
+    split = traces(figure(at, "staleness-split"))
+    assert split["queued versions mean"]["y"] == pytest.approx(timing["queued_versions_mean"].tolist())
+    assert split["in flight versions mean"]["y"] == pytest.approx(timing["in_flight_versions_mean"].tolist())
 
 
 def test_learning_page_draws_rewards_zero_signal_tasks_and_mismatch(sample_store, con):

@@ -135,11 +135,11 @@ def test_the_overview_headline_is_the_report_less_what_it_does_not_show(sample):
     assert "prefill_decode.ratio" in headline and "trainer.idle_fraction" in headline
     assert not any(k.startswith(("throughput", "staleness", "funnel.losses")) for k in headline)
     # what it leaves out is not computed: the step range, environments, losses, disaggregation, staleness
-    # (its distribution and the run's bound), throughput and learning (rewards, tasks, losses, zero-signal
-    # split, mismatch for the run and per step) queries of the report did not run
+    # (its distribution and the run's bound), throughput, staleness timing and bias, and learning (rewards,
+    # tasks, losses, zero-signal split, mismatch for the run and per step) queries of the report did not run
     report_runs = []
     report(analyses.Shared(lambda: report_runs.append(1) or con), "samples", steps=(3, 9))
-    assert len(report_runs) - len(runs) == 13
+    assert len(report_runs) - len(runs) == 15
 
 
 def _readme_attach_example() -> str:
