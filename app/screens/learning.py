@@ -3,6 +3,7 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.queries import analyses
 from rollscope.queries.analyses import SUCCESS_THRESHOLD
 from rollscope.queries.checks import THRESHOLDS
 
@@ -16,10 +17,10 @@ KIND_COLORS = {
 
 
 def headline(filters: data.Filters) -> None:
-    run = analyses_record(data.analysis("learning", filters))
-    zero = data.analysis("zero_signal_summary", filters)
-    tasks = data.analysis("task_solve_rates", filters)
-    losses = data.analysis("trainer_steps", filters)["train_loss"].dropna()
+    run = analyses_record(data.analysis(analyses.learning, filters))
+    zero = data.analysis(analyses.zero_signal_summary, filters)
+    tasks = data.analysis(analyses.task_solve_rates, filters)
+    losses = data.analysis(analyses.trainer_steps, filters)["train_loss"].dropna()
     cols = st.columns(5)
     cols[0].metric("Mean reward", charts.number(run.get("reward_mean")), help="Over scored rollouts.")
     cols[1].metric(
@@ -56,7 +57,7 @@ def analyses_record(frame) -> dict:
 
 def rewards(filters: data.Filters) -> None:
     st.subheader("Reward and success per step")
-    by_step = data.analysis("learning", filters, by="step")
+    by_step = data.analysis(analyses.learning, filters, by="step")
     if by_step.empty:
         st.info("No scored rollouts consumed by a train step in this selection yet.")
         return
@@ -101,7 +102,7 @@ def rewards(filters: data.Filters) -> None:
         f"Pale: each step; dark: the mean of the last {ROLLING_STEPS} steps. What to look for: a rising mean; "
         "near 100 % the tasks are too easy and groups stop carrying signal."
     )
-    per_env = data.analysis("learning", filters, by="step_environment")
+    per_env = data.analysis(analyses.learning, filters, by="step_environment")
     wide = per_env.pivot(index="step", columns="environment", values="success_rate").reset_index()
     envs = [c for c in wide.columns if c != "step"]
     st.plotly_chart(
@@ -121,7 +122,7 @@ def rewards(filters: data.Filters) -> None:
 
 
 def loss(filters: data.Filters) -> None:
-    steps = data.analysis("trainer_steps", filters)
+    steps = data.analysis(analyses.trainer_steps, filters)
     steps = steps[steps["train_loss"].notna()]
     if steps.empty:
         st.caption("The trainer records no rl.train.loss.")
@@ -146,7 +147,7 @@ def loss(filters: data.Filters) -> None:
 
 def zero_signal(filters: data.Filters) -> None:
     st.subheader("Why groups carry no signal")
-    by_step = data.analysis("zero_signal", filters, by="step")
+    by_step = data.analysis(analyses.zero_signal, filters, by="step")
     if by_step.empty:
         st.info("No rollout lost at the nonzero-signal stage in this selection.")
         return
@@ -168,7 +169,7 @@ def zero_signal(filters: data.Filters) -> None:
         "equal partial scores. What to look for: all-right growing as the policy learns means the curriculum "
         "needs harder tasks; all-wrong dominating, easier ones."
     )
-    by_env = data.analysis("zero_signal", filters, by="environment")
+    by_env = data.analysis(analyses.zero_signal, filters, by="environment")
     st.dataframe(
         by_env[["environment", *[k.replace("_rollouts", "_groups") for k in kinds], "zero_signal_rollouts"]],
         hide_index=True,
@@ -177,7 +178,7 @@ def zero_signal(filters: data.Filters) -> None:
 
 def tasks(filters: data.Filters) -> None:
     st.subheader("Per-task solve rates")
-    frame = data.analysis("task_solve_rates", filters)
+    frame = data.analysis(analyses.task_solve_rates, filters)
     if frame.empty:
         st.info("No scored attempts in this selection yet.")
         return
@@ -201,7 +202,7 @@ def tasks(filters: data.Filters) -> None:
 
 def mismatch(filters: data.Filters) -> None:
     st.subheader("Train-inference mismatch")
-    by_step = data.analysis("mismatch", filters, by="step")
+    by_step = data.analysis(analyses.mismatch, filters, by="step")
     if by_step.empty:
         st.info(
             "No sample records a train-inference mismatch (rl.sample.mismatch_kl and related attributes, "

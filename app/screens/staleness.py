@@ -56,7 +56,7 @@ def staleness(filters: data.Filters) -> None:
 
 def over_time(filters: data.Filters) -> None:
     st.subheader("Staleness over time")
-    timing = data.analysis("staleness_timing", filters)
+    timing = data.analysis(analyses.staleness_timing, filters)
     if timing.empty:
         return
     st.plotly_chart(
@@ -90,7 +90,7 @@ def over_time(filters: data.Filters) -> None:
     st.caption(
         "What to look for: queued seconds growing step after step: the trainer falls behind the fleet."
     )
-    bias = data.analysis("stale_bias", filters)
+    bias = data.analysis(analyses.stale_bias, filters)
     if len(bias) > 1:
         st.markdown("**What dropping stale samples keeps out** (rollouts with a signal)")
         st.dataframe(bias, hide_index=True)
