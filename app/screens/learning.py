@@ -20,7 +20,9 @@ def headline(filters: data.Filters) -> None:
     run = analyses_record(data.analysis(analyses.learning, filters))
     zero = data.analysis(analyses.zero_signal_summary, filters)
     tasks = data.analysis(analyses.task_solve_rates, filters)
-    losses = data.analysis(analyses.trainer_steps, filters)["train_loss"].dropna()
+    losses = data.call(filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps)[
+        "train_loss"
+    ].dropna()
     cols = st.columns(5)
     cols[0].metric("Mean reward", charts.number(run.get("reward_mean")), help="Over scored rollouts.")
     cols[1].metric(
@@ -122,7 +124,7 @@ def rewards(filters: data.Filters) -> None:
 
 
 def loss(filters: data.Filters) -> None:
-    steps = data.analysis(analyses.trainer_steps, filters)
+    steps = data.call(filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps)
     steps = steps[steps["train_loss"].notna()]
     if steps.empty:
         st.caption("The trainer records no rl.train.loss.")
