@@ -139,6 +139,20 @@ SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
         ("gen_ai.usage.completion_tokens",),
     ),
     Attribute(
+        "gen_ai.usage.reasoning.output_tokens",
+        "reasoning_tokens",
+        "int",
+        "rl.turn, llm_request",
+        "Of the tokens decoded, those spent reasoning (already counted in gen_ai.usage.output_tokens).",
+    ),
+    Attribute(
+        "gen_ai.usage.cache_creation.input_tokens",
+        "cache_creation_input_tokens",
+        "int",
+        "rl.turn, llm_request",
+        "Prompt tokens written to a provider's prompt cache (already counted in gen_ai.usage.input_tokens).",
+    ),
+    Attribute(
         "rl.turn.context_tokens",
         "context_tokens",
         "int",
@@ -260,6 +274,35 @@ SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
         "Policy versions between the rollout's policy and the consuming step's.",
     ),
     Attribute("rl.sample.tokens", "sample_tokens", "int", "rl.sample", "Tokens this sample contributes."),
+    # train-inference mismatch, as the trainer measured it on the sample's tokens (docs/metrics.md)
+    Attribute(
+        "rl.sample.mismatch_kl",
+        "mismatch_kl",
+        "float",
+        "rl.sample",
+        "KL(inference ‖ trainer) per token, mean over the sample: log-probs the engine recorded vs the trainer's.",
+    ),
+    Attribute(
+        "rl.sample.logprob_diff.mean",
+        "logprob_diff_mean",
+        "float",
+        "rl.sample",
+        "Mean over the sample's tokens of |trainer log-prob − inference log-prob|.",
+    ),
+    Attribute(
+        "rl.sample.logprob_diff.max",
+        "logprob_diff_max",
+        "float",
+        "rl.sample",
+        "Largest |trainer log-prob − inference log-prob| of any of the sample's tokens.",
+    ),
+    Attribute(
+        "rl.sample.importance_ratio.mean",
+        "importance_ratio_mean",
+        "float",
+        "rl.sample",
+        "Mean over the sample's tokens of exp(trainer log-prob − inference log-prob).",
+    ),
     # standard
     Attribute("error.type", "error_type", "str", "any", "OpenTelemetry's error class, e.g. timeout."),
 )
@@ -343,6 +386,24 @@ def markdown() -> str:
             alias = f" Also read from {', '.join(f'`{x}`' for x in a.aliases)}." if a.aliases else ""
             out.append(f"| `{a.name}` | `{a.column}` | {a.type} | {a.where} | {a.doc}{alias} |")
     out += [
+        "",
+        "## Conventions the analyses apply",
+        "",
+        "- **Success.** A scored rollout succeeded when its `rl.reward.score` is at least the success threshold,",
+        "  0.5 by default (`analyses.SUCCESS_THRESHOLD`, the `success_threshold=` argument): a binary 0/1 reward",
+        "  and a [0, 1] judge score both read right. Solve rates and success rates count successes this way.",
+        "- **Why a group carries no signal.** A group whose scored rewards are all equal is *all-wrong* when that",
+        "  common reward is at most 0, *all-right* when it is at least 1, and *other-equal* otherwise (e.g. every",
+        "  attempt scored 0.5); slime logs the same split as `zero_std/count_{reward}`.",
+        "- **Train-inference mismatch.** A trainer that recomputes log-probabilities of a sample's tokens records",
+        "  the gap on the sample's `rl.sample` span (the four `rl.sample.*` mismatch attributes above); they",
+        "  correspond to prime-rl's `mismatch_kl`, SkyRL's `rollout_train_logprobs_abs_diff` and AReaL's",
+        "  `behave_imp_weight`.",
+        "- **The open `rl.*` proposal** (open-telemetry/semantic-conventions-genai#88) names the resource",
+        "  attributes `rl.run.id`, `rl.algorithm`, `rl.model.name` and `rl.environment.name` exactly as above, so",
+        "  they need no alias (it sets `rl.environment.name` on the resource; rollscope reads it on `rl.rollout`,",
+        "  where one process serving several environments can still name each); its `rl.loop.*`, `rl.sample.*`, `rl.train.*` and `rl.sync.*` names are metric",
+        "  namespaces (durations, counters), not span attributes, and have no per-span counterpart to alias.",
         "",
         "Attributes not listed here are kept, never dropped: they land in the JSON column `attributes` (span) or",
         "`resource_attributes` (resource). A listed attribute whose value has the wrong type is coerced when",

@@ -26,6 +26,7 @@ import pandas as pd
 from rollscope.errors import QueryError, UnknownRunError
 from rollscope.queries import sqlfiles
 
+SUCCESS_THRESHOLD = 0.5  # a scored rollout succeeded when its reward is at least this (docs/semconv.md)
 _MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
 
 
@@ -404,8 +405,24 @@ def trainer_steps(con, run_id: str, steps=None) -> pd.DataFrame:
 
 
 def staleness_by_step(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
-    """Per consuming step: samples, mean and max staleness, share within the bound, violations."""
+    """Per consuming step: samples, mean and max staleness, the share within the bound, the samples beyond
+    it and those used anyway (named as in staleness_summary)."""
     return query(con, "staleness_by_step", require_run(con, run_id), **_filters(steps, environment))
+
+
+def staleness_timing(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
+    """Per consuming step: seconds and policy versions of staleness accrued in flight (generating) and queued
+    (finished, waiting for the trainer)."""
+    return query(con, "staleness_timing", require_run(con, run_id), **_filters(steps, environment))
+
+
+def stale_bias(
+    con, run_id: str, steps=None, environment=None, success_threshold=SUCCESS_THRESHOLD
+) -> pd.DataFrame:
+    """Rollouts with a signal kept (usable) against dropped as stale: count, mean decoded tokens, duration,
+    reward and success rate; what dropping stale samples biases training toward."""
+    filters = _filters(steps, environment)
+    return query(con, "stale_bias", require_run(con, run_id), success_threshold=success_threshold, **filters)
 
 
 def generations_by_step(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
@@ -416,6 +433,65 @@ def generations_by_step(con, run_id: str, steps=None, environment=None) -> pd.Da
 def rewards_by_step(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
     """Per consuming step and reward function: rollouts scored and the mean score."""
     return query(con, "rewards_by_step", require_run(con, run_id), **_filters(steps, environment))
+
+
+# --- is it learning ---------------------------------------------------------------------------------------
+
+_LEARNING_KEYS = ("step", "environment", "step_environment")
+
+
+def learning(
+    con, run_id: str, by: str | None = None, steps=None, environment=None, success_threshold=SUCCESS_THRESHOLD
+) -> pd.DataFrame:
+    """Scored rollouts, mean reward, its p10 / p50 / p90 and the success rate, for the run or per consuming
+    step, environment or both (``by="step_environment"``)."""
+    by = _by(by, _LEARNING_KEYS)
+    filters = _filters(steps, environment)
+    frame = query(
+        con, "learning", require_run(con, run_id), by=by, success_threshold=success_threshold, **filters
+    )
+    keep = {"step": ("step",), "environment": ("environment",), "step_environment": ("step", "environment")}
+    return frame.drop(columns=[k for k in ("step", "environment") if k not in keep.get(by, ())])
+
+
+def task_solve_rates(
+    con, run_id: str, steps=None, environment=None, success_threshold=SUCCESS_THRESHOLD
+) -> pd.DataFrame:
+    """Per task: scored attempts, successes, solve rate overall and over its first / last half of attempts,
+    and whether it was always solved, never solved or mixed (curriculum candidates)."""
+    filters = _filters(steps, environment)
+    return query(
+        con, "task_solve_rates", require_run(con, run_id), success_threshold=success_threshold, **filters
+    )
+
+
+_ZERO_SIGNAL_KEYS = ("step", "environment", "task")
+ZERO_SIGNAL_KINDS = ("all_wrong", "all_right", "other_equal", "group_too_small")
+
+
+def zero_signal(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+    """Rollouts lost at the nonzero-signal stage and their groups, split into all-wrong, all-right,
+    other-equal and too-small groups; for the run or per consuming step, environment or task."""
+    by = _by(by, _ZERO_SIGNAL_KEYS)
+    frame = query(con, "zero_signal", require_run(con, run_id), by=by, **_filters(steps, environment))
+    return _keep_by(frame, by, _ZERO_SIGNAL_KEYS)
+
+
+def zero_signal_summary(con, run_id: str, steps=None, environment=None) -> dict:
+    """The run's zero-signal split as ``{kind: {"groups": n, "rollouts": n}}`` (zeros when none was lost)."""
+    row = record(zero_signal(con, run_id, None, steps, environment))
+    return {
+        kind: {"groups": row.get(f"{kind}_groups") or 0, "rollouts": row.get(f"{kind}_rollouts") or 0}
+        for kind in ZERO_SIGNAL_KINDS
+    }
+
+
+def mismatch(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+    """Train-inference mismatch over the samples that recorded it: mean and max KL, log-prob differences,
+    importance ratio; for the run or per consuming step."""
+    by = _by(by, ("step",))
+    frame = query(con, "mismatch", require_run(con, run_id), by=by, **_filters(steps, environment))
+    return _keep_by(frame, by, ("step",))
 
 
 # metric -> (by-step analysis, its column)
@@ -429,6 +505,10 @@ TRENDS = {
     ),
     "trainer_idle_fraction": (lambda con, run, s, e: trainer_steps(con, run, s), "trainer_idle_fraction"),
     "staleness_mean": (staleness_by_step, "mean_staleness"),
+    "reward_mean": (lambda con, run, s, e: learning(con, run, "step", s, e), "reward_mean"),
+    "success_rate": (lambda con, run, s, e: learning(con, run, "step", s, e), "success_rate"),
+    "train_loss": (lambda con, run, s, e: trainer_steps(con, run, s), "train_loss"),
+    "mismatch_kl": (lambda con, run, s, e: mismatch(con, run, "step", s, e), "mismatch_kl_mean"),
 }
 
 

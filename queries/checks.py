@@ -19,6 +19,7 @@ THRESHOLDS = {
     "nonzero-signal": 0.2,  # least nonzero-signal rate over the latest consumed steps
     "nonzero-signal-window": 5,  # how many latest consumed steps that rate covers
     "dropped-spans": 0,  # most spans the exporters may have dropped or failed to write
+    "mismatch-kl": 0.01,  # largest mean train-inference KL (rl.sample.mismatch_kl) of any consumed step
 }
 
 
@@ -29,7 +30,8 @@ class CheckResult:
     value: float | int | None
     threshold: float | int
     message: str
-    unit: str = "count"  # how value and threshold read: "count", "share" (a fraction, shown as %), "points"
+    unit: str = "count"  # how value and threshold read: "count", "share" (a fraction, shown as %), "points",
+    # "nats" (a KL divergence per token)
 
     def line(self) -> str:
         return f"{'PASS' if self.ok else 'FAIL'} {self.name}: {self.message}"
@@ -121,7 +123,30 @@ def dropped_spans(con, run_id: str, limits: dict) -> CheckResult:
     return CheckResult("dropped-spans", dropped + failed <= limit, dropped + failed, limit, message)
 
 
-RULES = (drafter_logprobs, acceptance_drift, staleness_violations, nonzero_signal, dropped_spans)
+def mismatch_kl(con, run_id: str, limits: dict) -> CheckResult:
+    """The trainer's log-probabilities and the inference engine's should agree; a step where they drift apart
+    (a kernel, precision or weight-sync bug) trains on the wrong ratios."""
+    limit = limits["mismatch-kl"]
+    by_step = analyses.mismatch(con, run_id, "step")
+    by_step = by_step[by_step["mismatch_kl_mean"].notna()]
+    if by_step.empty:
+        return CheckResult("mismatch-kl", True, None, limit, "no sample recorded rl.sample.mismatch_kl")
+    over = by_step[by_step["mismatch_kl_mean"] > limit]
+    worst = by_step.loc[by_step["mismatch_kl_mean"].idxmax()]
+    value = float(worst["mismatch_kl_mean"])
+    where = (
+        f"steps {_range(int(over['step'].min()), int(over['step'].max()))}"
+        if len(over)
+        else f"step {int(worst['step'])}"
+    )
+    message = (
+        f"mean train-inference KL per token up to {value:.4g} ({where}; at most {limit:g} allowed per step), "
+        f"{len(over)} of {len(by_step)} steps over it"
+    )
+    return CheckResult("mismatch-kl", over.empty, value, limit, message, "nats")
+
+
+RULES = (drafter_logprobs, acceptance_drift, staleness_violations, nonzero_signal, dropped_spans, mismatch_kl)
 
 
 def _range(lo: int | None, hi: int | None) -> str:

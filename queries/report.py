@@ -33,6 +33,66 @@ def report(con, run_id: str, steps=None, environment=None) -> dict:
         "staleness": analyses.staleness_summary(con, run_id, **filters),
         "trainer": _trainer(con, run_id, filters),
         "throughput": _throughput(con, run_id, filters),
+        "staleness_timing": _staleness_timing(con, run_id, filters),
+        "stale_bias": _stale_bias(con, run_id, filters),
+        "learning": _learning(con, run_id, filters),
+        "zero_signal": analyses.zero_signal_summary(con, run_id, **filters),
+        "mismatch": _mismatch(con, run_id, filters),
+    }
+
+
+def _staleness_timing(con, run_id: str, filters: dict) -> dict:
+    """The per-step split of staleness, over the whole selection (means weighted by samples)."""
+    frame = analyses.staleness_timing(con, run_id, **filters)
+    keys = ("in_flight_s_mean", "queued_s_mean", "in_flight_versions_mean", "queued_versions_mean")
+    n = int(frame["samples"].sum())
+    if not n:
+        return {"samples": 0, **dict.fromkeys(keys)}
+    return {"samples": n, **{k: float((frame[k] * frame["samples"]).sum() / n) for k in keys}}
+
+
+def _stale_bias(con, run_id: str, filters: dict) -> dict:
+    frame = analyses.stale_bias(con, run_id, **filters).set_index("samples")
+    keys = ("rollouts", "decoded_tokens_mean", "duration_s_mean", "reward_mean", "success_rate")
+    out = {}
+    for kind, key in (("kept", "kept"), ("dropped stale", "dropped_stale")):
+        row = frame.loc[kind] if kind in frame.index else None
+        out[key] = {
+            k: (analyses.plain(row[k]) if row is not None else (0 if k == "rollouts" else None)) for k in keys
+        }
+    return out
+
+
+def _learning(con, run_id: str, filters: dict) -> dict:
+    row = analyses.record(analyses.learning(con, run_id, **filters))
+    tasks = analyses.task_solve_rates(con, run_id, **filters)
+    losses = analyses.trainer_steps(con, run_id, filters["steps"])["train_loss"].dropna()
+    return {
+        **{k: row.get(k) for k in ("scored", "reward_mean", "reward_p10", "reward_p50", "reward_p90")},
+        "success_rate": row.get("success_rate"),
+        "success_threshold": analyses.SUCCESS_THRESHOLD,
+        "train_loss_last": analyses.plain(losses.iloc[-1]) if len(losses) else None,
+        "tasks_attempted": len(tasks),
+        "tasks_always_solved": int((tasks["status"] == "always solved").sum()),
+        "tasks_never_solved": int((tasks["status"] == "never solved").sum()),
+    }
+
+
+def _mismatch(con, run_id: str, filters: dict) -> dict:
+    row = analyses.record(analyses.mismatch(con, run_id, **filters))
+    by_step = analyses.mismatch(con, run_id, "step", **filters)
+    worst = by_step["mismatch_kl_mean"].max() if len(by_step) else None
+    keys = (
+        "mismatch_kl_mean",
+        "mismatch_kl_max",
+        "logprob_diff_mean",
+        "logprob_diff_max",
+        "importance_ratio_mean",
+    )
+    return {
+        "samples": row.get("samples", 0),
+        **{k: row.get(k) for k in keys},
+        "worst_step_mismatch_kl": analyses.plain(worst),
     }
 
 

@@ -151,6 +151,11 @@ class SimConfig:
         None  # [from, to) fraction of policy versions logging drafter logprobs
     )
     levers: Levers = field(default_factory=Levers)
+    # train-inference mismatch: the trainer records on each used sample a KL per token around mismatch_kl
+    # (0 = it records none), mismatch_excursion_factor times larger over the [from, to) fraction of the steps
+    mismatch_kl: float = 0.0
+    mismatch_excursion: list[float] | None = None
+    mismatch_excursion_factor: float = 20.0
 
 
 def default_environments() -> list[Environment]:
@@ -361,6 +366,7 @@ def validate(c: SimConfig) -> None:
         (c.staleness_bound >= 0, "staleness_bound must be >= 0"),
         (c.levers.drafter_refresh_every >= 0, "levers.drafter_refresh_every must be >= 0"),
         (c.levers.spec_long_extra_k >= 0, "levers.spec_long_extra_k must be >= 0"),
+        (c.mismatch_kl >= 0 and c.mismatch_excursion_factor > 0, "mismatch_kl must be >= 0, its factor > 0"),
     ]
     for rate in dataclasses.astuple(c.rates):
         checks.append((rate is None or 0 <= rate <= 1, "rates must be in [0, 1] or null"))

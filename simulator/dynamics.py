@@ -47,6 +47,7 @@ class Planner:
         self.drafters = self._drafter_schedule(first_version)
         self.logprob_versions = self._position_range(c.logprob_drafter)
         self.excursion_steps = self._position_range(c.staleness_excursion)
+        self.mismatch_steps = self._position_range(c.mismatch_excursion)
         self.available: dict[int, float] = {}
         head = min(c.first_step, self.max_lag) * c.warmup_period_s
         for v in range(first_version, c.first_step + 1):
@@ -114,7 +115,9 @@ class Planner:
         for r in rollouts:
             self._generate(r)
         ready = self._place(rng, groups, s)
-        return self._train(rng, s, index, rollouts, ready, excursion)
+        plan = self._train(rng, s, index, rollouts, ready, excursion)
+        self._mismatch(s, rollouts)
+        return plan
 
     def _stratum(self, kind: str, env: str, fixed: float | None) -> Stratified:
         """Per environment when the rate is emergent; one for the run when a preset fixes it."""
@@ -496,6 +499,22 @@ class Planner:
         )
         self.ready_prev = ready
         return step
+
+    def _mismatch(self, s: int, rollouts: list[Rollout]) -> None:
+        """The train-inference mismatch the trainer measures on each used sample (none when mismatch_kl = 0):
+        a KL per token around mismatch_kl, larger by the factor during the mismatch excursion."""
+        c = self.c
+        if c.mismatch_kl <= 0:
+            return
+        window = self.mismatch_steps
+        scale = c.mismatch_excursion_factor if window is not None and window[0] <= s < window[1] else 1.0
+        for r in rollouts:
+            if r.decision != "used":
+                continue
+            rng = rng_for(c.seed, "mismatch", r.rollout_id)
+            kl = round(c.mismatch_kl * scale * lognormal(rng, 1.0, 0.3), 7)
+            diff = round(math.sqrt(2 * kl), 6)
+            r.mismatch = (kl, diff, round(diff * rng.uniform(4.0, 12.0), 6), round(math.exp(kl), 7))
 
 
 def _long_extra_k(c: SimConfig, r: Rollout) -> int:

@@ -20,7 +20,7 @@ from rollscope.collectors.semconv import SAMPLE_DECISIONS as _DECISIONS
 from rollscope.queries.funnel_stages import STAGES as _STAGES
 from rollscope.simulator.config import SimConfig, to_dict
 from rollscope.simulator.plan import Rollout, StepPlan
-from rollscope.simulator.records import Instance
+from rollscope.simulator.records import Instance, train_loss
 
 FORMAT = 1
 
@@ -276,6 +276,7 @@ class Truth:
         self.work = dict.fromkeys(
             ("output_tokens", "reprefill_waste_tokens", "train_tokens", "teacher_tokens"), 0
         )
+        self.learning = Learning(c, ns)
 
     def add_step(self, plan: StepPlan, records: dict[str, list[tuple]]) -> None:
         step = Slice(self.c)
@@ -283,6 +284,7 @@ class Truth:
             self._rollout(r, step)
         self.steps.append((_StepTimes.of(plan), step))
         self._trainer(plan)
+        self.learning.add_step(plan)
         for key, recs in records.items():
             self.instance_spans[key] += len(recs)
             for rec in recs:
@@ -358,6 +360,7 @@ class Truth:
             ],
             "by_policy_version": [self._version_row(v) for v in sorted(self.versions)],
             "processes": self._processes(),
+            "learning": self.learning.document(),
             "events": events,
         }
 
@@ -438,6 +441,173 @@ class Truth:
                 }
             )
         return out
+
+
+SUCCESS_THRESHOLD = 0.5  # a scored rollout succeeded when its reward is at least this (docs/semconv.md)
+_ZERO_SIGNAL_KINDS = ("all_wrong", "all_right", "other_equal", "group_too_small")
+
+
+class Learning:
+    """Is it learning: rewards, success and loss per step, why groups carry no signal, per-task solve rates
+    and the train-inference mismatch, from the plan (docs/simulator.md, key ``learning``)."""
+
+    def __init__(self, c: SimConfig, ns):
+        self.c, self.ns = c, ns
+        self.step_ends: list[tuple[int, int]] = []  # (end ns, policy version produced) of the steps so far
+        self.bias = {"kept": [], "dropped stale": []}  # (decoded tokens, duration s, reward) per rollout
+        self.by_step: list[dict] = []
+        self.rewards: list[float] = []
+        self.tasks: dict[str, list[int]] = {}  # task -> [scored attempts, successes]
+        self.zero = {kind: {"groups": 0, "rollouts": 0} for kind in _ZERO_SIGNAL_KINDS}
+        self.by_env_zero: dict[str, dict] = {}
+        self.mismatch: list[tuple] = []
+
+    def add_step(self, p: StepPlan) -> None:
+        rewards = [r.reward for r in p.rollouts if r.scored and r.reward is not None]
+        self.rewards += rewards
+        for r in p.rollouts:
+            if r.scored and r.reward is not None:
+                counts = self.tasks.setdefault(r.task_id, [0, 0])
+                counts[0] += 1
+                counts[1] += r.reward >= SUCCESS_THRESHOLD
+        zero = self._zero_signal(p)
+        recorded = self.c.emit_samples  # the trainer records the mismatch on its rl.sample spans
+        mismatch = [r.mismatch for r in p.rollouts if r.mismatch is not None and recorded]
+        self.mismatch += mismatch
+        self.by_step.append(
+            {
+                "train_step": p.step,
+                "train_loss": train_loss(self.c, p),
+                **_reward_figures(rewards),
+                "zero_signal": zero,
+                "mismatch": _mismatch_figures(mismatch),
+                "staleness_timing": self._timing(p),
+            }
+        )
+        self.step_ends.append((self.ns(p.end), p.policy_version))
+        for r in p.rollouts:
+            kind = {"used": "kept", "stale": "dropped stale"}.get(r.decision)
+            if kind is not None:
+                tokens = sum(t.output_tokens for t in r.turns)
+                self.bias[kind].append((tokens, (self.ns(r.end) - self.ns(r.start)) / 1e9, r.reward))
+
+    def _timing(self, p: StepPlan) -> dict:
+        """Where each consumed sample's staleness came from: in flight (generating) or queued (waiting)."""
+        ns, flight_s, queued_s, flight_v, stale = self.ns, [], [], [], []
+        for r in p.rollouts:
+            end = ns(r.end)
+            newest = max((v for e, v in self.step_ends if e <= end), default=r.policy_version)
+            flight_s.append((end - ns(r.start)) / 1e9)
+            queued_s.append(max(0, ns(p.ready) - end) / 1e9)
+            flight_v.append(min(r.staleness, max(0, newest - r.policy_version)))
+            stale.append(r.staleness)
+        n = len(stale)
+        return {
+            "samples": n,
+            "in_flight_s_mean": float(np.mean(flight_s)),
+            "in_flight_s_p90": float(np.quantile(flight_s, 0.9)),
+            "queued_s_mean": float(np.mean(queued_s)),
+            "queued_s_p90": float(np.quantile(queued_s, 0.9)),
+            "staleness_mean": sum(stale) / n,
+            "in_flight_versions_mean": sum(flight_v) / n,
+            "queued_versions_mean": (sum(stale) - sum(flight_v)) / n,
+        }
+
+    def _zero_signal(self, p: StepPlan) -> dict:
+        step = {kind: {"groups": 0, "rollouts": 0} for kind in _ZERO_SIGNAL_KINDS}
+        groups: dict[str, list] = {}
+        for r in p.rollouts:
+            groups.setdefault(r.group_id, []).append(r)
+        for members in groups.values():
+            lost = [r for r in members if r.decision == "zero_signal"]
+            if not lost:
+                continue
+            scored = [r.reward for r in members if r.scored and r.reward is not None]
+            kind = _zero_kind(scored)
+            env = self.by_env_zero.setdefault(
+                lost[0].env.name, {k: {"groups": 0, "rollouts": 0} for k in _ZERO_SIGNAL_KINDS}
+            )
+            for table in (step, self.zero, env):
+                table[kind]["groups"] += 1
+                table[kind]["rollouts"] += len(lost)
+        return step
+
+    def document(self) -> dict:
+        solve = {task: s / n for task, (n, s) in sorted(self.tasks.items()) if n}
+        return {
+            "success_threshold": SUCCESS_THRESHOLD,
+            "run": {**_reward_figures(self.rewards), "mismatch": _mismatch_figures(self.mismatch)},
+            "zero_signal": self.zero,
+            "zero_signal_by_environment": self.by_env_zero,
+            "tasks": {
+                "attempted": len(solve),
+                "always_solved": sorted(t for t, r in solve.items() if r == 1.0),
+                "never_solved": sorted(t for t, r in solve.items() if r == 0.0),
+                "solve_rate": solve,
+            },
+            "stale_bias": {kind: _bias_figures(rows) for kind, rows in self.bias.items()},
+            "by_step": self.by_step,
+        }
+
+
+def _zero_kind(scored: list[float]) -> str:
+    if len(scored) < 2 or min(scored) != max(scored):
+        return "group_too_small"
+    if scored[0] <= 0:
+        return "all_wrong"
+    return "all_right" if scored[0] >= 1 else "other_equal"
+
+
+def _reward_figures(rewards: list[float]) -> dict:
+    if not rewards:
+        return {
+            "scored": 0,
+            "reward_mean": None,
+            "reward_p10": None,
+            "reward_p50": None,
+            "reward_p90": None,
+            "success_rate": None,
+        }
+    q = np.quantile(np.asarray(rewards, dtype=float), [0.1, 0.5, 0.9])
+    return {
+        "scored": len(rewards),
+        "reward_mean": float(np.mean(rewards)),
+        "reward_p10": float(q[0]),
+        "reward_p50": float(q[1]),
+        "reward_p90": float(q[2]),
+        "success_rate": sum(r >= SUCCESS_THRESHOLD for r in rewards) / len(rewards),
+    }
+
+
+def _bias_figures(rows: list[tuple]) -> dict:
+    n = len(rows)
+    if not n:
+        return {
+            "rollouts": 0,
+            "decoded_tokens_mean": None,
+            "duration_s_mean": None,
+            "reward_mean": None,
+            "success_rate": None,
+        }
+    return {
+        "rollouts": n,
+        "decoded_tokens_mean": sum(r[0] for r in rows) / n,
+        "duration_s_mean": sum(r[1] for r in rows) / n,
+        "reward_mean": sum(r[2] for r in rows) / n,
+        "success_rate": sum(r[2] >= SUCCESS_THRESHOLD for r in rows) / n,
+    }
+
+
+def _mismatch_figures(values: list[tuple]) -> dict:
+    if not values:
+        return {"samples": 0, "mismatch_kl_mean": None, "mismatch_kl_max": None, "logprob_diff_max": None}
+    kls = [v[0] for v in values]
+    return {
+        "samples": len(values),
+        "mismatch_kl_mean": sum(kls) / len(kls),
+        "mismatch_kl_max": max(kls),
+        "logprob_diff_max": max(v[2] for v in values),
+    }
 
 
 def instance_id(p: Instance, run_id: str) -> str:

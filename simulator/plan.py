@@ -89,6 +89,9 @@ class Rollout:
     duration: float = 0.0  # from its first turn to its end (before placement)
     decision: str = "used"
     trajectory_tokens: int = 0
+    # train-inference mismatch the trainer records on the sample (used samples of a run with mismatch_kl > 0):
+    # (mismatch_kl, logprob_diff_mean, logprob_diff_max, importance_ratio_mean)
+    mismatch: tuple[float, float, float, float] | None = None
 
     @property
     def completed(self) -> bool:

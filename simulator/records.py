@@ -70,6 +70,9 @@ TRAIN_STEP, SAMPLES, TRAIN_TOKENS, WAIT, LOSS = (
     _A["train_loss"],
 )
 DECISION, STALENESS, SAMPLE_TOKENS = _A["sample_decision"], _A["sample_staleness"], _A["sample_tokens"]
+MISMATCH = tuple(
+    _A[c] for c in ("mismatch_kl", "logprob_diff_mean", "logprob_diff_max", "importance_ratio_mean")
+)
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,8 @@ class SpanBuilder:
                 }
                 if r.decision == "used":
                     attrs[SAMPLE_TOKENS] = r.trajectory_tokens
+                if r.mismatch is not None:
+                    attrs.update(zip(MISMATCH, r.mismatch, strict=True))
                 trainer.append(("rl.sample", ready, ready, trace, self._span_id(), root, attrs, None))
         sync = {POLICY_VERSION: p.policy_version}
         trainer.append(
@@ -277,6 +282,10 @@ class SpanBuilder:
         )
 
     def _loss(self, p: StepPlan) -> float:
-        """A plausible, slowly falling policy loss (for charts; no analysis reads it)."""
-        noise = random.Random(derive_seed(self.c.seed, "loss", p.step)).gauss(0, 0.02)
-        return round(0.35 / (1 + 0.01 * p.index) + noise, 5)
+        return train_loss(self.c, p)
+
+
+def train_loss(c: SimConfig, p: StepPlan) -> float:
+    """A plausible, slowly falling policy loss (the Learning page charts it; the ground truth keeps it)."""
+    noise = random.Random(derive_seed(c.seed, "loss", p.step)).gauss(0, 0.02)
+    return round(0.35 / (1 + 0.01 * p.index) + noise, 5)

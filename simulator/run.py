@@ -213,6 +213,7 @@ def _events(planner: Planner, truth) -> dict:
         ],
         "logprob_drafter_policy_versions": inclusive(planner.logprob_versions),
         "staleness_excursion_steps": inclusive(planner.excursion_steps),
+        "mismatch_excursion_steps": inclusive(planner.mismatch_steps),
         "first_step": steps[0],
         "last_step": steps[-1],
     }

@@ -56,7 +56,7 @@ from rollscope.store import layout
 
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
-FORMAT = 4  # bump when a table's definition changes: manifests of an older format are derived again
+FORMAT = 5  # bump when a table's definition changes: manifests of an older format are derived again
 GRACE_S = 300.0  # how long a replaced generation stays on disk for readers that listed it
 
 
@@ -83,7 +83,7 @@ TABLES: tuple[Table, ...] = (
         "rollout_steps",
         ("rollout_id",),
         "_rollout_steps_src($run)",
-        "each rollout's consuming step, staleness",
+        "each rollout's consuming step, staleness, train-inference mismatch",
     ),
     Table("turns", ("trace_id", "span_id"), "_turns_stepped_src($run)", "every generation, with its step"),
     Table("rollout_stages", ("rollout_id",), "_rollout_stages_src($run)", "each rollout's funnel stages"),

@@ -11,7 +11,7 @@ from pathlib import Path
 from rollscope.simulator import config, groundtruth, simulate
 
 # A small run with every feature: three environments, a teacher, a drafter refresh, the drafter-log-prob
-# misconfiguration for policy versions 8-9 and a staleness excursion.
+# misconfiguration for policy versions 8-9, a staleness excursion and a train-inference mismatch excursion.
 SMALL = {
     "seed": 5,
     "steps": 12,
@@ -23,12 +23,21 @@ SMALL = {
     "drafter_refreshes": [0.5],
     "logprob_drafter": [0.7, 0.8],
     "staleness_excursion": [0.3, 0.5],
+    "mismatch_kl": 0.002,
+    "mismatch_excursion": [0.5, 0.7],
 }
 RUNS = {
     "samples": ("default", SMALL),
     "derived": ("default", {**SMALL, "emit_samples": False}),
-    "clean": ("default", {**SMALL, "logprob_drafter": None, "staleness_excursion": None}),
-    "sample-preset": ("sample", {"steps": 20, "groups_per_step": 4, "group_size": 4}),
+    "clean": (
+        "default",
+        {**SMALL, "logprob_drafter": None, "staleness_excursion": None, "mismatch_excursion": None},
+    ),
+    # 20 steps: the preset's mismatch excursion widened to three steps, so it covers steps that train on samples
+    "sample-preset": (
+        "sample",
+        {"steps": 20, "groups_per_step": 4, "group_size": 4, "mismatch_excursion": [0.75, 0.9]},
+    ),
     "worked-example": ("worked-example", {}),
     "worked-example-080": ("worked-example-080", {}),
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollscope.queries import analyses, connect
+from rollscope.queries import analyses, checks, connect
 from rollscope.queries.funnel_stages import STAGES
 from tests.simulated_runs import simulated
 
@@ -171,6 +171,108 @@ def test_trainer_idle_and_rollout_length_tail_match(run):
         assert figures[f"length_{q}"] == pytest.approx(lengths["output_tokens"][q], rel=0.01)
         assert figures[f"duration_{q}_s"] == pytest.approx(lengths["duration_s"][q], rel=0.01)
     assert figures["dropped_spans"] == 0
+
+
+def test_staleness_split_into_in_flight_and_queued_matches_per_step(run):
+    con, run_id, truth = run
+    timing = analyses.staleness_timing(con, run_id).to_dict("records")
+    expected = [{"step": s["train_step"], **s["staleness_timing"]} for s in truth["learning"]["by_step"]]
+    assert [row["step"] for row in timing] == [row["step"] for row in expected]
+    for mine, theirs in zip(timing, expected, strict=True):
+        assert mine == pytest.approx(theirs, rel=1e-6)
+    assert any(row["queued_versions_mean"] > 0 for row in timing)  # the excursion queues samples
+
+
+def test_dropped_stale_against_kept_matches(run):
+    con, run_id, truth = run
+    bias = analyses.stale_bias(con, run_id).set_index("samples")
+    for kind, figures in truth["learning"]["stale_bias"].items():
+        assert bias.loc[kind].to_dict() == pytest.approx(figures)
+
+
+# --- is it learning ----------------------------------------------------------------------------------------
+
+_REWARD_KEYS = ("scored", "reward_mean", "reward_p10", "reward_p50", "reward_p90", "success_rate")
+
+
+def test_reward_and_success_per_run_and_step_match(run):
+    con, run_id, truth = run
+    learning = truth["learning"]
+    assert analyses.record(analyses.learning(con, run_id)) == pytest.approx(
+        {k: learning["run"][k] for k in _REWARD_KEYS}
+    )
+    by_step = analyses.learning(con, run_id, by="step")
+    expected = [{"step": s["train_step"], **{k: s[k] for k in _REWARD_KEYS}} for s in learning["by_step"]]
+    got = by_step.to_dict("records")
+    assert [row["step"] for row in got] == [row["step"] for row in expected]
+    for mine, theirs in zip(got, expected, strict=True):
+        assert mine == pytest.approx(theirs)
+    losses = analyses.trend(con, run_id, "train_loss")["train_loss"].tolist()
+    assert losses == [s["train_loss"] for s in learning["by_step"]]
+
+
+def test_zero_signal_split_matches_per_run_step_and_environment(run):
+    con, run_id, truth = run
+    learning = truth["learning"]
+    assert analyses.zero_signal_summary(con, run_id) == learning["zero_signal"]
+    assert learning["zero_signal"]["all_wrong"]["groups"] and learning["zero_signal"]["all_right"]["groups"]
+    by_step = analyses.zero_signal(con, run_id, by="step").set_index("step")
+    for piece in learning["by_step"]:
+        for kind, counts in piece["zero_signal"].items():
+            got = by_step[f"{kind}_rollouts"].get(piece["train_step"], 0)
+            assert (piece["train_step"], kind, got) == (piece["train_step"], kind, counts["rollouts"])
+    by_env = analyses.zero_signal(con, run_id, by="environment").set_index("environment")
+    for env, kinds in learning["zero_signal_by_environment"].items():
+        assert {k: int(by_env.at[env, f"{k}_groups"]) for k in kinds} == {
+            k: v["groups"] for k, v in kinds.items()
+        }
+    lost = analyses.funnel_losses(con, run_id)
+    assert lost.loc[lost["stage"] == "nonzero_signal", "lost"].sum() == sum(
+        v["rollouts"] for v in learning["zero_signal"].values()
+    )
+
+
+def test_task_solve_rates_and_curriculum_lists_match(run):
+    con, run_id, truth = run
+    tasks = truth["learning"]["tasks"]
+    frame = analyses.task_solve_rates(con, run_id)
+    assert dict(zip(frame["task"], frame["solve_rate"], strict=True)) == pytest.approx(tasks["solve_rate"])
+    assert frame.loc[frame["status"] == "always solved", "task"].tolist() == tasks["always_solved"]
+    assert frame.loc[frame["status"] == "never solved", "task"].tolist() == tasks["never_solved"]
+    assert tasks["always_solved"] and tasks["never_solved"]  # the simulator has too-easy and too-hard tasks
+
+
+def test_mismatch_per_step_matches_and_the_check_finds_the_excursion(run):
+    con, run_id, truth = run
+    learning = truth["learning"]
+    by_step = analyses.mismatch(con, run_id, "step")
+    expected = [
+        (
+            s["train_step"],
+            s["mismatch"]["samples"],
+            s["mismatch"]["mismatch_kl_mean"],
+            s["mismatch"]["logprob_diff_max"],
+        )
+        for s in learning["by_step"]
+        if s["mismatch"]["samples"]
+    ]
+    got = list(
+        by_step[["step", "samples", "mismatch_kl_mean", "logprob_diff_max"]].itertuples(
+            index=False, name=None
+        )
+    )
+    assert [row[:2] for row in got] == [row[:2] for row in expected]
+    assert [v for row in got for v in row[2:]] == pytest.approx([v for row in expected for v in row[2:]])
+    result = next(r for r in checks.run_checks(con, run_id) if r.name == "mismatch-kl")
+    if not learning["run"]["mismatch"]["samples"]:  # the run whose trainer records no rl.sample spans
+        assert result.ok and result.value is None
+        return
+    first, last = truth["events"]["mismatch_excursion_steps"]
+    assert not result.ok
+    over = by_step.loc[by_step["mismatch_kl_mean"] > checks.THRESHOLDS["mismatch-kl"], "step"]
+    assert (over.min(), over.max()) == (first, last)
+    calm = checks.run_checks(con, run_id, {"mismatch-kl": 1.0})
+    assert next(r for r in calm if r.name == "mismatch-kl").ok
 
 
 # --- the reference's worked example ------------------------------------------------------------------------

@@ -12,7 +12,14 @@ from tests.conftest import rollscope
 from tests.test_analyses import TinyRun
 from tests.test_analyses_simulated import simulated
 
-RULES = ["drafter-logprobs", "acceptance-drift", "staleness-violations", "nonzero-signal", "dropped-spans"]
+RULES = [
+    "drafter-logprobs",
+    "acceptance-drift",
+    "staleness-violations",
+    "nonzero-signal",
+    "dropped-spans",
+    "mismatch-kl",
+]
 
 
 def check(store, run_id, *thresholds):
@@ -34,6 +41,14 @@ def test_the_sample_runs_drafter_logprob_stretch_fails():
     assert f"policy versions {versions};" in lines["drafter-logprobs"]
     assert lines["staleness-violations"].startswith("FAIL")  # the preset's staleness excursion
     assert lines["dropped-spans"].startswith("PASS")
+    first, last = truth["events"]["mismatch_excursion_steps"]  # the preset's mismatch excursion
+    trained = [
+        s["train_step"]
+        for s in truth["learning"]["by_step"]
+        if first <= s["train_step"] <= last and s["mismatch"]["samples"]
+    ]
+    assert lines["mismatch-kl"].startswith("FAIL mismatch-kl: ")
+    assert f"steps {trained[0]}–{trained[-1]};" in lines["mismatch-kl"]
 
 
 def test_a_clean_run_passes_every_rule():

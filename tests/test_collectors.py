@@ -210,3 +210,30 @@ def test_shutdown_waits_for_a_publish_already_in_flight(tmp_path):
         rl.shutdown()
         assert rl.stats["spans_exported"] == 2_000
         assert sql_json(store, "SELECT count(*) AS n FROM turns") == [{"n": 2_000}]
+
+
+def test_genai_reasoning_and_cache_creation_tokens_and_mismatch_land_in_their_columns(attached, store):
+    rl = attached(role="rollout")
+    with rl.tracer.start_as_current_span(
+        "rl.turn",
+        attributes={
+            "rl.rollout.id": "r1",
+            "gen_ai.usage.input_tokens": 2000,
+            "gen_ai.usage.cache_creation.input_tokens": 1800,
+            "gen_ai.usage.output_tokens": 900,
+            "gen_ai.usage.reasoning.output_tokens": 700,
+        },
+    ):
+        pass
+    with rl.sample("r1", 3, "used", mismatch_kl=0.004, logprob_diff_max=1.5):
+        pass
+    assert rl.force_flush()
+    turns = sql_json(
+        store,
+        "SELECT reasoning_tokens, cache_creation_input_tokens, coalesce(attributes::VARCHAR, '') AS extra"
+        " FROM spans WHERE name = 'rl.turn'",
+    )
+    assert turns[0]["reasoning_tokens"] == 700 and turns[0]["cache_creation_input_tokens"] == 1800
+    assert "reasoning" not in turns[0]["extra"]  # a typed column, not left over in the JSON
+    samples = sql_json(store, "SELECT mismatch_kl, logprob_diff_max, logprob_diff_mean FROM samples")
+    assert samples == [{"mismatch_kl": 0.004, "logprob_diff_max": 1.5, "logprob_diff_mean": None}]

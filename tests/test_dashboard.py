@@ -232,6 +232,31 @@ def test_staleness_page_draws_the_distribution_against_the_bound(sample_store, c
     assert shown["layout"]["shapes"][0]["x0"] == summary["bound"] + 0.5
     throughput = analyses.throughput(con, RUN)
     assert metrics(at)["Rollout length p99 (tokens)"] == charts.count(throughput["length_p99"])
+    timing = analyses.staleness_timing(con, RUN)
+    split = traces(figure(at, "staleness-split"))
+    assert split["queued versions mean"]["y"] == pytest.approx(timing["queued_versions_mean"].tolist())
+    assert split["in flight versions mean"]["y"] == pytest.approx(timing["in_flight_versions_mean"].tolist())
+
+
+def test_learning_page_draws_rewards_zero_signal_tasks_and_mismatch(sample_store, con):
+    at = open_page(sample_store, "learning")
+    assert_clean(at)
+    run = analyses.record(analyses.learning(con, RUN))
+    shown = metrics(at)
+    assert shown["Mean reward"] == charts.number(run["reward_mean"])
+    assert shown["Success rate"] == charts.rate(run["success_rate"])
+    tasks = analyses.task_solve_rates(con, RUN)
+    assert shown["Tasks never solved"] == charts.count(int((tasks["status"] == "never solved").sum()))
+    by_step = analyses.learning(con, RUN, by="step")
+    assert traces(figure(at, "reward"))["median"]["y"] == pytest.approx(by_step["reward_p50"].tolist())
+    zero = analyses.zero_signal(con, RUN, by="step")
+    bars = traces(figure(at, "zero-signal"))
+    assert sum(sum(t["y"]) for t in bars.values()) == zero["zero_signal_rollouts"].sum()
+    kl = figure(at, "mismatch")
+    assert kl["layout"]["yaxis"]["title"]["text"] == "KL per token (nats)"
+    assert kl["data"][0]["y"] == pytest.approx(
+        analyses.mismatch(con, RUN, "step")["mismatch_kl_mean"].tolist()
+    )
 
 
 def test_rollouts_page_finds_rollouts_and_opens_one_as_a_waterfall(sample_store, con):

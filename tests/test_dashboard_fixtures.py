@@ -184,6 +184,7 @@ class RunWriter:
                 decision,
                 sample_staleness=staleness,
                 sample_tokens=2000,
+                mismatch_kl=0.001 * (1 + self.step),  # rises step by step: the Learning page's trend
                 start_time=start,
                 end_time=start,
             ):

@@ -147,6 +147,12 @@ def test_the_overview_headline_is_the_report_less_what_it_does_not_show(sample):
         "disaggregation",
         "staleness_summary",
         "throughput",
+        "staleness_timing",
+        "stale_bias",
+        "learning",
+        "task_solve_rates",
+        "zero_signal",
+        "mismatch",
     }
     assert left_out <= whole.computed() and not left_out & shown.computed()
     assert shown.computed() <= whole.computed()

@@ -9,6 +9,7 @@ from rollscope.queries.funnel_stages import RATES
 ROLLING_STEPS = 10
 PERCENT = {"nonzero_signal_rate", "acceptance_rate", "trainer_idle_fraction"}
 TRENDS = {
+    "reward_mean": "Mean reward per step (score)",
     "usable": "Usable rollouts per step (count)",
     "nonzero_signal_rate": "Nonzero-signal rate per step",
     "acceptance_rate": "Spec-decode acceptance per step",

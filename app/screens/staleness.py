@@ -54,6 +54,52 @@ def staleness(filters: data.Filters) -> None:
     )
 
 
+def over_time(filters: data.Filters) -> None:
+    st.subheader("Staleness over time")
+    timing = data.analysis(analyses.staleness_timing, filters)
+    if timing.empty:
+        return
+    st.plotly_chart(
+        charts.bars(
+            timing,
+            "step",
+            ["in_flight_versions_mean", "queued_versions_mean"],
+            "Mean staleness per step: in flight vs queued",
+            "train step",
+            "policy versions behind (mean)",
+        ),
+        key="staleness-split",
+    )
+    st.caption(
+        "In flight: versions the trainer produced while the rollout generated; queued: versions produced after "
+        "it finished, while it waited for a train step. What to look for: queued staleness means finished "
+        "samples wait (the trainer is the bottleneck); in-flight staleness means long rollouts."
+    )
+    st.plotly_chart(
+        charts.lines(
+            timing,
+            "step",
+            ["in_flight_s_mean", "queued_s_mean"],
+            "Mean seconds in flight and queued per step",
+            "train step",
+            "seconds (mean per sample)",
+            names=["in flight (dispatch → end)", "queued (end → consumed)"],
+        ),
+        key="staleness-seconds",
+    )
+    st.caption(
+        "What to look for: queued seconds growing step after step: the trainer falls behind the fleet."
+    )
+    bias = data.analysis(analyses.stale_bias, filters)
+    if len(bias) > 1:
+        st.markdown("**What dropping stale samples keeps out** (rollouts with a signal)")
+        st.dataframe(bias, hide_index=True)
+        st.caption(
+            "What to look for: dropped samples longer, slower or less often solved than kept ones mean dropping "
+            "stale samples trains the policy toward short, fast, easy problems."
+        )
+
+
 def trainer(filters: data.Filters, figures: dict) -> None:
     st.subheader("Trainer")
     cols = st.columns(2)
@@ -114,6 +160,7 @@ def tails(figures: dict) -> None:
 
 def body(filters: data.Filters) -> None:
     staleness(filters)
+    over_time(filters)
     figures = data.analysis(analyses.throughput, filters)
     trainer(filters, figures)
     tails(figures)

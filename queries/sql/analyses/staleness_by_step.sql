@@ -1,5 +1,6 @@
--- Staleness per consuming step: mean policy versions behind, the share within rl.staleness.bound, samples
--- beyond it (violations) and how many of those the trainer used anyway.
+-- Staleness per consuming step: mean policy versions behind, the share within rl.staleness.bound
+-- (within_bound_share), the samples beyond it (beyond_bound) and how many of those the trainer used anyway
+-- (used_beyond_bound: the violations proper); named as staleness_summary and `report` name them.
 -- Counted from the rollouts per step, environment, staleness and decision kept ahead (_staleness_sums,
 -- macros/07); the consumed samples are those of consumed_samples (macros/03).
 SELECT
@@ -8,8 +9,8 @@ SELECT
     sum(c.staleness * c.samples) / sum(c.samples) AS mean_staleness,
     max(c.staleness) AS max_staleness,
     coalesce(sum(c.samples) FILTER (c.staleness <= coalesce(c.bound, c.staleness)), 0) / sum(c.samples)
-        AS freshness_rate,
-    coalesce(sum(c.samples) FILTER (c.staleness > c.bound), 0)::BIGINT AS violations,
+        AS within_bound_share,
+    coalesce(sum(c.samples) FILTER (c.staleness > c.bound), 0)::BIGINT AS beyond_bound,
     coalesce(sum(c.samples) FILTER (c.staleness > c.bound AND c.decision = 'used'), 0)::BIGINT
         AS used_beyond_bound,
     any_value(c.bound) AS staleness_bound

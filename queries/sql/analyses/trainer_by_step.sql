@@ -1,4 +1,5 @@
--- Per train step: seconds, seconds waiting for data, the idle fraction, tokens and the version produced.
+-- Per train step: seconds, seconds waiting for data, the idle fraction, tokens, the version produced and the
+-- loss the trainer recorded (rl.train.loss; NULL when it records none).
 SELECT
     train_step AS step,
     policy_version,
@@ -6,7 +7,8 @@ SELECT
     train_wait_s,
     train_wait_s / nullif(duration_s, 0) AS trainer_idle_fraction,
     train_samples,
-    train_tokens
+    train_tokens,
+    train_loss
 FROM train_steps
 WHERE run_id = $run_id
   AND ($step_lo IS NULL OR train_step >= $step_lo)

@@ -1,5 +1,5 @@
 -- rollout_steps(run): one row per rollout with its consuming train step and staleness (docs/metrics.md,
--- "Staleness"), plus the rollout's own columns, so analyses built on it need not join rollouts again.
+-- "Staleness"), the train-inference mismatch its rl.sample recorded, plus the rollout's own columns, so analyses built on it need not join rollouts again.
 -- A recorded rl.sample wins. In a run whose trainer records no rl.sample spans, a rollout counts as consumed
 -- by the first train step whose data was ready (start + train_wait_s) at or after its group's last rollout
 -- ended: a group-based trainer takes a group once all of it is back, and waits until its batch is complete.
@@ -11,7 +11,11 @@ WITH recorded AS (
         min(train_step) AS step,
         arg_min(sample_decision, train_step) AS decision,
         arg_min(sample_staleness, train_step) AS sample_staleness,
-        arg_min(sample_tokens, train_step) AS sample_tokens
+        arg_min(sample_tokens, train_step) AS sample_tokens,
+        arg_min(mismatch_kl, train_step) AS mismatch_kl,
+        arg_min(logprob_diff_mean, train_step) AS logprob_diff_mean,
+        arg_min(logprob_diff_max, train_step) AS logprob_diff_max,
+        arg_min(importance_ratio_mean, train_step) AS importance_ratio_mean
     FROM samples
     WHERE run_id = run AND rollout_id IS NOT NULL
     GROUP BY rollout_id
@@ -32,7 +36,8 @@ launched AS (
 from_samples AS (
     SELECT
         l.* EXCLUDE (end_ns), s.step, s.decision, s.sample_tokens,
-        coalesce(s.sample_staleness, t.start_version - l.policy_version) AS staleness
+        coalesce(s.sample_staleness, t.start_version - l.policy_version) AS staleness,
+        s.mismatch_kl, s.logprob_diff_mean, s.logprob_diff_max, s.importance_ratio_mean
     FROM launched AS l
     LEFT JOIN recorded AS s USING (rollout_id)
     LEFT JOIN train AS t ON t.train_step = s.step
@@ -48,7 +53,9 @@ group_ends AS (
 from_timing AS (
     SELECT
         g.* EXCLUDE (group_end_ns), t.train_step AS step, NULL::VARCHAR AS decision, NULL::BIGINT AS sample_tokens,
-        t.start_version - g.policy_version AS staleness
+        t.start_version - g.policy_version AS staleness,
+        NULL::DOUBLE AS mismatch_kl, NULL::DOUBLE AS logprob_diff_mean, NULL::DOUBLE AS logprob_diff_max,
+        NULL::DOUBLE AS importance_ratio_mean
     FROM group_ends AS g
     ASOF LEFT JOIN train AS t ON g.group_end_ns <= t.ready_ns
 )

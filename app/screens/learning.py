@@ -1,0 +1,248 @@
+"""Learning: is the policy improving, which groups carry no signal and why, and do trainer and engine agree."""
+
+import streamlit as st
+
+from rollscope.app import charts, data
+from rollscope.queries import analyses
+from rollscope.queries.analyses import SUCCESS_THRESHOLD
+from rollscope.queries.checks import THRESHOLDS
+
+ROLLING_STEPS = 10
+KIND_COLORS = {
+    "all_wrong_rollouts": "#dc2626",
+    "all_right_rollouts": "#16a34a",
+    "other_equal_rollouts": "#a855f7",
+    "group_too_small_rollouts": "#94a3b8",
+}
+
+
+def headline(filters: data.Filters) -> None:
+    run = analyses_record(data.analysis(analyses.learning, filters))
+    zero = data.analysis(analyses.zero_signal_summary, filters)
+    tasks = data.analysis(analyses.task_solve_rates, filters)
+    losses = data.call(filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps)[
+        "train_loss"
+    ].dropna()
+    cols = st.columns(5)
+    cols[0].metric("Mean reward", charts.number(run.get("reward_mean")), help="Over scored rollouts.")
+    cols[1].metric(
+        "Success rate",
+        charts.rate(run.get("success_rate")),
+        help=f"Share of scored rollouts with reward ≥ {SUCCESS_THRESHOLD:g} (learning.success_rate).",
+    )
+    cols[2].metric(
+        "Latest train loss",
+        charts.number(losses.iloc[-1] if len(losses) else None, 4),
+        help="rl.train.loss of the latest step that recorded one.",
+    )
+    cols[3].metric(
+        "Tasks always solved",
+        charts.count(int((tasks["status"] == "always solved").sum())),
+        help=f"Of {len(tasks):,} tasks attempted: every attempt succeeded (too easy, no signal).",
+    )
+    cols[4].metric(
+        "Tasks never solved",
+        charts.count(int((tasks["status"] == "never solved").sum())),
+        help="Every attempt failed (too hard, no signal).",
+    )
+    st.caption(
+        f"Groups with no signal: **{charts.count(zero['all_wrong']['groups'])}** all-wrong, "
+        f"**{charts.count(zero['all_right']['groups'])}** all-right, "
+        f"**{charts.count(zero['other_equal']['groups'])}** other-equal, "
+        f"**{charts.count(zero['group_too_small']['groups'])}** too small."
+    )
+
+
+def analyses_record(frame) -> dict:
+    return {} if frame.empty else frame.iloc[0].to_dict()
+
+
+def rewards(filters: data.Filters) -> None:
+    st.subheader("Reward and success per step")
+    by_step = data.analysis(analyses.learning, filters, by="step")
+    if by_step.empty:
+        st.info("No scored rollouts consumed by a train step in this selection yet.")
+        return
+    fig = charts.lines(
+        by_step,
+        "step",
+        ["reward_mean"],
+        "Reward per step",
+        "train step",
+        "reward (score)",
+        names=["mean reward"],
+        rolling=ROLLING_STEPS,
+    )
+    for column, name in (("reward_p10", "p10"), ("reward_p50", "median"), ("reward_p90", "p90")):
+        fig.add_scatter(
+            x=by_step["step"].tolist(),
+            y=by_step[column].tolist(),
+            name=name,
+            mode="lines",
+            line={"width": 1, "dash": "dot"},
+        )
+    st.plotly_chart(fig, key="reward")
+    st.caption(
+        f"Pale: each step's mean; dark: the mean of the last {ROLLING_STEPS} steps; dotted: p10, median, p90 "
+        "(with 0/1 rewards they sit at 0 or 1). What to look for: a rising mean; p90 at the top while p10 stays "
+        "at 0 is learning on the easy tasks only; a flat mean for many steps, a policy that stopped improving."
+    )
+    st.plotly_chart(
+        charts.lines(
+            by_step,
+            "step",
+            ["success_rate"],
+            "Success rate per step",
+            "train step",
+            "share of scored rollouts succeeding",
+            percent=True,
+            rolling=ROLLING_STEPS,
+        ),
+        key="success",
+    )
+    st.caption(
+        f"Pale: each step; dark: the mean of the last {ROLLING_STEPS} steps. What to look for: a rising mean; "
+        "near 100 % the tasks are too easy and groups stop carrying signal."
+    )
+    per_env = data.analysis(analyses.learning, filters, by="step_environment")
+    wide = per_env.pivot(index="step", columns="environment", values="success_rate").reset_index()
+    envs = [c for c in wide.columns if c != "step"]
+    st.plotly_chart(
+        charts.lines(
+            wide,
+            "step",
+            envs,
+            "Success rate per step, by environment",
+            "train step",
+            "share of scored rollouts succeeding",
+            percent=True,
+            rolling=ROLLING_STEPS,
+        ),
+        key="success-env",
+    )
+    st.caption("What to look for: one environment saturating (or stuck at 0) while the others still move.")
+
+
+def loss(filters: data.Filters) -> None:
+    steps = data.call(filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps)
+    steps = steps[steps["train_loss"].notna()]
+    if steps.empty:
+        st.caption("The trainer records no rl.train.loss.")
+        return
+    st.plotly_chart(
+        charts.lines(
+            steps,
+            "step",
+            ["train_loss"],
+            "Train loss per step",
+            "train step",
+            "loss (as the trainer reports it)",
+            rolling=ROLLING_STEPS,
+        ),
+        key="loss",
+    )
+    st.caption(
+        "What to look for: a policy-gradient loss is noisy and need not fall; a jump that stays, together with "
+        "a reward drop, is an instability."
+    )
+
+
+def zero_signal(filters: data.Filters) -> None:
+    st.subheader("Why groups carry no signal")
+    by_step = data.analysis(analyses.zero_signal, filters, by="step")
+    if by_step.empty:
+        st.info("No rollout lost at the nonzero-signal stage in this selection.")
+        return
+    kinds = list(KIND_COLORS)
+    st.plotly_chart(
+        charts.bars(
+            by_step,
+            "step",
+            kinds,
+            "Rollouts with no signal per step, by why",
+            "train step",
+            "rollouts",
+            colors=KIND_COLORS,
+        ),
+        key="zero-signal",
+    )
+    st.caption(
+        "All-wrong: every attempt failed (too hard); all-right: every attempt succeeded (too easy); other-equal: "
+        "equal partial scores. What to look for: all-right growing as the policy learns means the curriculum "
+        "needs harder tasks; all-wrong dominating, easier ones."
+    )
+    by_env = data.analysis(analyses.zero_signal, filters, by="environment")
+    st.dataframe(
+        by_env[["environment", *[k.replace("_rollouts", "_groups") for k in kinds], "zero_signal_rollouts"]],
+        hide_index=True,
+    )
+
+
+def tasks(filters: data.Filters) -> None:
+    st.subheader("Per-task solve rates")
+    frame = data.analysis(analyses.task_solve_rates, filters)
+    if frame.empty:
+        st.info("No scored attempts in this selection yet.")
+        return
+    counts = frame.groupby("status", as_index=False)["task"].count().rename(columns={"task": "tasks"})
+    st.plotly_chart(
+        charts.bars(counts, "status", ["tasks"], "Tasks by solve status", "status", "tasks"),
+        key="task-status",
+    )
+    st.caption(
+        "What to look for: many always-solved or never-solved tasks are compute spent on groups with no signal: "
+        "drop them, or move them to a later (or earlier) curriculum stage."
+    )
+    cols = st.columns(2)
+    for col, status in zip(cols, ("always solved", "never solved"), strict=True):
+        chosen = frame[frame["status"] == status]
+        col.markdown(f"**{status.capitalize()}** ({len(chosen)} tasks)")
+        col.dataframe(chosen[["task", "attempts", "first_step", "last_step"]], hide_index=True, height=220)
+    with st.expander("Every task"):
+        st.dataframe(frame, hide_index=True)
+
+
+def mismatch(filters: data.Filters) -> None:
+    st.subheader("Train-inference mismatch")
+    by_step = data.analysis(analyses.mismatch, filters, by="step")
+    if by_step.empty:
+        st.info(
+            "No sample records a train-inference mismatch (rl.sample.mismatch_kl and related attributes, "
+            "docs/semconv.md)."
+        )
+        return
+    fig = charts.lines(
+        by_step,
+        "step",
+        ["mismatch_kl_mean"],
+        "Train-inference KL per step",
+        "train step",
+        "KL per token (nats)",
+        names=["mean KL of the step's samples"],
+    )
+    limit = THRESHOLDS["mismatch-kl"]
+    fig.add_hline(y=limit, line_dash="dash", line_color="#ef4444", annotation_text=f"check: {limit:g}")
+    st.plotly_chart(fig, key="mismatch")
+    st.caption(
+        "What to look for: a step above the dashed line (the mismatch-kl check) means the engine's log-probs "
+        "and the trainer's disagree: a kernel, precision or weight-sync problem, not learning."
+    )
+
+
+def body(filters: data.Filters) -> None:
+    headline(filters)
+    rewards(filters)
+    loss(filters)
+    zero_signal(filters)
+    tasks(filters)
+    mismatch(filters)
+
+
+data.live(
+    body,
+    data.page(
+        "Learning",
+        "Is the policy improving: reward, success and loss per step; which groups carry no signal and why; "
+        "tasks too easy or too hard; whether the trainer's log-probabilities match the engine's.",
+    ),
+)
