@@ -91,6 +91,7 @@ def simulate(
     _check_delivery(stats, written)
     want_digest = digest if digest is not None else spans_target is None and written <= DIGEST_MAX_SPANS
     content = groundtruth.content_digest(store, run_id) if want_digest else None
+    truth.silent_window = planner.silent_window()
     path = groundtruth.write(store, run_id, truth.document(_events(planner, truth), content))
     return Result(run_id, written, len(truth.steps), seconds, path, content)
 
