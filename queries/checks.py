@@ -33,7 +33,7 @@ class CheckResult:
     threshold: float | int
     message: str
     unit: str = "count"  # how value and threshold read: "count", "share" (a fraction, shown as %), "points",
-    # "nats" (a KL divergence per token)
+    # "nats" (a KL divergence per token), "seconds"
 
     def line(self) -> str:
         return f"{'PASS' if self.ok else 'FAIL'} {self.name}: {self.message}"
@@ -174,7 +174,7 @@ def stall(con, run_id: str, limits: dict) -> CheckResult:
         )
     ok = age <= age_limit and silent <= silence_limit
     value, limit = (age, age_limit) if age / age_limit >= silent / silence_limit else (silent, silence_limit)
-    return CheckResult("stall", ok, round(value, 1), limit, "; ".join(parts), "seconds")
+    return CheckResult("stall", ok, value, limit, "; ".join(parts), "seconds")
 
 
 RULES = (

@@ -249,10 +249,14 @@ def health(con, run_id: str, now_ns: int | None = None) -> dict:
         "in_flight": int(flying["in_flight"].sum()),
         "oldest_in_flight_s": analyses.plain(oldest["oldest_age_s"]) if oldest is not None else None,
         "oldest_in_flight_rollout": oldest["oldest_rollout_id"] if oldest is not None else None,
-        "in_flight_by_environment": {
-            row.environment: {"in_flight": int(row.in_flight), "oldest_age_s": float(row.oldest_age_s)}
-            for row in flying.itertuples()
-        },
+        "in_flight_by_environment": [
+            {
+                "environment": r.environment,
+                "in_flight": int(r.in_flight),
+                "oldest_age_s": float(r.oldest_age_s),
+            }
+            for r in flying.itertuples()
+        ],
         "most_silent_process": quiet["instance_id"].iloc[0] if len(quiet) else None,
         "most_silent_s": analyses.plain(quiet["silent_s"].iloc[0]) if len(quiet) else None,
         "scoring": {
