@@ -114,44 +114,43 @@ bounds AS (
     SELECT instance_id, min(start_ns) AS lo, max(end_ns) AS hi FROM work GROUP BY instance_id
 ),
 windows AS (
-    SELECT step, start_ns, window_end_ns FROM _step_windows(run)
+    SELECT step, start_ns, window_end_ns, lead(start_ns) OVER (ORDER BY start_ns) AS next_start_ns
+    FROM _step_windows(run)
 ),
-events AS (
+marks AS (  -- where each window starts (its step), and where one ends without the next starting (-1: none)
+    SELECT start_ns AS t, step AS mark FROM windows
+    UNION ALL
+    SELECT window_end_ns, -1 FROM windows WHERE next_start_ns IS NULL OR next_start_ns <> window_end_ns
+),
+events AS (  -- +1/-1 per turn (dg), rollout (df) and weight sync (ds); ties need no grouping: between
+             -- events at one instant a piece lasts 0 ns, and the last of them holds the running state
     SELECT instance_id, start_ns AS t, CASE WHEN name = 'rl.turn' THEN 1 ELSE 0 END AS dg,
-           CASE WHEN name = 'rl.rollout' THEN 1 ELSE 0 END AS df, 0 AS ds
+           CASE WHEN name = 'rl.rollout' THEN 1 ELSE 0 END AS df, 0 AS ds, NULL::BIGINT AS mark
     FROM work
     UNION ALL
     SELECT instance_id, end_ns, CASE WHEN name = 'rl.turn' THEN -1 ELSE 0 END,
-           CASE WHEN name = 'rl.rollout' THEN -1 ELSE 0 END, 0
+           CASE WHEN name = 'rl.rollout' THEN -1 ELSE 0 END, 0, NULL
     FROM work
     UNION ALL
-    SELECT b.instance_id, sy.t, 0, 0, sy.ds
+    SELECT b.instance_id, sy.t, 0, 0, sy.ds, NULL
     FROM bounds AS b,
          (SELECT start_ns AS t, 1 AS ds FROM raw_spans WHERE run_id = run AND name = 'rl.weight_sync'
           UNION ALL
           SELECT end_ns, -1 FROM raw_spans WHERE run_id = run AND name = 'rl.weight_sync') AS sy
     UNION ALL
-    SELECT b.instance_id, w.t, 0, 0, 0
-    FROM bounds AS b, (SELECT start_ns AS t FROM windows UNION SELECT window_end_ns FROM windows) AS w
-),
-points AS (
-    SELECT instance_id, t, sum(dg) AS dg, sum(df) AS df, sum(ds) AS ds FROM events GROUP BY instance_id, t
-),
-states AS (
-    SELECT
-        p.instance_id, p.t,
-        lead(p.t) OVER (PARTITION BY p.instance_id ORDER BY p.t) - p.t AS ns,
-        sum(p.dg) OVER running AS gen, sum(p.df) OVER running AS fly, sum(p.ds) OVER running AS sync,
-        b.lo, b.hi
-    FROM points AS p
-    JOIN bounds AS b USING (instance_id)
-    WINDOW running AS (PARTITION BY p.instance_id ORDER BY p.t ROWS UNBOUNDED PRECEDING)
+    SELECT b.instance_id, m.t, 0, 0, 0, m.mark FROM bounds AS b, marks AS m
 ),
 placed AS (
-    SELECT s.*, CASE WHEN s.t < w.window_end_ns THEN w.step END AS step
-    FROM states AS s
-    ASOF LEFT JOIN windows AS w ON s.t >= w.start_ns
-    WHERE s.ns IS NOT NULL AND s.t >= s.lo AND s.t < s.hi
+    SELECT
+        e.instance_id, e.t,
+        lead(e.t) OVER (PARTITION BY e.instance_id ORDER BY e.t) - e.t AS ns,
+        sum(e.dg) OVER running AS gen, sum(e.df) OVER running AS fly, sum(e.ds) OVER running AS sync,
+        nullif(last_value(e.mark IGNORE NULLS) OVER running, -1) AS step,
+        b.lo, b.hi
+    FROM events AS e
+    JOIN bounds AS b USING (instance_id)
+    WINDOW running AS (PARTITION BY e.instance_id ORDER BY e.t ROWS UNBOUNDED PRECEDING)
+    QUALIFY ns > 0 AND e.t >= b.lo AND e.t < b.hi
 )
 SELECT
     pl.step, pl.instance_id, any_value(p.devices) AS devices,
