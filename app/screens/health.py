@@ -3,6 +3,7 @@
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.queries import analyses, report
 
 TRAINER = ["computing_s", "data_wait_s", "sync_wait_s", "other_s"]
 FLEET = ["generating_device_s", "weights_wait_device_s", "tools_wait_device_s", "idle_device_s"]
@@ -11,7 +12,7 @@ WASTED = ["infra_error_device_s", "aborted_device_s", "unused_device_s"]
 
 def liveness(filters: data.Filters) -> None:
     st.subheader("Liveness")
-    figures = data.scoped("report", "health", filters)
+    figures = data.call(filters.store, report.health, filters.run_id)
     cols = st.columns(4)
     cols[0].metric(
         "Rollouts in flight",
@@ -30,7 +31,7 @@ def liveness(filters: data.Filters) -> None:
         charts.seconds(figures["most_silent_s"]),
         help="Now − the end of its last span. Now = the end of the run's newest span.",
     )
-    frame = data.analysis("liveness", filters)
+    frame = data.call(filters.store, analyses.liveness, filters.run_id)
     st.plotly_chart(
         charts.bars(
             frame,
@@ -48,7 +49,7 @@ def liveness(filters: data.Filters) -> None:
         "look for: one worker far longer silent than its peers went quiet (hung, crashed or cut off); "
         "`rollscope check` flags it (the stall rule)."
     )
-    flying = data.analysis("in_flight", filters)
+    flying = data.call(filters.store, analyses.in_flight, filters.run_id, environment=filters.environment)
     if flying.empty:
         st.caption("No rollout in flight: every rollout with spans in the store has ended.")
     else:
@@ -71,7 +72,7 @@ def liveness(filters: data.Filters) -> None:
 
 def scoring(filters: data.Filters) -> None:
     st.subheader("Scoring latency")
-    frame = data.analysis("scoring_latency", filters)
+    frame = data.analysis(analyses.scoring_latency, filters)
     frame = frame[frame["step"].notna()]
     if frame.empty:
         st.caption("No verifier or judge calls consumed by a train step yet.")
@@ -95,7 +96,7 @@ def scoring(filters: data.Filters) -> None:
 
 def goodput(filters: data.Filters) -> None:
     st.subheader("Goodput")
-    totals = data.analysis("goodput", filters)
+    totals = data.analysis(analyses.goodput, filters)
     cols = st.columns(3)
     cols[0].metric(
         "Trainer computing",
@@ -113,7 +114,7 @@ def goodput(filters: data.Filters) -> None:
         charts.device_seconds(wasted),
         help="infra_error + aborted + unused rollouts' share of generating device-seconds.",
     )
-    trainer = data.analysis("trainer_goodput", filters)
+    trainer = data.call(filters.store, analyses.trainer_goodput, filters.run_id, steps=filters.steps)
     if not trainer.empty:
         st.plotly_chart(
             charts.bars(trainer, "step", TRAINER, "Trainer time per step", "train step", "seconds"),
@@ -123,7 +124,7 @@ def goodput(filters: data.Filters) -> None:
             "What to look for: data wait is rollouts starving the trainer; sync wait is weight-sync "
             "bubbles (refits) the trainer sits through."
         )
-    fleet = data.analysis("rollout_goodput", filters)
+    fleet = data.call(filters.store, analyses.rollout_goodput, filters.run_id, steps=filters.steps)
     fleet = fleet[fleet["step"].notna()]
     if not fleet.empty:
         st.plotly_chart(
@@ -134,7 +135,7 @@ def goodput(filters: data.Filters) -> None:
             "What to look for: waiting for weights is devices idle during a weight sync; waiting on "
             "tools is rollouts parked on sandboxes or scoring; idle is nothing to do."
         )
-    lost = data.analysis("wasted_devices", filters)
+    lost = data.analysis(analyses.wasted_devices, filters)
     lost[WASTED] = lost[WASTED].fillna(0.0)
     if not lost.empty:
         lost["step"] = lost["step"].astype("Int64").astype(str).replace("<NA>", "not consumed")
