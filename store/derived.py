@@ -253,6 +253,15 @@ TABLES: tuple[Table, ...] = (
         "turn seconds",
         scope="rollout",
     ),
+    # Per step and environment, but a rollout's device-seconds are its share of its process's generating
+    # device-seconds over the whole run: scope "run".
+    Table(
+        "wasted_sums",
+        ("step", "environment"),
+        "_wasted_sums_src($run)",
+        "device-seconds on rollouts never used, per step and environment",
+        scope="run",
+    ),
 )
 TABLE_NAMES = tuple(t.name for t in TABLES)
 

@@ -34,3 +34,4 @@ INSERT INTO _scoring_mat SELECT $run, * FROM _scoring_src($run);
 INSERT INTO _trainer_goodput_mat SELECT $run, * FROM _trainer_goodput_src($run);
 INSERT INTO _rollout_goodput_mat SELECT $run, * FROM _rollout_goodput_src($run);
 INSERT INTO _rollout_devices_mat SELECT $run, * FROM _rollout_devices_src($run);
+INSERT INTO _wasted_sums_mat SELECT $run, * FROM _wasted_sums_src($run);

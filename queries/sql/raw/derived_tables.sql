@@ -41,3 +41,4 @@ CREATE TABLE _scoring_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _scoring_src
 CREATE TABLE _trainer_goodput_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _trainer_goodput_src('') LIMIT 0;
 CREATE TABLE _rollout_goodput_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_goodput_src('') LIMIT 0;
 CREATE TABLE _rollout_devices_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_devices_src('') LIMIT 0;
+CREATE TABLE _wasted_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _wasted_sums_src('') LIMIT 0;

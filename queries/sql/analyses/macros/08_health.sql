@@ -178,3 +178,40 @@ CREATE OR REPLACE MACRO _scoring(run) AS TABLE SELECT * FROM _scoring_src(run);
 CREATE OR REPLACE MACRO _trainer_goodput(run) AS TABLE SELECT * FROM _trainer_goodput_src(run);
 CREATE OR REPLACE MACRO _rollout_goodput(run) AS TABLE SELECT * FROM _rollout_goodput_src(run);
 CREATE OR REPLACE MACRO _rollout_devices(run) AS TABLE SELECT * FROM _rollout_devices_src(run);
+
+-- _wasted_sums_src(run): generating device-seconds per consuming step and environment on rollouts never used
+-- (docs/metrics.md, "Goodput"): a rollout's device-seconds are its share of its rollout process's turn seconds
+-- times that process's generating device-seconds over the run (concurrent turns share the devices).
+-- infra_error and aborted count rollouts that ended so; unused the others not usable (no score, no signal,
+-- stale, or not yet consumed: step NULL); total_device_s is every rollout's. A few rows per step, so
+-- wasted_devices.sql reads no per-rollout table.
+-- (After the names above: it reads _rollout_goodput and _rollout_devices.)
+CREATE OR REPLACE MACRO _wasted_sums_src(run) AS TABLE
+WITH procs AS (
+    SELECT instance_id, sum(coalesce(generating_s, 0) * devices) AS generating_device_s
+    FROM _rollout_goodput(run)
+    GROUP BY instance_id
+),
+turn_totals AS (
+    SELECT instance_id, sum(turn_s) AS turn_s FROM _rollout_devices(run) GROUP BY instance_id
+),
+per_rollout AS (
+    SELECT d.rollout_id, sum(d.turn_s / nullif(t.turn_s, 0) * p.generating_device_s) AS device_s
+    FROM _rollout_devices(run) AS d
+    JOIN turn_totals AS t USING (instance_id)
+    JOIN procs AS p USING (instance_id)
+    GROUP BY d.rollout_id
+)
+SELECT
+    st.step,
+    st.environment,
+    sum(r.device_s) FILTER (st.rollout_status = 'infra_error') AS infra_error_device_s,
+    sum(r.device_s) FILTER (st.rollout_status = 'aborted') AS aborted_device_s,
+    sum(r.device_s) FILTER (st.rollout_status NOT IN ('infra_error', 'aborted') AND NOT st.usable)
+        AS unused_device_s,
+    sum(r.device_s) AS total_device_s
+FROM per_rollout AS r
+JOIN rollout_stages(run) AS st USING (rollout_id)
+GROUP BY st.step, st.environment;
+
+CREATE OR REPLACE MACRO _wasted_sums(run) AS TABLE SELECT * FROM _wasted_sums_src(run);
