@@ -89,4 +89,7 @@ def check_value(value, unit: str) -> str:
     """A health check's figure the way its message states it (``unit`` from queries.checks.CheckResult)."""
     if missing(value):
         return MISSING
-    return {"share": rate, "points": points, "count": count}.get(unit, number)(value)
+    whole_seconds = lambda v: f"{v:,.0f} s"  # noqa: E731
+    return {"share": rate, "points": points, "count": count, "seconds": whole_seconds}.get(unit, number)(
+        value
+    )

@@ -32,6 +32,7 @@ PAGES = (  # the first is the default page, also served at /
     Page("spec_decode", "Speculative decoding", ":material/bolt:"),
     Page("staleness", "Staleness & throughput", ":material/schedule:"),
     Page("learning", "Learning", ":material/trending_up:"),
+    Page("health", "Health", ":material/monitor_heart:"),
     Page("rollouts", "Rollouts", ":material/timeline:"),
     Page("advisor", "Advisor", ":material/tips_and_updates:"),
     Page("compare", "Compare runs", ":material/compare_arrows:"),

@@ -668,3 +668,56 @@ _EVIDENCE: dict[str, Callable[[dict], str]] = {
         f"device-seconds); tool calls {_pct(r['tool_wait_share'])} of rollout time"
     ),
 }
+# --- is it stuck: liveness, stalls, goodput (docs/metrics.md, "Health" and "Goodput") ------------------------
+# "Now" is ``now_ns`` when given (wall-clock now for a live run: time.time_ns()), else the end of the run's
+# newest span: close to wall-clock now while a run is being written, and meaningful for a finished run.
+
+
+def liveness(con, run_id: str, now_ns: int | None = None) -> pd.DataFrame:
+    """One row per writing process, the most silent first: its spans, its last span and silent_s."""
+    return query(con, "liveness", require_run(con, run_id), now_ns=now_ns)
+
+
+def in_flight(con, run_id: str, environment=None, now_ns: int | None = None) -> pd.DataFrame:
+    """Rollouts in flight per environment: how many, the oldest's age (oldest_age_s) and id."""
+    return query(con, "in_flight", require_run(con, run_id), environment=environment, now_ns=now_ns)
+
+
+def scoring_latency(con, run_id: str, by: str | None = "step", steps=None, environment=None) -> pd.DataFrame:
+    """Verifier and judge calls over the run or per consuming step: calls, p50_s, p99_s, max_s, timeouts."""
+    by = _by(by, ("step",))
+    frame = query(con, "scoring_latency", require_run(con, run_id), by=by, **_filters(steps, environment))
+    return _keep_by(frame, by, ("step",))
+
+
+def trainer_goodput(con, run_id: str, steps=None) -> pd.DataFrame:
+    """The trainer's seconds per step window: computing, waiting for data, on weight sync, other."""
+    return query(con, "trainer_goodput", require_run(con, run_id), **_filters(steps, None))
+
+
+def rollout_goodput(con, run_id: str, steps=None) -> pd.DataFrame:
+    """Rollout device-seconds per step window: generating, waiting for weights, on tools, idle."""
+    return query(con, "rollout_goodput", require_run(con, run_id), **_filters(steps, None))
+
+
+def wasted_devices(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
+    """Rollout device-seconds per consuming step on rollouts that ended infra_error, aborted or unused."""
+    return query(con, "wasted_devices", require_run(con, run_id), **_filters(steps, environment))
+
+
+def goodput(con, run_id: str, steps=None, environment=None) -> dict:
+    """Run (or step range) totals of the three goodput analyses, and the shares a page headlines."""
+    trainer = trainer_goodput(con, run_id, steps).drop(columns=["step", "computing_share"]).sum()
+    fleet = rollout_goodput(con, run_id, steps)
+    fleet = fleet.drop(columns=["step", "generating_share"]).sum()
+    wasted = wasted_devices(con, run_id, steps, environment).drop(columns=["step"]).sum(min_count=1)
+    out = {f"trainer_{k}": plain(v) for k, v in trainer.items()}
+    out.update({f"rollout_{k}": plain(v) for k, v in fleet.items()})
+    out.update({f"wasted_{k}": (None if pd.isna(v) else plain(v)) for k, v in wasted.items()})
+    out["trainer_computing_share"] = _share(trainer.get("computing_s"), trainer.get("window_s"))
+    out["rollout_generating_share"] = _share(fleet.get("generating_device_s"), fleet.sum())
+    return out
+
+
+def _share(part, whole) -> float | None:
+    return None if not whole or part is None or pd.isna(part) else float(part / whole)

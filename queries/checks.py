@@ -20,6 +20,8 @@ THRESHOLDS = {
     "nonzero-signal-window": 5,  # how many latest consumed steps that rate covers
     "dropped-spans": 0,  # most spans the exporters may have dropped or failed to write
     "mismatch-kl": 0.01,  # largest mean train-inference KL (rl.sample.mismatch_kl) of any consumed step
+    "stall-rollout-age": 900.0,  # oldest age (seconds) a rollout in flight may reach
+    "stall-silence": 600.0,  # longest (seconds) a process may go without writing a span
 }
 
 
@@ -31,18 +33,21 @@ class CheckResult:
     threshold: float | int
     message: str
     unit: str = "count"  # how value and threshold read: "count", "share" (a fraction, shown as %), "points",
-    # "nats" (a KL divergence per token)
+    # "nats" (a KL divergence per token), "seconds"
 
     def line(self) -> str:
         return f"{'PASS' if self.ok else 'FAIL'} {self.name}: {self.message}"
 
 
-def run_checks(con, run_id: str, thresholds: dict | None = None) -> list[CheckResult]:
-    """Every rule, in a fixed order; ``thresholds`` overrides some of THRESHOLDS."""
+def run_checks(
+    con, run_id: str, thresholds: dict | None = None, now_ns: int | None = None
+) -> list[CheckResult]:
+    """Every rule, in a fixed order; ``thresholds`` overrides some of THRESHOLDS. ``now_ns`` is "now" for
+    the stall rule (wall-clock now for a live run); None: the end of the run's newest span."""
     unknown = set(thresholds or {}) - set(THRESHOLDS)
     if unknown:
         raise ValueError(f"unknown threshold {', '.join(sorted(unknown))}; known: {', '.join(THRESHOLDS)}")
-    limits = {**THRESHOLDS, **(thresholds or {})}
+    limits = {**THRESHOLDS, **(thresholds or {}), "now_ns": now_ns}
     con = analyses.shared(con)  # rules reading one analysis (or a shared report's) run it once
     analyses.require_run(con, run_id)
     return [rule(con, run_id, limits) for rule in RULES]
@@ -146,7 +151,41 @@ def mismatch_kl(con, run_id: str, limits: dict) -> CheckResult:
     return CheckResult("mismatch-kl", over.empty, value, limit, message, "nats")
 
 
-RULES = (drafter_logprobs, acceptance_drift, staleness_violations, nonzero_signal, dropped_spans, mismatch_kl)
+def stall(con, run_id: str, limits: dict) -> CheckResult:
+    """Slow or stuck: the oldest rollout in flight, and the process silent longest, as of "now"."""
+    age_limit, silence_limit = limits["stall-rollout-age"], limits["stall-silence"]
+    flying = analyses.in_flight(con, run_id, now_ns=limits.get("now_ns"))
+    quiet = analyses.liveness(con, run_id, now_ns=limits.get("now_ns"))
+    age = float(flying["oldest_age_s"].max()) if len(flying) else 0.0
+    silent = float(quiet["silent_s"].iloc[0]) if len(quiet) else 0.0
+    parts = []
+    if len(flying):
+        oldest = flying.iloc[0]
+        parts.append(
+            f"{int(flying['in_flight'].sum())} rollouts in flight, the oldest {oldest['oldest_rollout_id']} "
+            f"({oldest['environment']}, on {oldest['oldest_instance_id']}) for {age:,.0f} s "
+            f"(at most {age_limit:g} s allowed)"
+        )
+    else:
+        parts.append("no rollout in flight")
+    if len(quiet):
+        parts.append(
+            f"{quiet['instance_id'].iloc[0]} silent for {silent:,.0f} s (at most {silence_limit:g} s allowed)"
+        )
+    ok = age <= age_limit and silent <= silence_limit
+    value, limit = (age, age_limit) if age / age_limit >= silent / silence_limit else (silent, silence_limit)
+    return CheckResult("stall", ok, value, limit, "; ".join(parts), "seconds")
+
+
+RULES = (
+    drafter_logprobs,
+    acceptance_drift,
+    staleness_violations,
+    nonzero_signal,
+    dropped_spans,
+    mismatch_kl,
+    stall,
+)
 
 
 def _range(lo: int | None, hi: int | None) -> str:

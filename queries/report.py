@@ -38,6 +38,8 @@ def report(con, run_id: str, steps=None, environment=None) -> dict:
         "learning": _learning(con, run_id, filters),
         "zero_signal": analyses.zero_signal_summary(con, run_id, **filters),
         "mismatch": _mismatch(con, run_id, filters),
+        "health": health(con, run_id),
+        "goodput": analyses.goodput(con, run_id, **filters),
     }
 
 
@@ -233,3 +235,35 @@ def _throughput(con, run_id: str, filters: dict) -> dict:
         "failed_spans",
     )
     return {k: row.get(k) for k in keys}
+
+
+def health(con, run_id: str, now_ns: int | None = None) -> dict:
+    """Is it stuck: rollouts in flight and the oldest, the most silent process, scoring latency over the run.
+    As of ``now_ns``, else of the end of the run's newest span (docs/report.md)."""
+    flying = analyses.in_flight(con, run_id, now_ns=now_ns)
+    quiet = analyses.liveness(con, run_id, now_ns=now_ns)
+    scoring = analyses.scoring_latency(con, run_id, by=None).set_index("kind")
+    oldest = flying.iloc[0] if len(flying) else None
+    return {
+        "as_of_ns": analyses.plain(quiet["as_of_ns"].iloc[0]) if len(quiet) else None,
+        "in_flight": int(flying["in_flight"].sum()),
+        "oldest_in_flight_s": analyses.plain(oldest["oldest_age_s"]) if oldest is not None else None,
+        "oldest_in_flight_rollout": oldest["oldest_rollout_id"] if oldest is not None else None,
+        "in_flight_by_environment": [
+            {
+                "environment": r.environment,
+                "in_flight": int(r.in_flight),
+                "oldest_age_s": float(r.oldest_age_s),
+            }
+            for r in flying.itertuples()
+        ],
+        "most_silent_process": quiet["instance_id"].iloc[0] if len(quiet) else None,
+        "most_silent_s": analyses.plain(quiet["silent_s"].iloc[0]) if len(quiet) else None,
+        "scoring": {
+            kind: {
+                k: analyses.plain(scoring.at[kind, k]) if kind in scoring.index else None
+                for k in ("calls", "p50_s", "p99_s", "timeouts")
+            }
+            for kind in ("verifier", "judge")
+        },
+    }

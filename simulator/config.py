@@ -156,6 +156,15 @@ class SimConfig:
     mismatch_kl: float = 0.0
     mismatch_excursion: list[float] | None = None
     mismatch_excursion_factor: float = 20.0
+    # is it stuck (simulator/health.py; all off by default, on in the `stall` preset)
+    silent_worker: dict | None = (
+        None  # {"server": i, "at": position, "seconds": s}: rollout server i goes silent
+    )
+    scoring_stall: list[float] | None = None  # [from, to) positions of steps whose scoring is slowed down
+    scoring_stall_factor: float = 10.0  # how many times slower (a judge stays under its timeout)
+    weight_sync_bubbles: list[float] | None = None  # [from, to) positions of steps whose weight sync is slow
+    weight_sync_bubble_factor: float = 12.0  # how many times longer those weight syncs take
+    environment_on_turns: bool = False  # turns carry rl.environment (in-flight rollouts by environment)
 
 
 def default_environments() -> list[Environment]:
@@ -367,6 +376,14 @@ def validate(c: SimConfig) -> None:
         (c.levers.drafter_refresh_every >= 0, "levers.drafter_refresh_every must be >= 0"),
         (c.levers.spec_long_extra_k >= 0, "levers.spec_long_extra_k must be >= 0"),
         (c.mismatch_kl >= 0 and c.mismatch_excursion_factor > 0, "mismatch_kl must be >= 0, its factor > 0"),
+        (
+            c.silent_worker is None
+            or (
+                0 <= int(c.silent_worker.get("server", 0)) < c.rollout.count
+                and float(c.silent_worker.get("seconds", 0)) > 0
+            ),
+            "silent_worker needs a server below rollout.count and seconds > 0",
+        ),
     ]
     for rate in dataclasses.astuple(c.rates):
         checks.append((rate is None or 0 <= rate <= 1, "rates must be in [0, 1] or null"))

@@ -117,6 +117,8 @@ class Planner:
         ready = self._place(rng, groups, s)
         plan = self._train(rng, s, index, rollouts, ready, excursion)
         self._mismatch(s, rollouts)
+        if self.c.silent_worker:
+            self._silence(plan, groups)
         return plan
 
     def _stratum(self, kind: str, env: str, fixed: float | None) -> Stratified:
@@ -399,7 +401,7 @@ class Planner:
             r.scorings.append(judge)
             t = judge.end
         else:
-            seconds = lognormal(rng, env.reward_seconds, 0.4)
+            seconds = lognormal(rng, env.reward_seconds, 0.4) * self._scoring_slowdown(r)
             reward = Scoring(
                 "reward",
                 start,
@@ -440,6 +442,7 @@ class Planner:
                 error="timeout",
             )
         seconds = queue + prefill + output / c.judge_tokens_per_s
+        seconds = min(seconds * self._scoring_slowdown(r), c.judge_timeout_s - 0.5)
         return Scoring(
             "judge",
             start,
@@ -492,7 +495,7 @@ class Planner:
         compute = c.step_overhead_s + flops / (c.trainer.devices * c.device_peak_flops * c.trainer_mfu)
         compute *= lognormal(rng, 1.0, 0.05)
         end = ready + compute
-        sync_end = end + c.weight_sync_s * lognormal(rng, 1.0, 0.2)
+        sync_end = end + c.weight_sync_s * lognormal(rng, 1.0, 0.2) * self._sync_slowdown(s)
         self.available[s + 1] = sync_end
         step = StepPlan(
             s, index, self.available[s], ready, end, sync_end, used, train_tokens, rollouts, excursion
@@ -515,6 +518,53 @@ class Planner:
             kl = round(c.mismatch_kl * scale * lognormal(rng, 1.0, 0.3), 7)
             diff = round(math.sqrt(2 * kl), 6)
             r.mismatch = (kl, diff, round(diff * rng.uniform(4.0, 12.0), 6), round(math.exp(kl), 7))
+
+    # --- is it stuck: a silent worker, a scoring stall, weight-sync bubbles (off by default) ---------------
+
+    def _scoring_slowdown(self, r: Rollout) -> float:
+        window = self._position_range(self.c.scoring_stall)
+        return self.c.scoring_stall_factor if window and window[0] <= r.step < window[1] else 1.0
+
+    def _sync_slowdown(self, s: int) -> float:
+        window = self._position_range(self.c.weight_sync_bubbles)
+        return self.c.weight_sync_bubble_factor if window and window[0] <= s < window[1] else 1.0
+
+    def silent_window(self) -> tuple[int, float, float] | None:
+        """(server, from, to) seconds of the silent worker, once the step it starts at is planned."""
+        w = self.c.silent_worker
+        start = self.available.get(self._position(float(w["at"]))) if w else None
+        return None if start is None else (int(w["server"]), start, start + float(w["seconds"]))
+
+    def _silence(self, plan: StepPlan, groups: list[Group]) -> None:
+        """Rollout server k goes silent for a while: a rollout it was running hangs (its first turn is
+        written, then nothing) until the worker comes back and aborts it; groups that would have run on it
+        meanwhile run on the next server."""
+        window = self.silent_window()
+        if window is None:
+            return
+        k, lo, hi = window
+        for g in groups:
+            if g.rollouts[0].server == k and any(r.start < hi and r.end > lo for r in g.rollouts):
+                for r in g.rollouts:
+                    r.server = (k + 1) % self.c.rollout.count
+        if plan.step == self._position(float(self.c.silent_worker["at"])):
+            plan.hung_started.append(self._hung(k, lo, hi, plan.step))
+            self.hung = plan.hung_started[0]
+        hung = getattr(self, "hung", None)
+        last = plan.index + 1 >= self.c.steps
+        if hung is not None and hung.decision != "reported" and (plan.sync_end >= hi or last):
+            hung.decision = "reported"
+            hung.end = min(hung.end, plan.sync_end)  # a run that ends first aborts it then
+            plan.hung_ended.append(hung)
+
+    def _hung(self, k: int, lo: float, hi: float, version: int) -> Rollout:
+        env = self.c.environments[0]
+        r = Rollout(f"hung-{k}", None, f"{env.name}/hung", env, 0, rng_for(self.c.seed, "hung"), server=k)
+        r.status, r.scored, r.policy_version, r.step = "aborted", False, version, -1
+        turn = Turn(0, lo - 30.0, lo, env.prompt_tokens, 0, 900, 0, 0.1, 29.9, 0.1)
+        r.turns.append(turn)
+        r.start, r.end, r.duration = lo - 30.0, hi, hi - lo + 30.0
+        return r
 
 
 def _long_extra_k(c: SimConfig, r: Rollout) -> int:

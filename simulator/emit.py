@@ -111,6 +111,8 @@ def work(
 ) -> None:
     """A worker's main loop: batches of {process key: records} until None, then shut every exporter down."""
     try:
+        settings = dict(settings)
+        flush = settings.pop("flush_each_batch", False)
         emitters = {p["key"]: Emitter(store, run_id, p, **settings) for p in processes}
         outbox.put(("ready", index, None))
         while (batch := inbox.get()) is not None:
@@ -118,6 +120,9 @@ def work(
             for key, records in batch.items():
                 emitters[key].emit(records)
                 n += len(records)
+            if flush:  # paced: a step's spans reach the store together, as a live job's would
+                for key in batch:
+                    emitters[key].rl.force_flush()
             with counter.get_lock():
                 counter.value += n
         stats = {key: e.close() for key, e in emitters.items()}

@@ -19,6 +19,7 @@ import numpy as np
 from rollscope.collectors.semconv import SAMPLE_DECISIONS as _DECISIONS
 from rollscope.queries.funnel_stages import STAGES as _STAGES
 from rollscope.simulator.config import SimConfig, to_dict
+from rollscope.simulator.health import Health
 from rollscope.simulator.plan import Rollout, StepPlan
 from rollscope.simulator.records import Instance, train_loss
 
@@ -277,6 +278,8 @@ class Truth:
             ("output_tokens", "reprefill_waste_tokens", "train_tokens", "teacher_tokens"), 0
         )
         self.learning = Learning(c, ns)
+        self.health = Health(c, procs, run_id)
+        self.silent_window = None  # the planner's silent worker (simulator.health), set by simulate()
 
     def add_step(self, plan: StepPlan, records: dict[str, list[tuple]]) -> None:
         step = Slice(self.c)
@@ -285,6 +288,7 @@ class Truth:
         self.steps.append((_StepTimes.of(plan), step))
         self._trainer(plan)
         self.learning.add_step(plan)
+        self.health.add_step(plan, records)
         for key, recs in records.items():
             self.instance_spans[key] += len(recs)
             for rec in recs:
@@ -362,6 +366,7 @@ class Truth:
             "processes": self._processes(),
             "learning": self.learning.document(),
             "events": events,
+            "health": self.health.document(self.silent_window, self.ns),
         }
 
     def _run(self) -> dict:

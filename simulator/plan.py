@@ -125,6 +125,8 @@ class StepPlan:
     train_tokens: int
     rollouts: list[Rollout]
     excursion: bool
+    hung_started: list[Rollout] = field(default_factory=list)  # a silent worker's rollout: its first turn
+    hung_ended: list[Rollout] = field(default_factory=list)  # ... and its rl.rollout span, when it is aborted
 
     @property
     def wait(self) -> float:

@@ -129,7 +129,31 @@ class SpanBuilder:
         for r in plan.rollouts:
             self._rollout(r, out)
         self._trainer(plan, out)
+        for r in plan.hung_started:
+            self._hung_turn(r, out)
+        for r in plan.hung_ended:
+            self._hung_end(r, out)
         return out
+
+    # --- a silent worker's hung rollout (simulator/health.py) -------------------------------------------------
+
+    def _hung_turn(self, r: Rollout, out: dict) -> None:
+        self._hung_ids = {r.rollout_id: (self._ids.getrandbits(128) | 1, self._span_id())}
+        trace, root = self._hung_ids[r.rollout_id]
+        out.setdefault(f"rollout-server-{r.server}", []).append(self._turn(r, r.turns[0], trace, root))
+
+    def _hung_end(self, r: Rollout, out: dict) -> None:
+        trace, root = self._hung_ids[r.rollout_id]
+        attrs = {
+            ROLLOUT_ID: r.rollout_id,
+            TASK_ID: r.task_id,
+            ENVIRONMENT: r.env.name,
+            POLICY_VERSION: r.policy_version,
+            STATUS: r.status,
+            ERROR: "worker_lost",
+        }
+        record = ("rl.rollout", self.ns(r.start), self.ns(r.end), trace, root, None, attrs, "worker_lost")
+        out.setdefault(f"rollout-server-{r.server}", []).append(record)
 
     # --- rollouts -------------------------------------------------------------------------------------------
 
@@ -208,6 +232,8 @@ class SpanBuilder:
             )
         if t.error:
             attrs[ERROR] = t.error
+        if self.c.environment_on_turns:
+            attrs[ENVIRONMENT] = r.env.name
         return ("rl.turn", self.ns(t.start), self.ns(t.end), trace, self._span_id(), root, attrs, t.error)
 
     def _scoring(self, r: Rollout, s, trace: int, root: int, out: dict) -> None:

@@ -74,7 +74,9 @@ def simulate(
     first_records = builder.step(first)
     assignment = _assign(procs, first_records, workers, run_id)
     total = spans_target or _estimate_total(first_records, config.steps)
-    pool = _pool(store, run_id, assignment, config, scale=spans_target is not None, fast=fast)
+    pool = _pool(
+        store, run_id, assignment, config, scale=spans_target is not None, fast=fast, paced=bool(pace)
+    )
     try:
         pool.wait_ready()  # spawned workers import and attach first; rates and pacing start after that
         started = time.monotonic()
@@ -91,6 +93,7 @@ def simulate(
     _check_delivery(stats, written)
     want_digest = digest if digest is not None else spans_target is None and written <= DIGEST_MAX_SPANS
     content = groundtruth.content_digest(store, run_id) if want_digest else None
+    truth.silent_window = planner.silent_window()
     path = groundtruth.write(store, run_id, truth.document(_events(planner, truth), content))
     return Result(run_id, written, len(truth.steps), seconds, path, content)
 
@@ -148,8 +151,18 @@ def _assign(
     return [procs for procs in out if procs]
 
 
-def _pool(store: Path, run_id: str, assignment: list[list[dict]], config: SimConfig, scale: bool, fast: bool):
-    """Scale mode publishes fewer, larger segments (a benchmark store is read, not watched live)."""
+def _pool(
+    store: Path,
+    run_id: str,
+    assignment: list[list[dict]],
+    config: SimConfig,
+    scale: bool,
+    fast: bool,
+    paced: bool = False,
+):
+    """Scale mode publishes fewer, larger segments (a benchmark store is read, not watched live); a paced
+    run flushes each step's spans at once, so a reader never sees one process a step ahead of another for
+    long (the stall rule compares processes' last spans)."""
     settings = {"algorithm": config.algorithm, "staleness_bound": config.staleness_bound}
     if fast:
         from rollscope.simulator.fast import FastPool
@@ -158,6 +171,7 @@ def _pool(store: Path, run_id: str, assignment: list[list[dict]], config: SimCon
     from rollscope.simulator.emit import Pool
 
     settings["segment_seconds"] = SCALE_SEGMENT_SECONDS if scale else None
+    settings["flush_each_batch"] = paced
     return Pool(str(store), run_id, assignment, settings)
 
 

@@ -56,7 +56,7 @@ from rollscope.store import layout
 
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
-FORMAT = 5  # bump when a table's definition changes: manifests of an older format are derived again
+FORMAT = 6  # bump when a table's definition changes: manifests of an older format are derived again
 GRACE_S = 300.0  # how long a replaced generation stays on disk for readers that listed it
 
 
@@ -211,6 +211,55 @@ TABLES: tuple[Table, ...] = (
         ("all_environments", "environment"),
         "_run_percentiles_src($run)",
         "exact percentiles of the run and of each environment (tails, turn latency)",
+        scope="run",
+    ),
+    # Is it stuck (queries/sql/analyses/macros/08_health.sql): liveness, scoring latency, goodput.
+    # Scopes: a process's activity and the rollouts in flight depend on the whole run so far; a scoring call and
+    # a rollout's turn seconds on that rollout; goodput is per step window (from a train step's start to the
+    # next's), so its rows are per step like the aggregates above.
+    Table(
+        "process_activity",
+        ("instance_id",),
+        "_process_activity_src($run)",
+        "each process's last span",
+        scope="run",
+    ),
+    Table("open_rollouts", ("rollout_id",), "_open_rollouts_src($run)", "rollouts in flight", scope="run"),
+    Table(
+        "scoring",
+        ("rollout_id", "start_ns"),
+        "_scoring_src($run)",
+        "each scoring call's latency",
+        scope="rollout",
+    ),
+    Table(
+        "trainer_goodput",
+        ("step",),
+        "_trainer_goodput_src($run)",
+        "the trainer's time per step",
+        scope="step",
+    ),
+    Table(
+        "rollout_goodput",
+        ("step", "instance_id"),
+        "_rollout_goodput_src($run)",
+        "each rollout process's time per step, by state",
+        scope="step",
+    ),
+    Table(
+        "rollout_devices",
+        ("rollout_id", "instance_id"),
+        "_rollout_devices_src($run)",
+        "turn seconds",
+        scope="rollout",
+    ),
+    # Per step and environment, but a rollout's device-seconds are its share of its process's generating
+    # device-seconds over the whole run: scope "run".
+    Table(
+        "wasted_sums",
+        ("step", "environment"),
+        "_wasted_sums_src($run)",
+        "device-seconds on rollouts never used, per step and environment",
         scope="run",
     ),
 )

@@ -40,6 +40,7 @@ RUNS = {
     ),
     "worked-example": ("worked-example", {}),
     "worked-example-080": ("worked-example-080", {}),
+    "stall": ("stall", {"groups_per_step": 6, "group_size": 4}),
 }
 
 

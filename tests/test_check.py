@@ -19,6 +19,7 @@ RULES = [
     "nonzero-signal",
     "dropped-spans",
     "mismatch-kl",
+    "stall",
 ]
 
 
@@ -49,6 +50,7 @@ def test_the_sample_runs_drafter_logprob_stretch_fails():
     ]
     assert lines["mismatch-kl"].startswith("FAIL mismatch-kl: ")
     assert f"steps {trained[0]}–{trained[-1]};" in lines["mismatch-kl"]
+    assert lines["stall"].startswith("PASS stall: no rollout in flight")  # a finished run: nothing in flight
 
 
 def test_a_clean_run_passes_every_rule():

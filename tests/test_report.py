@@ -135,7 +135,7 @@ def test_the_overview_headline_is_the_report_less_what_it_does_not_show(sample):
     assert "prefill_decode.ratio" in headline and "trainer.idle_fraction" in headline
     assert not any(k.startswith(("throughput", "staleness", "funnel.losses")) for k in headline)
     # what it leaves out is not computed: the step range, environments, losses, disaggregation, staleness
-    # and throughput analyses of the report did not run
+    # and throughput analyses of the report did not run, nor its six health and goodput ones
     shown = analyses.Shared(lambda: con)
     headline_of(shown, "samples", steps=(3, 9))
     whole = analyses.Shared(lambda: con)
@@ -153,6 +153,12 @@ def test_the_overview_headline_is_the_report_less_what_it_does_not_show(sample):
         "task_solve_rates",
         "zero_signal",
         "mismatch",
+        "in_flight",
+        "liveness",
+        "scoring_latency",
+        "trainer_goodput",
+        "rollout_goodput",
+        "wasted_devices",
     }
     assert left_out <= whole.computed() and not left_out & shown.computed()
     assert shown.computed() <= whole.computed()

@@ -12,7 +12,7 @@ def register(sub) -> None:
         "check",
         help="health rules for a run (exit 1 when one fails)",
         description="Check a run: drafter log-probs, acceptance drift, staleness violations, nonzero-signal "
-        "collapse, dropped spans. One PASS/FAIL line per rule; exit status 1 when any fails.",
+        "collapse, dropped spans, stalls. One PASS/FAIL line per rule; exit status 1 when any fails.",
     )
     add_store(p)
     p.add_argument("--run", required=True, metavar="ID", help="run id (`rollscope runs` lists them)")
@@ -23,6 +23,13 @@ def register(sub) -> None:
         metavar="NAME=VALUE",
         type=_threshold,
         help="change one rule's threshold, e.g. acceptance-drift=15 (repeatable; see docs/report.md)",
+    )
+    p.add_argument(
+        "--now",
+        choices=("last-span", "wall"),
+        default="last-span",
+        help="what 'now' is for the stall rule: the end of the run's newest span (default; a finished or "
+        "simulated run) or wall-clock now (a live job, to catch a whole run gone silent)",
     )
     p.set_defaults(func=run)
 
@@ -40,10 +47,13 @@ def _threshold(text: str) -> tuple[str, float]:
 
 
 def run(args) -> int:
+    import time
+
     from rollscope.queries import connect
     from rollscope.queries.checks import run_checks
 
-    results = run_checks(connect(store_of(args), run_id=args.run), args.run, dict(args.threshold))
+    now_ns = time.time_ns() if args.now == "wall" else None
+    results = run_checks(connect(store_of(args), run_id=args.run), args.run, dict(args.threshold), now_ns)
     for result in results:
         print(result.line())
     return 0 if all(r.ok for r in results) else 1

@@ -53,6 +53,31 @@ def _sections(report: dict) -> list[tuple[str, list[tuple[str, str]]]]:
         ("Speculative decoding", _spec_rows(report["spec_decode"])),
         ("Staleness", staleness_rows(report["staleness"])),
         ("Trainer and throughput", _throughput_rows(report["trainer"], report["throughput"])),
+        ("Health (as of the run's newest span)", _health_rows(report["health"], report["goodput"])),
+    ]
+
+
+def _health_rows(h: dict, g: dict) -> list[tuple[str, str]]:
+    oldest = h["oldest_in_flight_rollout"]
+    rows = [
+        ("rollouts in flight", fmt.count(h["in_flight"])),
+        ("oldest in flight", f"{fmt.seconds(h['oldest_in_flight_s'])}" + (f" ({oldest})" if oldest else "")),
+        ("most silent process", f"{h['most_silent_process'] or '-'} for {fmt.seconds(h['most_silent_s'])}"),
+    ]
+    for kind in ("verifier", "judge"):
+        s = h["scoring"][kind]
+        rows.append(
+            (
+                f"{kind} latency p50 / p99",
+                f"{fmt.seconds(s['p50_s'])} / {fmt.seconds(s['p99_s'])}, {fmt.count(s['timeouts'])} timeouts",
+            )
+        )
+    wasted = sum(g.get(f"wasted_{k}_device_s") or 0 for k in ("infra_error", "aborted", "unused"))
+    return rows + [
+        ("trainer computing share", fmt.rate(g["trainer_computing_share"])),
+        ("trainer waiting on weight sync", fmt.seconds(g["trainer_sync_wait_s"])),
+        ("rollout devices generating", fmt.rate(g["rollout_generating_share"])),
+        ("rollout device time never used", fmt.device_seconds(wasted)),
     ]
 
 

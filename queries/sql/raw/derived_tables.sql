@@ -34,3 +34,11 @@ CREATE TABLE _lint_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _lint_sums
 CREATE TABLE _generation_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _generation_sums_src('') LIMIT 0;
 CREATE TABLE _reward_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _reward_sums_src('') LIMIT 0;
 CREATE TABLE _run_percentiles_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _run_percentiles_src('') LIMIT 0;
+-- Is it stuck (queries/sql/analyses/macros/08_health.sql): liveness, scoring latency and goodput.
+CREATE TABLE _process_activity_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _process_activity_src('') LIMIT 0;
+CREATE TABLE _open_rollouts_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _open_rollouts_src('') LIMIT 0;
+CREATE TABLE _scoring_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _scoring_src('') LIMIT 0;
+CREATE TABLE _trainer_goodput_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _trainer_goodput_src('') LIMIT 0;
+CREATE TABLE _rollout_goodput_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_goodput_src('') LIMIT 0;
+CREATE TABLE _rollout_devices_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_devices_src('') LIMIT 0;
+CREATE TABLE _wasted_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _wasted_sums_src('') LIMIT 0;

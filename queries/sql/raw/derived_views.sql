@@ -44,3 +44,17 @@ CREATE OR REPLACE MACRO _reward_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _reward_sums_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _run_percentiles(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _run_percentiles_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _process_activity(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _process_activity_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _open_rollouts(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _open_rollouts_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _scoring(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _scoring_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _trainer_goodput(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _trainer_goodput_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _rollout_goodput(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _rollout_goodput_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _rollout_devices(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _rollout_devices_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _wasted_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _wasted_sums_mat WHERE run_id = run;

@@ -1,0 +1,217 @@
+-- Is it stuck (docs/metrics.md, "Health"): the derived tables liveness, scoring latency and goodput read.
+--
+-- _process_activity_src(run): one row per writing process (service.instance.id): its spans, the start of its
+-- first and the end of its last. A process whose last span is old went silent.
+CREATE OR REPLACE MACRO _process_activity_src(run) AS TABLE
+SELECT
+    instance_id,
+    any_value(service_name) AS service_name,
+    any_value(role) AS role,
+    max(devices) AS devices,
+    count(*) AS spans,
+    min(start_ns) AS first_start_ns,
+    max(end_ns) AS last_end_ns
+FROM raw_spans
+WHERE run_id = run
+GROUP BY instance_id;
+
+-- _open_rollouts_src(run): rollouts in flight — a rollout id carried by finished spans (turns, tool calls,
+-- scoring) whose rl.rollout span is not in the store yet (a span is written when it ends). Its environment
+-- is the rl.environment any of those spans carries (NULL when none does); its first start is the earliest
+-- start of those spans, a lower bound of when it was dispatched.
+CREATE OR REPLACE MACRO _open_rollouts_src(run) AS TABLE
+SELECT
+    s.rollout_id,
+    max(s.environment) AS environment,
+    arg_min(s.instance_id, s.start_ns) AS instance_id,
+    count(*) AS spans,
+    min(s.start_ns) AS first_start_ns,
+    max(s.end_ns) AS last_end_ns
+FROM raw_spans AS s
+ANTI JOIN (SELECT rollout_id FROM rollouts WHERE run_id = run) AS r ON r.rollout_id = s.rollout_id
+WHERE s.run_id = run AND s.rollout_id IS NOT NULL AND s.name NOT IN ('rl.rollout', 'rl.sample')
+GROUP BY s.rollout_id;
+
+-- _scoring_src(run): one row per scoring call — an rl.reward span (kind 'verifier') or an rl.judge span
+-- (kind 'judge') — with its latency, whether it timed out (rl.judge.status = 'timeout'), its rollout's
+-- environment and consuming train step (NULL until a step consumes it).
+CREATE OR REPLACE MACRO _scoring_src(run) AS TABLE
+SELECT
+    s.rollout_id,
+    CASE WHEN s.name = 'rl.judge' THEN 'judge' ELSE 'verifier' END AS kind,
+    r.environment,
+    c.step,
+    (s.end_ns - s.start_ns) / 1e9 AS duration_s,
+    coalesce(s.judge_status = 'timeout', false) AS timed_out,
+    s.start_ns,
+    s.end_ns,
+    s.instance_id
+FROM raw_spans AS s
+LEFT JOIN (SELECT rollout_id, environment FROM rollouts WHERE run_id = run) AS r USING (rollout_id)
+LEFT JOIN (SELECT rollout_id, step FROM rollout_steps(run)) AS c USING (rollout_id)
+WHERE s.run_id = run AND s.name IN ('rl.reward', 'rl.judge');
+
+-- _step_windows(run): each train step's window on the run's clock, from its start to the next step's start;
+-- the last step's runs to the end of its own span or of the weight syncs that started after it, whichever is
+-- later. Goodput divides time by these windows.
+CREATE OR REPLACE MACRO _step_windows(run) AS TABLE
+WITH steps AS (
+    SELECT
+        train_step AS step, start_ns, end_ns, coalesce(train_wait_s, 0) AS wait_s,
+        lead(start_ns) OVER (ORDER BY start_ns) AS next_start_ns
+    FROM train_steps
+    WHERE run_id = run AND train_step IS NOT NULL
+),
+syncs AS (
+    SELECT start_ns, end_ns FROM raw_spans WHERE run_id = run AND name = 'rl.weight_sync'
+)
+SELECT
+    st.step, st.start_ns, st.end_ns, st.wait_s,
+    coalesce(st.next_start_ns, greatest(st.end_ns, max(sy.end_ns))) AS window_end_ns,
+    coalesce(sum(
+        least(sy.end_ns, coalesce(st.next_start_ns, sy.end_ns)) - greatest(sy.start_ns, st.end_ns)
+    ), 0) AS sync_ns
+FROM steps AS st
+LEFT JOIN syncs AS sy
+    ON sy.start_ns >= st.end_ns AND (st.next_start_ns IS NULL OR sy.start_ns < st.next_start_ns)
+GROUP BY st.step, st.start_ns, st.end_ns, st.wait_s, st.next_start_ns;
+
+-- _trainer_goodput_src(run): the trainer's time per step window: computing (its step span less the wait it
+-- recorded), waiting for data (rl.train.wait_s), waiting on weight sync (rl.weight_sync spans after the step,
+-- before the next one starts) and other (the rest of the window: gaps no span covers).
+CREATE OR REPLACE MACRO _trainer_goodput_src(run) AS TABLE
+SELECT
+    step,
+    (window_end_ns - start_ns) / 1e9 AS window_s,
+    (end_ns - start_ns) / 1e9 - wait_s AS computing_s,
+    wait_s AS data_wait_s,
+    sync_ns / 1e9 AS sync_wait_s,
+    (window_end_ns - start_ns) / 1e9 - (end_ns - start_ns) / 1e9 - sync_ns / 1e9 AS other_s
+FROM _step_windows(run);
+
+-- _rollout_goodput_src(run): each rollout process's time (a process that emitted rl.turn spans), per step
+-- window (step NULL: time outside every window, before the first step or after the last), split into states
+-- that take precedence in this order:
+--   generating       at least one of its turns running;
+--   weights_wait     none running while a weight sync (rl.weight_sync, any process) is under way;
+--   tools_wait       none running, no sync, but one of its rollouts in flight (waiting on tools, scoring, a queue);
+--   idle             nothing of the above.
+-- The process's time spans from its first to its last turn or rollout span. devices is rl.compute.devices.
+CREATE OR REPLACE MACRO _rollout_goodput_src(run) AS TABLE
+WITH procs AS (
+    SELECT instance_id, max(devices) AS devices
+    FROM raw_spans
+    WHERE run_id = run AND name = 'rl.turn' AND instance_id IS NOT NULL
+    GROUP BY instance_id
+),
+work AS (
+    SELECT s.instance_id, s.name, s.start_ns, s.end_ns
+    FROM raw_spans AS s
+    SEMI JOIN procs AS p ON p.instance_id = s.instance_id
+    WHERE s.run_id = run AND s.name IN ('rl.turn', 'rl.rollout')
+),
+bounds AS (
+    SELECT instance_id, min(start_ns) AS lo, max(end_ns) AS hi FROM work GROUP BY instance_id
+),
+windows AS (
+    SELECT step, start_ns, window_end_ns, lead(start_ns) OVER (ORDER BY start_ns) AS next_start_ns
+    FROM _step_windows(run)
+),
+marks AS (  -- where each window starts (its step), and where one ends without the next starting (-1: none)
+    SELECT start_ns AS t, step AS mark FROM windows
+    UNION ALL
+    SELECT window_end_ns, -1 FROM windows WHERE next_start_ns IS NULL OR next_start_ns <> window_end_ns
+),
+events AS (  -- +1/-1 per turn (dg), rollout (df) and weight sync (ds); ties need no grouping: between
+             -- events at one instant a piece lasts 0 ns, and the last of them holds the running state
+    SELECT instance_id, start_ns AS t, CASE WHEN name = 'rl.turn' THEN 1 ELSE 0 END AS dg,
+           CASE WHEN name = 'rl.rollout' THEN 1 ELSE 0 END AS df, 0 AS ds, NULL::BIGINT AS mark
+    FROM work
+    UNION ALL
+    SELECT instance_id, end_ns, CASE WHEN name = 'rl.turn' THEN -1 ELSE 0 END,
+           CASE WHEN name = 'rl.rollout' THEN -1 ELSE 0 END, 0, NULL
+    FROM work
+    UNION ALL
+    SELECT b.instance_id, sy.t, 0, 0, sy.ds, NULL
+    FROM bounds AS b,
+         (SELECT start_ns AS t, 1 AS ds FROM raw_spans WHERE run_id = run AND name = 'rl.weight_sync'
+          UNION ALL
+          SELECT end_ns, -1 FROM raw_spans WHERE run_id = run AND name = 'rl.weight_sync') AS sy
+    UNION ALL
+    SELECT b.instance_id, m.t, 0, 0, 0, m.mark FROM bounds AS b, marks AS m
+),
+placed AS (
+    SELECT
+        e.instance_id, e.t,
+        lead(e.t) OVER (PARTITION BY e.instance_id ORDER BY e.t) - e.t AS ns,
+        sum(e.dg) OVER running AS gen, sum(e.df) OVER running AS fly, sum(e.ds) OVER running AS sync,
+        nullif(last_value(e.mark IGNORE NULLS) OVER running, -1) AS step,
+        b.lo, b.hi
+    FROM events AS e
+    JOIN bounds AS b USING (instance_id)
+    WINDOW running AS (PARTITION BY e.instance_id ORDER BY e.t ROWS UNBOUNDED PRECEDING)
+    QUALIFY ns > 0 AND e.t >= b.lo AND e.t < b.hi
+)
+SELECT
+    pl.step, pl.instance_id, any_value(p.devices) AS devices,
+    sum(pl.ns) FILTER (pl.gen > 0) / 1e9 AS generating_s,
+    sum(pl.ns) FILTER (pl.gen <= 0 AND pl.sync > 0) / 1e9 AS weights_wait_s,
+    sum(pl.ns) FILTER (pl.gen <= 0 AND pl.sync <= 0 AND pl.fly > 0) / 1e9 AS tools_wait_s,
+    sum(pl.ns) FILTER (pl.gen <= 0 AND pl.sync <= 0 AND pl.fly <= 0) / 1e9 AS idle_s
+FROM placed AS pl
+JOIN procs AS p USING (instance_id)
+GROUP BY pl.step, pl.instance_id;
+
+-- _rollout_devices_src(run): each rollout's generation time on each rollout process that ran its turns (Σ of
+-- its rl.turn durations there). A rollout's device-seconds are its share of that process's turn seconds times
+-- the process's generating device-seconds (wasted_devices.sql): concurrent turns share the devices.
+CREATE OR REPLACE MACRO _rollout_devices_src(run) AS TABLE
+SELECT rollout_id, instance_id, sum(end_ns - start_ns) / 1e9 AS turn_s
+FROM raw_spans
+WHERE run_id = run AND name = 'rl.turn' AND rollout_id IS NOT NULL
+GROUP BY rollout_id, instance_id;
+
+-- The names the analyses read; a reader points them at the store's derived tables (store/derived.py).
+CREATE OR REPLACE MACRO _process_activity(run) AS TABLE SELECT * FROM _process_activity_src(run);
+CREATE OR REPLACE MACRO _open_rollouts(run) AS TABLE SELECT * FROM _open_rollouts_src(run);
+CREATE OR REPLACE MACRO _scoring(run) AS TABLE SELECT * FROM _scoring_src(run);
+CREATE OR REPLACE MACRO _trainer_goodput(run) AS TABLE SELECT * FROM _trainer_goodput_src(run);
+CREATE OR REPLACE MACRO _rollout_goodput(run) AS TABLE SELECT * FROM _rollout_goodput_src(run);
+CREATE OR REPLACE MACRO _rollout_devices(run) AS TABLE SELECT * FROM _rollout_devices_src(run);
+
+-- _wasted_sums_src(run): generating device-seconds per consuming step and environment on rollouts never used
+-- (docs/metrics.md, "Goodput"): a rollout's device-seconds are its share of its rollout process's turn seconds
+-- times that process's generating device-seconds over the run (concurrent turns share the devices).
+-- infra_error and aborted count rollouts that ended so; unused the others not usable (no score, no signal,
+-- stale, or not yet consumed: step NULL); total_device_s is every rollout's. A few rows per step, so
+-- wasted_devices.sql reads no per-rollout table.
+-- (After the names above: it reads _rollout_goodput and _rollout_devices.)
+CREATE OR REPLACE MACRO _wasted_sums_src(run) AS TABLE
+WITH procs AS (
+    SELECT instance_id, sum(coalesce(generating_s, 0) * devices) AS generating_device_s
+    FROM _rollout_goodput(run)
+    GROUP BY instance_id
+),
+turn_totals AS (
+    SELECT instance_id, sum(turn_s) AS turn_s FROM _rollout_devices(run) GROUP BY instance_id
+),
+per_rollout AS (
+    SELECT d.rollout_id, sum(d.turn_s / nullif(t.turn_s, 0) * p.generating_device_s) AS device_s
+    FROM _rollout_devices(run) AS d
+    JOIN turn_totals AS t USING (instance_id)
+    JOIN procs AS p USING (instance_id)
+    GROUP BY d.rollout_id
+)
+SELECT
+    st.step,
+    st.environment,
+    sum(r.device_s) FILTER (st.rollout_status = 'infra_error') AS infra_error_device_s,
+    sum(r.device_s) FILTER (st.rollout_status = 'aborted') AS aborted_device_s,
+    sum(r.device_s) FILTER (st.rollout_status NOT IN ('infra_error', 'aborted') AND NOT st.usable)
+        AS unused_device_s,
+    sum(r.device_s) AS total_device_s
+FROM per_rollout AS r
+JOIN rollout_stages(run) AS st USING (rollout_id)
+GROUP BY st.step, st.environment;
+
+CREATE OR REPLACE MACRO _wasted_sums(run) AS TABLE SELECT * FROM _wasted_sums_src(run);

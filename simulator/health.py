@@ -1,0 +1,216 @@
+"""Ground truth of "is it stuck" (docs/metrics.md, "Health" and "Goodput"), from the records the run emits.
+
+The figures follow the definitions of ``queries/sql/analyses/macros/08_health.sql`` but are computed here from
+the simulator's own records and plan, never from the store: liveness per process, scoring latency per
+consuming step, the trainer's and the rollout fleet's time per step window, and device-seconds spent on
+rollouts that were never used. ``Truth`` feeds it every step and writes its document under ``health``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from rollscope.simulator.config import SimConfig
+from rollscope.simulator.plan import StepPlan
+from rollscope.simulator.records import JUDGE_STATUS, ROLLOUT_ID, STATUS, WAIT, Instance
+
+STATES = ("generating", "weights_wait", "tools_wait", "idle")
+MAX_INTERVALS = 2_000_000  # beyond this (scale mode) the fleet's states are not kept: null in the truth
+
+
+class Health:
+    """Accumulates what the health figures need, step by step."""
+
+    def __init__(self, c: SimConfig, procs: list[Instance], run_id: str):
+        self.c, self.run_id = c, run_id
+        self.devices = {p.key: p.devices for p in procs}
+        self.last_end: dict[str, int] = {}
+        self.scoring: dict[tuple[int, str], list[tuple[float, bool]]] = defaultdict(list)
+        self.train: list[tuple[int, int, int, float]] = []  # step, start, end, wait_s
+        self.syncs: list[tuple[int, int]] = []
+        self.work: dict[str, list[tuple[int, int, int]]] = defaultdict(list)  # key -> (start, end, is_turn)
+        self.turn_s: dict[tuple[str, str], int] = defaultdict(int)  # (rollout, key) -> ns
+        self.rollouts: dict[str, tuple[int | None, str, bool]] = {}  # rollout -> (step, status, usable)
+        self.intervals = 0
+        self.silent: dict | None = None
+
+    def add_step(self, plan: StepPlan, records: dict[str, list[tuple]]) -> None:
+        for r in plan.rollouts:
+            self.rollouts[r.rollout_id] = (r.step, r.status, r.decision == "used")
+        for r in plan.hung_ended:
+            self.rollouts[r.rollout_id] = (None, r.status, False)
+        for key, recs in records.items():
+            for name, start, end, _, _, _, attrs, _ in recs:
+                self.last_end[key] = max(self.last_end.get(key, end), end)
+                self._record(key, name, start, end, attrs, plan.step)
+
+    def _record(self, key: str, name: str, start: int, end: int, attrs: dict, step: int) -> None:
+        if name in ("rl.reward", "rl.judge"):
+            kind = "judge" if name == "rl.judge" else "verifier"
+            self.scoring[(step, kind)].append(((end - start) / 1e9, attrs.get(JUDGE_STATUS) == "timeout"))
+        elif name == "rl.train_step":
+            self.train.append((step, start, end, attrs[WAIT]))
+        elif name == "rl.weight_sync":
+            self.syncs.append((start, end))
+        elif name in ("rl.turn", "rl.rollout"):
+            self.intervals += 1
+            if self.intervals <= MAX_INTERVALS:
+                self.work[key].append((start, end, name == "rl.turn"))
+            if name == "rl.turn":
+                self.turn_s[(attrs[ROLLOUT_ID], key)] += end - start
+            else:
+                self.rollouts.setdefault(attrs[ROLLOUT_ID], (None, attrs[STATUS], False))
+
+    # --- the document -----------------------------------------------------------------------------------------
+
+    def document(self, silent_window: tuple[int, float, float] | None, ns) -> dict:
+        as_of = max(self.last_end.values(), default=0)
+        windows = self._windows()
+        fleet = self._fleet(windows) if self.intervals <= MAX_INTERVALS else None
+        wasted = self._wasted(fleet) if fleet is not None else None
+        steps = sorted({w[0] for w in windows} | {s for s, _ in self.scoring})
+        return {
+            "as_of_ns": as_of,
+            "processes": {
+                f"{key}@{self.run_id}": {"last_end_ns": end, "silent_s": (as_of - end) / 1e9}
+                for key, end in sorted(self.last_end.items())
+            },
+            "silent_worker": self._silent(silent_window, ns),
+            "scoring": {kind: self._scoring(None, kind) for kind in ("verifier", "judge")},
+            "trainer": _sum([_trainer_row(w) for w in windows]),
+            "rollout": _sum(list(fleet.values())) if fleet is not None else None,
+            "wasted": _sum(list(wasted.values())) if wasted is not None else None,
+            "by_step": [self._step(s, windows, fleet, wasted) for s in steps],
+        }
+
+    def _silent(self, window, ns) -> dict | None:
+        if window is None:
+            return None
+        k, lo, hi = window
+        return {
+            "instance_id": f"rollout-server-{k}@{self.run_id}",
+            "from_ns": ns(lo),
+            "to_ns": ns(hi),
+            "hung_rollout_id": f"hung-{k}",
+        }
+
+    def _step(self, s: int, windows, fleet, wasted) -> dict:
+        window = next((w for w in windows if w[0] == s), None)
+        return {
+            "train_step": s,
+            "scoring": {kind: self._scoring(s, kind) for kind in ("verifier", "judge")},
+            "trainer": _trainer_row(window) if window else None,
+            "rollout": fleet.get(s) if fleet is not None else None,
+            "wasted": wasted.get(s) if wasted is not None else None,
+        }
+
+    def _scoring(self, step: int | None, kind: str) -> dict:
+        calls = [c for (s, k), cs in self.scoring.items() if k == kind and step in (None, s) for c in cs]
+        seconds = np.asarray([d for d, _ in calls], dtype=float)
+        q = np.quantile(seconds, [0.5, 0.99]) if len(seconds) else [None, None]
+        return {
+            "calls": len(calls),
+            "p50_s": None if q[0] is None else float(q[0]),
+            "p99_s": None if q[1] is None else float(q[1]),
+            "timeouts": sum(t for _, t in calls),
+        }
+
+    def _windows(self) -> list[tuple[int, int, int, float, int, int]]:
+        """(step, start, end, wait_s, window_end, sync_ns) as _step_windows defines them."""
+        train = sorted(self.train, key=lambda t: t[1])
+        out = []
+        for i, (step, start, end, wait) in enumerate(train):
+            nxt = train[i + 1][1] if i + 1 < len(train) else None
+            mine = [(a, b) for a, b in self.syncs if a >= end and (nxt is None or a < nxt)]
+            sync_ns = sum(min(b, nxt if nxt is not None else b) - max(a, end) for a, b in mine)
+            window_end = nxt if nxt is not None else max([end, *(b for _, b in mine)])
+            out.append((step, start, end, wait, window_end, sync_ns))
+        return out
+
+    def _fleet(self, windows) -> dict:
+        """Per step (None: outside every window): the rollout processes' device-seconds in each state."""
+        out: dict = defaultdict(lambda: dict.fromkeys(_fleet_keys(), 0.0))
+        self.generating: dict[str, float] = {}
+        starts = np.asarray([w[1] for w in windows], dtype=np.int64)
+        for key, work in self.work.items():
+            if not any(is_turn for _, _, is_turn in work):
+                continue
+            for step, state, seconds in _states(work, self.syncs, windows, starts):
+                out[step][f"{state}_device_s"] += seconds * self.devices[key]
+                if state == "generating":
+                    self.generating[key] = self.generating.get(key, 0.0) + seconds * self.devices[key]
+        return dict(out)
+
+    def _wasted(self, fleet) -> dict:
+        totals: dict[str, int] = defaultdict(int)
+        for (_, key), t in self.turn_s.items():
+            totals[key] += t
+        per_rollout: dict[str, float] = defaultdict(float)
+        for (rollout, key), t in self.turn_s.items():
+            per_rollout[rollout] += t / totals[key] * self.generating.get(key, 0.0)
+        out: dict = defaultdict(lambda: dict.fromkeys(_wasted_keys(), 0.0))
+        for rollout, device_s in per_rollout.items():
+            if rollout not in self.rollouts:
+                continue
+            step, status, usable = self.rollouts[rollout]
+            row = out[step]
+            row["total_device_s"] += device_s
+            if status in ("infra_error", "aborted"):
+                row[f"{status}_device_s"] += device_s
+            elif not usable:
+                row["unused_device_s"] += device_s
+        return dict(out)
+
+
+def _states(work, syncs, windows, starts):
+    """(step, state, seconds) pieces of one process's time from its first to its last turn or rollout span."""
+    points: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for start, end, is_turn in work:
+        points[start][0 if is_turn else 1] += 1
+        points[end][0 if is_turn else 1] -= 1
+    for a, b in syncs:
+        points[a][2] += 1
+        points[b][2] -= 1
+    for w in windows:
+        points[w[1]]
+        points[w[4]]
+    lo, hi = min(s for s, _, _ in work), max(e for _, e, _ in work)
+    ts = np.asarray(sorted(points), dtype=np.int64)
+    deltas = np.asarray([points[t] for t in ts.tolist()], dtype=np.int64).reshape(-1, 3)
+    counts = np.cumsum(deltas, axis=0)
+    for i in range(len(ts) - 1):
+        t = int(ts[i])
+        if t < lo or t >= hi:
+            continue
+        gen, fly, sync = counts[i]
+        state = (
+            "generating" if gen > 0 else "weights_wait" if sync > 0 else "tools_wait" if fly > 0 else "idle"
+        )
+        j = int(np.searchsorted(starts, t, side="right")) - 1
+        step = windows[j][0] if j >= 0 and t < windows[j][4] else None
+        yield step, state, (int(ts[i + 1]) - t) / 1e9
+
+
+def _trainer_row(w) -> dict:
+    step, start, end, wait, window_end, sync_ns = w
+    return {
+        "window_s": (window_end - start) / 1e9,
+        "computing_s": (end - start) / 1e9 - wait,
+        "data_wait_s": wait,
+        "sync_wait_s": sync_ns / 1e9,
+    }
+
+
+def _fleet_keys() -> list[str]:
+    return [f"{s}_device_s" for s in STATES]
+
+
+def _wasted_keys() -> list[str]:
+    return ["infra_error_device_s", "aborted_device_s", "unused_device_s", "total_device_s"]
+
+
+def _sum(rows: list[dict]) -> dict:
+    keys = rows[0].keys() if rows else ()
+    return {k: sum(r[k] for r in rows) for k in keys}
