@@ -105,6 +105,7 @@ def replay_shuffled(spans: pa.Table, run: str, target, *, pieces: int, seed: int
     return live
 
 
+@pytest.mark.slow  # ~55 s each: a catch-up per shuffled batch (make test-slow; CI runs it)
 @pytest.mark.parametrize("name", ["samples", "derived"])
 def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive_in(name, tmp_path):
     source, _ = simulated(name)
@@ -114,6 +115,7 @@ def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive
     assert derived(live, name) == derived(fresh(source), name)
 
 
+@pytest.mark.slow  # ~20 s each (make test-slow; CI runs it)
 @pytest.mark.parametrize("rollouts_last", [True, False], ids=["requests-first", "rollouts-first"])
 def test_a_vllm_request_joins_its_rollout_whichever_arrives_first(rollouts_last, attached, store, tmp_path):
     rl = attached()
