@@ -33,23 +33,29 @@ def tokenizer():
     )
 
 
-def model(tok, seed: int = 0):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+def _llama_config(tok, **fields):
+    """The 2-layer Llama both tiny models use, sized for ``tok``; ``fields`` add to or override it."""
+    from transformers import LlamaConfig
 
-    torch.manual_seed(seed)
-    config = LlamaConfig(
+    return LlamaConfig(
         vocab_size=len(tok),
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=64,
         pad_token_id=tok.pad_token_id,
         eos_token_id=tok.eos_token_id,
-        bos_token_id=tok.bos_token_id,
+        **fields,
     )
+
+
+def model(tok, seed: int = 0):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = _llama_config(tok, max_position_embeddings=64, bos_token_id=tok.bos_token_id)
     return LlamaForCausalLM(config)
 
 
@@ -219,7 +225,7 @@ def tool_tokenizer():
 
 def scripted_model(tok, seed: int = 0):
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     header = tok("<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
 
@@ -247,17 +253,7 @@ def scripted_model(tok, seed: int = 0):
             return out
 
     torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
+    config = _llama_config(tok, max_position_embeddings=2048)
     return ScriptedLlama(config)
 
 
