@@ -409,33 +409,45 @@ def report_value(key: str, value) -> str:
     return formats.count(value) if float(value).is_integer() else formats.number(value)
 
 
-def report_table(reports: dict[str, dict]) -> pd.DataFrame:
+def compare(filters: Filters, other: str) -> pd.DataFrame:
+    """The reports of the page's run and ``other`` side by side (``report_table``), both with the filters."""
+    reports = {run: analysis(queries_report.report, filters, run_id=run) for run in (filters.run_id, other)}
+    return report_table(live_store(filters.store).cursor(filters.run_id), reports)
+
+
+def report_table(con, reports: dict[str, dict]) -> pd.DataFrame:
     """Reports of two runs, one row per figure with a readable label, the change from the first to the
-    second (absolute, in the figure's own format, and relative) and which run is better where that is
-    plain (``better``: the run's id, else empty). ``key`` keeps the report's dotted key."""
+    second (absolute, in the figure's own format, and relative; ``queries.report.changes`` computes both)
+    and which run is better where that is plain (``better``: the run's id, else empty). ``key`` keeps the
+    report's dotted key."""
     from rollscope.app import formats
 
-    flat = {run: flatten(report) for run, report in reports.items()}
+    flat = {run: _without_run_id(flatten(report)) for run, report in reports.items()}
     (run_a, first), (run_b, second) = flat.items()
-    keys = [k for k in first | second if k not in ("run_id",)]
+    diff = queries_report.changes(con, first, second)
+    keys = diff["key"].tolist()
+    changes = [None if formats.missing(c) else c for c in diff["change"]]
     table = pd.DataFrame(
         {
             "figure": [figure_label(k) for k in keys],
             **{run: [report_value(k, f.get(k)) for k in keys] for run, f in flat.items()},
         }
     )
-    changes = [_change(first.get(k), second.get(k)) for k in keys]
     table["change"] = [
         "" if c is None else _signed(report_value(k, c), c) if not _is_share(k) else formats.points(100 * c)
         for k, c in zip(keys, changes, strict=True)
     ]
     table["relative change"] = [
-        formats.rate(_relative(first.get(k), c)) if c is not None and not _is_share(k) else ""
-        for k, c in zip(keys, changes, strict=True)
+        formats.rate(r) if c is not None and not _is_share(k) else ""
+        for k, c, r in zip(keys, changes, diff["relative_change"], strict=True)
     ]
     table["better"] = [_better(k, c, run_a, run_b) for k, c in zip(keys, changes, strict=True)]
     table["key"] = keys
     return table
+
+
+def _without_run_id(flat: dict) -> dict:
+    return {k: v for k, v in flat.items() if k != "run_id"}
 
 
 def _is_share(key: str) -> bool:
@@ -445,10 +457,6 @@ def _is_share(key: str) -> bool:
 
 def _signed(text: str, change) -> str:
     return text if change < 0 or text.startswith("-") else f"+{text}"
-
-
-def _relative(a, change):
-    return change / abs(a) if isinstance(a, int | float) and a else None
 
 
 def _better(key: str, change, run_a: str, run_b: str) -> str:
@@ -471,11 +479,6 @@ def flatten(value, prefix: str = "") -> dict:
             ", ".join(f"{k}={v}" for k, v in x.items()) if isinstance(x, dict) else str(x) for x in value
         )
     return {prefix.rstrip("."): value}
-
-
-def _change(a, b):
-    numeric = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (a, b))
-    return b - a if numeric else None
 
 
 def views() -> dict[str, str]:

@@ -9,6 +9,9 @@
 -- Per-step sums kept ahead of time, plus the pending work they do not hold (macros/04). Busy time per process
 -- is kept ahead too (_compute_busy, macros/04): per step or for the whole run, per environment or over all;
 -- only the whole run over a step range is swept here, from the busy islands of the steps in the range.
+-- C_total (flops_total, device_seconds_total, on every row of its step or of the run) is the sum of the
+-- accelerator terms (rollout, train, teacher, judge; never env, which is CPU); flops_share and
+-- device_seconds_share are each term's share of it (NULL for env, and while C_total is 0).
 WITH pending AS MATERIALIZED (
     SELECT term, role, instance_id, devices, start_ns, end_ns, step, environment, flops
     FROM _pending_work($run_id)
@@ -106,27 +109,45 @@ keys AS (
     SELECT DISTINCT key FROM kept_sums
     UNION
     SELECT NULL WHERE $by IS NULL
+),
+per_term AS (
+    SELECT
+        k.key AS step,
+        t.term,
+        t.ord,
+        CASE
+            WHEN t.term = 'env' OR (t.term = 'train' AND $environment IS NOT NULL) THEN NULL
+            ELSE coalesce(f.flops, 0)
+        END AS flops,
+        CASE
+            WHEN t.term = 'env' THEN coalesce(f.span_seconds, 0)
+            WHEN t.term = 'train' AND $environment IS NOT NULL THEN NULL
+            ELSE coalesce(b.device_seconds, 0)
+        END AS device_seconds,
+        CASE
+            WHEN t.term = 'env' THEN coalesce(f.span_seconds, 0)
+            WHEN t.term = 'train' AND $environment IS NOT NULL THEN NULL
+            ELSE coalesce(b.busy_s, 0)
+        END AS busy_s,
+        coalesce(b.processes, 0) AS processes
+    FROM keys AS k
+    CROSS JOIN terms AS t
+    LEFT JOIN flops AS f ON f.term = t.term AND f.key IS NOT DISTINCT FROM k.key
+    LEFT JOIN busy AS b ON b.term = t.term AND b.key IS NOT DISTINCT FROM k.key
+),
+totals AS (
+    SELECT
+        *,
+        coalesce(sum(flops) FILTER (WHERE term <> 'env') OVER (PARTITION BY step), 0) AS flops_total,
+        coalesce(sum(device_seconds) FILTER (WHERE term <> 'env') OVER (PARTITION BY step), 0)
+            AS device_seconds_total
+    FROM per_term
 )
 SELECT
-    k.key AS step,
-    t.term,
-    CASE
-        WHEN t.term = 'env' OR (t.term = 'train' AND $environment IS NOT NULL) THEN NULL
-        ELSE coalesce(f.flops, 0)
-    END AS flops,
-    CASE
-        WHEN t.term = 'env' THEN coalesce(f.span_seconds, 0)
-        WHEN t.term = 'train' AND $environment IS NOT NULL THEN NULL
-        ELSE coalesce(b.device_seconds, 0)
-    END AS device_seconds,
-    CASE
-        WHEN t.term = 'env' THEN coalesce(f.span_seconds, 0)
-        WHEN t.term = 'train' AND $environment IS NOT NULL THEN NULL
-        ELSE coalesce(b.busy_s, 0)
-    END AS busy_s,
-    coalesce(b.processes, 0) AS processes
-FROM keys AS k
-CROSS JOIN terms AS t
-LEFT JOIN flops AS f ON f.term = t.term AND f.key IS NOT DISTINCT FROM k.key
-LEFT JOIN busy AS b ON b.term = t.term AND b.key IS NOT DISTINCT FROM k.key
-ORDER BY k.key NULLS LAST, t.ord
+    step, term, flops, device_seconds, busy_s, processes,
+    CASE WHEN term <> 'env' THEN flops / nullif(flops_total, 0) END AS flops_share,
+    CASE WHEN term <> 'env' THEN device_seconds / nullif(device_seconds_total, 0) END AS device_seconds_share,
+    flops_total,
+    device_seconds_total
+FROM totals
+ORDER BY step NULLS LAST, ord
