@@ -1,7 +1,7 @@
 """Plotly figures and number formats for the pages: every axis says its unit, every figure looks alike.
 
 Builders take the frames ``queries`` returns and only arrange them; no figure is computed here (the rolling
-mean drawn over a noisy per-step series is display smoothing, its window named in the legend).
+mean drawn over a noisy per-step series comes from ``queries/sql/analyses/rolling_mean.sql`` too).
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ KIND_COLORS = {
     "train_step": TERM_COLORS["train"],
     "other": "#cbd5e1",
 }
+# The window of every per-step chart's rolling mean, in train steps (legends and captions name it).
+ROLLING_STEPS = 10
+PALETTE = ("#2563eb", "#db2777", "#0d9488", "#ea580c", "#7c3aed", "#65a30d")
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
 
 
@@ -86,16 +89,9 @@ def lines(
     percent: bool = False,
     names: list[str] | None = None,
     support: str | None = None,
-    rolling: int | None = None,
 ) -> go.Figure:
     """Lines over ``x``; ``support`` names a column of how many items each point rests on (turns,
-    rollouts), written beside each point and in its hover, so a point resting on a handful stands out.
-    ``rolling=N`` draws each series pale with its mean over the last N points on top (a display smoothing of
-    the figures queries returned, its window named in the legend)."""
-    if rolling:
-        return _smoothed(
-            frame, x, ys, names or [label(y) for y in ys], title, x_title, y_title, percent, rolling
-        )
+    rollouts), written beside each point and in its hover, so a point resting on a handful stands out."""
     fig = _figure(title, x_title, y_title)
     for y, name in zip(ys, names or [label(y) for y in ys], strict=True):
         extra = {}
@@ -119,15 +115,22 @@ def lines(
     return fig
 
 
-PALETTE = ("#2563eb", "#db2777", "#0d9488", "#ea580c", "#7c3aed", "#65a30d")
-
-
-def _smoothed(frame, x, ys, names, title, x_title, y_title, percent, window) -> go.Figure:
-    fig = _figure(title, x_title, y_title)
-    for i, (y, name) in enumerate(zip(ys, names, strict=True)):
+def per_step(
+    frame: pd.DataFrame,
+    ys: list[str],
+    title: str,
+    y_title: str,
+    percent: bool = False,
+    names: list[str] | None = None,
+) -> go.Figure:
+    """Per-train-step series, each drawn pale with its mean over the last ``ROLLING_STEPS`` steps on top, so
+    a noisy figure reads as a trend. ``frame`` is what ``data.per_step`` returns: a ``step`` column, the
+    series, and each series' ``<y>_rolling_mean``."""
+    fig = _figure(title, "train step", y_title)
+    for i, (y, name) in enumerate(zip(ys, names or [label(y) for y in ys], strict=True)):
         color = PALETTE[i % len(PALETTE)]
         fig.add_scatter(
-            x=frame[x].tolist(),
+            x=frame["step"].tolist(),
             y=frame[y].tolist(),
             mode="lines",
             name=name,
@@ -136,16 +139,15 @@ def _smoothed(frame, x, ys, names, title, x_title, y_title, percent, window) -> 
             opacity=0.35,
             line={"color": color, "width": 1},
         )
-        mean = frame[y].astype(float).rolling(window, min_periods=1).mean()
         fig.add_scatter(
-            x=frame[x].tolist(),
-            y=mean.tolist(),
+            x=frame["step"].tolist(),
+            y=frame[f"{y}_rolling_mean"].tolist(),
             mode="lines",
-            name=f"{name} (mean of {window} steps)",
+            name=f"{name} (mean of {ROLLING_STEPS} steps)",
             legendgroup=name,
             line={"color": color, "width": 2.5},
         )
-    _axes(fig, frame[x], percent)
+    _axes(fig, frame["step"], percent)
     return fig
 
 

@@ -110,6 +110,10 @@ class Memo:
                 slot.frame = compute(self._cursor())
             return slot.frame.copy()
 
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A connection for SQL whose result is not kept (``rolling_mean``, over figures already computed)."""
+        return self._cursor()
+
     def kept(self) -> int:
         """How many results are kept (one per analysis and parameters)."""
         with self._lock:
@@ -524,8 +528,26 @@ def trend(
     series = frame.loc[frame["step"].notna(), ["step", column]].rename(columns={column: metric})
     series = series.reset_index(drop=True)
     if rolling:
-        series["rolling_mean"] = series[metric].astype(float).rolling(rolling, min_periods=1).mean()
+        series["rolling_mean"] = rolling_mean(con, series, [metric], rolling)[f"{metric}_rolling_mean"]
     return series
+
+
+def rolling_mean(con, frame: pd.DataFrame, columns: list[str], window: int) -> pd.DataFrame:
+    """``frame`` (one row per step, in step order) with ``<column>_rolling_mean`` for each of ``columns``:
+    the mean of the last ``window`` rows' figures (``analyses/rolling_mean.sql``)."""
+    values = [[None if pd.isna(v) else float(v) for v in frame[c]] for c in columns]
+    means = sqlfiles.run(
+        con.cursor(),
+        "analyses/rolling_mean",
+        title="Rolling mean failed",
+        series=[c for c in columns for _ in range(len(frame))],
+        value=[v for column in values for v in column],
+        window=window,
+    )
+    out = frame.copy()
+    for c in columns:
+        out[f"{c}_rolling_mean"] = means.loc[means["series"] == c, "rolling_mean"].to_numpy()
+    return out
 
 
 # --- the advisor ------------------------------------------------------------------------------------------

@@ -117,21 +117,19 @@ def trainer(filters: data.Filters, figures: dict) -> None:
     # train steps belong to no environment: only the step range applies
     frame = data.call(filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps)
     if not frame.empty:
+        frame = data.per_step(filters, frame, ["trainer_idle_fraction"])
         st.plotly_chart(
-            charts.lines(
+            charts.per_step(
                 frame,
-                "step",
                 ["trainer_idle_fraction"],
                 "Trainer idle fraction per step",
-                "train step",
                 "share of the step spent waiting",
                 percent=True,
-                rolling=10,
             ),
             key="idle-by-step",
         )
         st.caption(
-            "Each step's idle fraction (pale) and its mean over 10 steps. What to look for: a trainer waiting "
+            f"Each step's idle fraction (pale) and its mean over {charts.ROLLING_STEPS} steps. What to look for: a trainer waiting "
             "for data means rollouts are the bottleneck."
         )
 
