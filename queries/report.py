@@ -213,7 +213,7 @@ def _spec_decode(con, run_id: str, filters: dict) -> dict:
                 "verify_steps",
             )
         },
-        "max_drift_points": analyses.plain(drift["drop_points"].max()) if len(drift) else None,
+        "max_drift_points": analyses.plain(drift["max_drop_points"].iloc[0]) if len(drift) else None,
         "drifted_drafters": drift.loc[drift["flagged"], "drafter_version"].tolist(),
         "drafter_logprob_turns": lint["turns"],
     }

@@ -168,7 +168,7 @@ def staleness_rows(staleness: dict) -> list[tuple[str, str]]:
         (
             "beyond the bound",
             f"{fmt.count(staleness['beyond_bound'])} samples "
-            f"({fmt.count(staleness['beyond_bound'] - staleness['used_beyond_bound'])} not used by the trainer)",
+            f"({fmt.count(staleness['unused_beyond_bound'])} not used by the trainer)",
         ),
         (
             "used beyond the bound",

@@ -27,7 +27,7 @@ def staleness(filters: data.Filters) -> None:
         "Beyond the bound",
         charts.count(summary["beyond_bound"]),
         help=f"Consumed samples more than {bound} versions behind, used or not (staleness.beyond_bound); "
-        f"{charts.count(summary['beyond_bound'] - summary['used_beyond_bound'])} of them were not used.",
+        f"{charts.count(summary['unused_beyond_bound'])} of them were not used.",
     )
     cols[4].metric(
         "Used beyond the bound",
