@@ -52,7 +52,7 @@ def changes(con, first: dict, second: dict) -> pd.DataFrame:
     keys = list(first | second)
     numeric = [all(_is_number(f.get(k)) for f in (first, second)) for k in keys]
     return sqlfiles.run(
-        con,
+        con.cursor(),  # a Memo's or a plain connection's: nothing here is kept
         "analyses/report_changes",
         title="Comparing the reports failed",
         keys=keys,
