@@ -21,6 +21,7 @@ from collections.abc import Callable
 from functools import cache
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from rollscope.errors import QueryError, UnknownRunError
@@ -534,16 +535,20 @@ def trend(
 
 def rolling_mean(con, frame: pd.DataFrame, columns: list[str], window: int) -> pd.DataFrame:
     """``frame`` (one row per step, in step order) with ``<column>_rolling_mean`` for each of ``columns``:
-    the mean of the last ``window`` rows' figures (``analyses/rolling_mean.sql``)."""
-    values = [[None if pd.isna(v) else float(v) for v in frame[c]] for c in columns]
-    means = sqlfiles.run(
-        con.cursor(),
-        "analyses/rolling_mean",
-        title="Rolling mean failed",
-        series=[c for c in columns for _ in range(len(frame))],
-        value=[v for column in values for v in column],
-        window=window,
+    the mean of the last ``window`` rows' figures (``analyses/rolling_mean.sql``). The figures reach DuckDB
+    as a registered frame, not as list parameters: binding a list costs per element (0.3 s for 11,000 steps)."""
+    n = len(frame)
+    values = [pd.to_numeric(frame[c], errors="coerce").astype("Float64").array for c in columns]
+    points = pd.DataFrame(
+        {
+            "series": np.repeat(columns, n) if columns else np.array([], dtype=str),
+            "position": np.tile(np.arange(n), len(columns)),
+            "value": pd.array(np.concatenate(values) if values else [], dtype="Float64"),
+        }
     )
+    cursor = con.cursor()  # its own: the registered frame is seen by this query only
+    cursor.register("rolling_input", points)
+    means = sqlfiles.run(cursor, "analyses/rolling_mean", title="Rolling mean failed", window=window)
     out = frame.copy()
     for c in columns:
         out[f"{c}_rolling_mean"] = means.loc[means["series"] == c, "rolling_mean"].to_numpy()
