@@ -135,19 +135,29 @@ per_term AS (
     LEFT JOIN flops AS f ON f.term = t.term AND f.key IS NOT DISTINCT FROM k.key
     LEFT JOIN busy AS b ON b.term = t.term AND b.key IS NOT DISTINCT FROM k.key
 ),
+-- C_total added up term by term in a fixed order, so the same run gives the same bits every time (a window
+-- sum adds in whatever order its threads meet the rows).
 totals AS (
     SELECT
-        *,
-        coalesce(sum(flops) FILTER (WHERE term <> 'env') OVER (PARTITION BY step), 0) AS flops_total,
-        coalesce(sum(device_seconds) FILTER (WHERE term <> 'env') OVER (PARTITION BY step), 0)
-            AS device_seconds_total
+        step,
+        coalesce(any_value(flops) FILTER (term = 'rollout'), 0)
+            + coalesce(any_value(flops) FILTER (term = 'train'), 0)
+            + coalesce(any_value(flops) FILTER (term = 'teacher'), 0)
+            + coalesce(any_value(flops) FILTER (term = 'judge'), 0) AS flops_total,
+        coalesce(any_value(device_seconds) FILTER (term = 'rollout'), 0)
+            + coalesce(any_value(device_seconds) FILTER (term = 'train'), 0)
+            + coalesce(any_value(device_seconds) FILTER (term = 'teacher'), 0)
+            + coalesce(any_value(device_seconds) FILTER (term = 'judge'), 0) AS device_seconds_total
     FROM per_term
+    GROUP BY step
 )
 SELECT
-    step, term, flops, device_seconds, busy_s, processes,
-    CASE WHEN term <> 'env' THEN flops / nullif(flops_total, 0) END AS flops_share,
-    CASE WHEN term <> 'env' THEN device_seconds / nullif(device_seconds_total, 0) END AS device_seconds_share,
-    flops_total,
-    device_seconds_total
-FROM totals
-ORDER BY step NULLS LAST, ord
+    p.step, p.term, p.flops, p.device_seconds, p.busy_s, p.processes,
+    CASE WHEN p.term <> 'env' THEN p.flops / nullif(t.flops_total, 0) END AS flops_share,
+    CASE WHEN p.term <> 'env' THEN p.device_seconds / nullif(t.device_seconds_total, 0) END
+        AS device_seconds_share,
+    t.flops_total,
+    t.device_seconds_total
+FROM per_term AS p
+JOIN totals AS t ON t.step IS NOT DISTINCT FROM p.step
+ORDER BY p.step NULLS LAST, p.ord
