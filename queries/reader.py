@@ -216,11 +216,19 @@ class Reader:
         return self.con.cursor()
 
     def sql(self, text: str, params: list | dict | None = None):
-        """Run one query; errors come back as QueryError keeping the SQL."""
-        try:
-            return self.cursor().execute(text, params).df()
-        except duckdb.Error as e:
-            raise QueryError("Query failed", sqlfiles.first_line(e), sql=text, params=params) from e
+        """Run one query; errors come back as QueryError keeping the SQL. A query that finds a segment moved
+        aside by a compaction since the last refresh runs again on a fresh listing (no partial answer: the
+        first attempt failed whole)."""
+        for attempt in range(2):
+            try:
+                return self.cursor().execute(text, params).df()
+            except duckdb.IOException as e:
+                if attempt == 0:
+                    self.refresh()
+                    continue
+                raise QueryError("Query failed", sqlfiles.first_line(e), sql=text, params=params) from e
+            except duckdb.Error as e:
+                raise QueryError("Query failed", sqlfiles.first_line(e), sql=text, params=params) from e
 
     def segment_count(self, dataset: str = "spans") -> int:
         return len(self._raw[dataset])

@@ -69,7 +69,13 @@ class Sandbox:
         with self._lock:
             self._reader.refresh()
             started = time.perf_counter()
-            frame, truncated = self._fetch(statement, sql)
+            try:
+                frame, truncated = self._fetch(statement, sql)
+            except QueryError as e:
+                if not isinstance(e.__cause__, duckdb.IOException):
+                    raise
+                self._reader.refresh()  # a compaction moved a segment aside since the refresh: list again
+                frame, truncated = self._fetch(statement, sql)
             return SandboxResult(frame, truncated, time.perf_counter() - started)
 
     def _fetch(self, statement: str, sql: str) -> tuple[pd.DataFrame, bool]:

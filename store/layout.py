@@ -4,15 +4,20 @@ Layout (Hive-style, so Spark/Trino/ClickHouse read the same files)::
 
     STORE/<dataset>/run_id=<run>/seg-<ms>-<writer>-<seq>.parquet   one batch from one writer
     STORE/<dataset>/run_id=<run>/cmp-<ms>-<writer>.parquet          a compaction of earlier segments
+    STORE/<dataset>/run_id=<run>/.replaced/<name>.parquet           what a compaction replaced (grace period)
 
 Why this shape: a DuckDB file admits one writer process and no concurrent reader, while immutable Parquet
 segments written under a temporary name and published with ``os.replace`` let any number of writers and
 readers work at once. A segment is visible whole or not at all. A compacted segment names the segments it
 replaces in its footer (``rollscope.sources``); readers skip every segment so named, which makes the switch
-atomic: before the compacted file is published readers use the sources, after it they use it alone. The
-sources stay on disk for a grace period (deleted by a later compaction), so a reader that listed them just
-before the switch can still finish its query. Compaction itself (by `rollscope compact`, and by the writers
-while a run is live) is ``rollscope.store.compaction``.
+atomic: before the compacted file is published readers use the sources, after it they use it alone. A second
+after publishing (``RETIRE_AFTER_S``), the compactor renames the sources into ``run_id=<run>/.replaced/`` (a
+hidden directory nobody lists), so a partition holds only what is live and listing it costs what is live, not
+what is kept for slow readers. The footer rule covers the moments in between (and a compactor killed there);
+the second covers listings, which are not snapshots (see ``_published``). Replaced files stay in
+``.replaced/`` for a grace period: a reader that listed a file just before it moved finds it there
+(:func:`resolve`) and reads the same rows, or lists again. Compaction itself (by `rollscope compact`, and by
+the writers while a run is live) is ``rollscope.store.compaction``.
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ SOURCES_KEY = b"rollscope.sources"
 PARTITION_PREFIX = "run_id="
 COMPACT_TARGET_ROWS = 2_000_000
 REPLACED_GRACE_S = 300.0
+REPLACED_DIR = ".replaced"  # inside a run partition: files a merged file replaced, kept for the grace period
+RETIRE_AFTER_S = 1.0  # a merged file's sources are moved aside this long after it appeared ...
+SLOW_LISTING_S = RETIRE_AFTER_S / 2  # ... so a listing that took longer than this is taken again
+LISTING_TRIES = 4
 
 
 def check_run_id(run_id: str) -> str:
@@ -164,10 +173,20 @@ def run_of(segment: Path | str) -> str:
 
 
 def _published(directory: Path) -> list[Path]:
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
+    """The partition's published files, from one listing that took less than ``SLOW_LISTING_S``.
+
+    A directory listing is not a snapshot: it is read in pieces, and a file added or removed meanwhile may be
+    missed. A listing that missed both a merged file that appeared and a source moved aside after it would
+    have a gap; sources move ``RETIRE_AFTER_S`` after their merged file appears, so only a listing that took
+    longer than that can; a slow one is taken again."""
+    for _ in range(LISTING_TRIES):
+        started = time.monotonic()
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return []
+        if time.monotonic() - started < SLOW_LISTING_S:
+            break
     return [directory / n for n in names if n.endswith(".parquet") and not n.startswith(".")]
 
 
@@ -201,6 +220,28 @@ def segments(store: Path | str, dataset: str = "spans", run_id: str | None = Non
                 replaced |= _sources_of(str(f))
         chosen.extend(f for f in files if f.name not in replaced)
     return sorted(chosen)
+
+
+def replaced_path(segment: Path | str) -> Path:
+    """Where a compaction moves ``segment`` once a merged file replaces it (kept there for the grace period)."""
+    segment = Path(segment)
+    return segment.parent / REPLACED_DIR / segment.name
+
+
+def resolve(listed: list[Path | str]) -> list[Path] | None:
+    """The files of an earlier listing where they are now: in place, or moved aside by a compaction.
+
+    The same files, so the same rows: a reader whose query failed because a compaction moved a file it had
+    listed reads its listing again from here. None when one of them is gone for good (deleted after the grace
+    period, or the run was removed): list again with :func:`segments`."""
+    found = []
+    for path in map(Path, listed):
+        if not path.exists():
+            path = replaced_path(path)
+            if not path.exists():
+                return None
+        found.append(path)
+    return found
 
 
 def require_store(store: Path | str) -> Path:
