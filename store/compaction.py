@@ -174,9 +174,10 @@ def compact_partition(
     budget_seconds: float = 60.0,
     stop: threading.Event | None = None,
     result: CompactResult | None = None,
+    retirements: Retirements | None = None,
 ) -> CompactResult | None:
     """Settle and sweep, then merge one run partition's files and move what they replaced aside; None when
-    another compactor holds it (``wait=False``)."""
+    another compactor holds it (``wait=False``). With ``retirements``, the moves are left to its ``finish``."""
     if mode not in ("tiered", "full"):
         raise ValueError(f"mode must be 'tiered' or 'full', not {mode!r}")
     result = result if result is not None else CompactResult()
@@ -192,38 +193,44 @@ def compact_partition(
         else:
             batches = _tiered_batches(directory, fanout, target_rows, budget_seconds, stop)
         after = len(live)
-        pending = Retirements(directory, stop)
+        pending = retirements if retirements is not None else Retirements(stop)
         for batch in batches:
-            pending.before_merging(p.name for p in batch)
+            pending.before_merging(directory, (p.name for p in batch))
             merged = merge(directory, [directory / p.name for p in batch], stop=stop)
-            pending.add(merged.name, [p.name for p in batch])
+            pending.add(directory, merged.name, [p.name for p in batch])
             result.merges += 1
             result.rows += sum(p.rows for p in batch)
             after -= len(batch) - 1
-        pending.finish()
         result.files_after += after if mode == "full" else len(_parts(directory))
+    if retirements is None:
+        pending.finish()
     return result
 
 
 class Retirements:
-    """The sources of the merges of one compaction step, moved aside once ``RETIRE_AFTER_S`` has passed since
-    their merged file appeared (so any listing that began before it appeared has finished: see ``layout``).
+    """Sources of merges, moved aside once ``RETIRE_AFTER_S`` has passed since their merged file appeared (so
+    any listing that began before it appeared has finished: ``layout._published``).
 
-    A merged file of this step that a later merge of the step takes as a source has its own sources moved
-    first (waiting if need be): a merged file is never replaced while its sources are still listed."""
+    A merged file that a later merge takes as a source has its own sources moved first (waiting if need be):
+    a merged file is never replaced while its sources are still listed. Moving needs no lock (a source is
+    moved once, by whoever comes first), so `rollscope compact` waits once for the whole store, not once per
+    partition."""
 
-    def __init__(self, directory: Path, stop: threading.Event | None):
-        self.directory, self.stop = directory, stop
-        self.waiting: list[tuple[float, str, list[str]]] = []  # (published at, merged file, its sources)
+    def __init__(self, stop: threading.Event | None = None):
+        self.stop = stop
+        self.waiting: list[
+            tuple[float, Path, str, list[str]]
+        ] = []  # (published at, partition, merged, sources)
 
-    def add(self, merged: str, sources: list[str]) -> None:
-        self.waiting.append((time.monotonic(), merged, sources))
+    def add(self, directory: Path, merged: str, sources: list[str]) -> None:
+        self.waiting.append((time.monotonic(), directory, merged, sources))
         self._retire(due_only=True)
 
-    def before_merging(self, names: Iterable[str]) -> None:
+    def before_merging(self, directory: Path, names: Iterable[str]) -> None:
         names = set(names)
-        if any(merged in names for _, merged, _ in self.waiting):
-            self._retire(until=max(t for t, merged, _ in self.waiting if merged in names))
+        held = [t for t, d, merged, _ in self.waiting if d == directory and merged in names]
+        if held:
+            self._retire(until=max(held))
 
     def finish(self) -> None:
         if self.waiting:
@@ -234,8 +241,8 @@ class Retirements:
             raise Stopped  # the next compaction of the partition moves them (``settle``)
         now = time.monotonic()
         while self.waiting and (self.waiting[0][0] <= until or self.waiting[0][0] + RETIRE_AFTER_S <= now):
-            _, _, sources = self.waiting.pop(0)
-            retire(self.directory, sources)
+            _, directory, _, sources = self.waiting.pop(0)
+            retire(directory, sources)
 
 
 def _pause(seconds: float, stop: threading.Event | None) -> bool:
@@ -456,6 +463,7 @@ def compact(
     """Merge each run's segments (every dataset); waits for a compactor already working on a partition."""
     root = require_store(store)
     result = CompactResult()
+    retirements = Retirements()
     for dataset in DATASETS:
         for run in [run_id] if run_id else run_ids(root, dataset):
             directory = partition_dir(root, dataset, run)
@@ -468,9 +476,11 @@ def compact(
                 grace_seconds=grace_seconds,
                 target_rows=target_rows,
                 result=result,
+                retirements=retirements,
             )
             if run not in result.runs:
                 result.runs.append(run)
+    retirements.finish()
     return result
 
 
