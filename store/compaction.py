@@ -460,10 +460,14 @@ def compact(
     grace_seconds: float = REPLACED_GRACE_S,
     mode: str = "full",
 ) -> CompactResult:
-    """Merge each run's segments (every dataset); waits for a compactor already working on a partition."""
+    """Merge each run's segments (every dataset); waits for a compactor already working on a partition.
+
+    The replaced files move aside once for the whole store, a second after the last merge; then what is older
+    than ``grace_seconds`` goes (with 0, everything this call replaced)."""
     root = require_store(store)
     result = CompactResult()
     retirements = Retirements()
+    compacted = []
     for dataset in DATASETS:
         for run in [run_id] if run_id else run_ids(root, dataset):
             directory = partition_dir(root, dataset, run)
@@ -478,9 +482,12 @@ def compact(
                 result=result,
                 retirements=retirements,
             )
+            compacted.append(directory)
             if run not in result.runs:
                 result.runs.append(run)
     retirements.finish()
+    for directory in compacted:
+        result.deleted += sweep(directory, grace_seconds)
     return result
 
 
