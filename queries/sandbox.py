@@ -69,13 +69,7 @@ class Sandbox:
         with self._lock:
             self._reader.refresh()
             started = time.perf_counter()
-            try:
-                frame, truncated = self._fetch(statement, sql)
-            except QueryError as e:
-                if not isinstance(e.__cause__, duckdb.IOException):
-                    raise
-                self._reader.refresh()  # a compaction moved a segment aside since the refresh: list again
-                frame, truncated = self._fetch(statement, sql)
+            frame, truncated = self._fetch(statement, sql)
             return SandboxResult(frame, truncated, time.perf_counter() - started)
 
     def _fetch(self, statement: str, sql: str) -> tuple[pd.DataFrame, bool]:
@@ -83,7 +77,8 @@ class Sandbox:
         timer = threading.Timer(self.time_limit_s, con.interrupt)
         timer.start()
         try:
-            frame = con.sql(statement).limit(self.row_limit + 1).df()
+            # Again on a fresh listing if a compaction moved a segment aside since the refresh.
+            frame = self._reader.retrying(lambda: con.sql(statement).limit(self.row_limit + 1).df())
         except duckdb.Error as e:
             raise _explain(e, sql, self.time_limit_s) from e
         finally:

@@ -150,6 +150,30 @@ def test_tiers_keep_the_live_files_of_a_run_logarithmic(store, monkeypatch):
     assert len(layout.segments(store, "spans", "r")) < 2 * compaction.FANOUT
 
 
+def test_a_readers_listing_of_a_busy_partition_stays_bounded_while_replaced_files_wait_aside(
+    store, monkeypatch
+):
+    """64 writers publish a segment each per round, a compaction step follows each round, replaced files are
+    kept the default 300 s: a reader lists the live files only, a few per tier, not the rounds behind it."""
+    monkeypatch.setattr(compaction, "RETIRE_AFTER_S", 0.0)  # no listing in flight to wait for
+    directory = live_partition(store, "busy")
+    writers = [layout.SegmentWriter(store, "spans") for _ in range(64)]
+    listings, first = [], 0
+    for _ in range(16):
+        for writer in writers:
+            ids = pa.array(range(first, first + 5), pa.uint64())
+            writer.publish("busy", pa.table({"span_id": ids, "name": pa.array(["s"] * 5)}))
+            first += 5
+        compaction.compact_partition(directory)
+        listings.append(listed(directory))
+        assert listings[-1] == len(layout.segments(store, "spans", "busy"))
+    kept = len(list((directory / layout.REPLACED_DIR).iterdir()))
+    assert live_ids(store, "busy") == list(range(first))
+    assert max(listings) <= 4 * (compaction.FANOUT - 1)  # a few tiers of fewer than FANOUT files each
+    assert max(listings[8:]) <= max(listings[:8]) + compaction.FANOUT  # not growing with the rounds
+    assert kept >= 16 * 64  # every segment is still on disk, aside, for readers that listed it
+
+
 def test_replaced_files_leave_the_listing_at_once_and_are_deleted_after_the_grace_period(store):
     directory = live_partition(store, "r")
     write_segments(store, "r", [1] * 64)
