@@ -340,8 +340,10 @@ def retire(directory: Path, names: Iterable[str]) -> int:
 
     The stamp comes before the rename: a kill in between leaves a live file with a new mtime, harmless. The
     directory is created without its parents: a run removed meanwhile (``rollscope rm``) is not recreated."""
-    aside = directory / REPLACED_DIR
-    aside.mkdir(exist_ok=True)
+    try:
+        (directory / REPLACED_DIR).mkdir(exist_ok=True)
+    except FileNotFoundError:  # the run was removed: nothing left to move
+        return 0
     moved = 0
     for name in names:
         try:
