@@ -65,13 +65,13 @@ from rollscope.store.layout import (
     RETIRE_AFTER_S,
     SOURCES_KEY,
     _published,
-    _sources_of,
     partition_dir,
     publishing,
     replaced_path,
     require_store,
     run_ids,
     segments,
+    sources,
 )
 from rollscope.store.schema import DATASETS
 
@@ -363,12 +363,12 @@ def settle(directory: Path, stop: threading.Event | None = None) -> int:
     replaced: set[str] = set()
     for name, path in files.items():
         if name.startswith("cmp-"):
-            replaced |= _sources_of(str(path)) & files.keys()
+            replaced |= sources(path) & files.keys()
     if not replaced or not _pause(RETIRE_AFTER_S, stop):
         return 0
     moved = 0
     while replaced:
-        ready = [n for n in replaced if not (n.startswith("cmp-") and _sources_of(str(files[n])) & replaced)]
+        ready = [n for n in replaced if not (sources(files[n]) & replaced)]
         if not ready:  # a cycle cannot happen (a merged file is newer than its sources); never loop forever
             break
         moved += retire(directory, sorted(ready))
