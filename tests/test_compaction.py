@@ -46,7 +46,7 @@ def live_partition(store: Path, run: str = "live") -> Path:
 def read_listing(con, files: list[Path]) -> tuple[int, int]:
     """Rows and distinct span ids of one listing, read as a reader does: a file a compaction moved aside since
     the listing is read where it now is (``layout.resolve``: the same files), or the run is listed again."""
-    while True:
+    for _ in range(5):
         try:
             return con.execute(
                 "SELECT count(*), count(DISTINCT span_id) FROM read_parquet(?, union_by_name=true)",
@@ -54,6 +54,7 @@ def read_listing(con, files: list[Path]) -> tuple[int, int]:
             ).fetchone()
         except duckdb.IOException:
             files = layout.resolve(files) or layout.segments(files[0].parent.parent.parent, "spans", "live")
+    raise AssertionError("a listing could not be read five times in a row")
 
 
 def listed(partition: Path) -> int:
