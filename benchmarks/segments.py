@@ -348,7 +348,8 @@ def part2(args, per_file: float, per_row: float) -> None:
     )
     print(
         f"one compaction step every {args.compact_seconds} s, replaced files kept {compaction.REPLACED_GRACE_S:.0f} s;"
-        f" a merge costs {per_file * 1e3:.2f} ms/file + {per_row * 1e6:.2f} µs/row (part 1's fit)"
+        f" a merge costs {per_file * 1e3:.2f} ms/file + {per_row * 1e6:.2f} µs/row"
+        f" ({'a default: --skip-part1' if args.skip_part1 else 'fitted in part 1'})"
     )
     print(
         f"\n{'':>9} {'':>15} {'':>12} {'opened':>13} {'footers':>8} {'listed':>7} {'listed before':>15}"
