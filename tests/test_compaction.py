@@ -67,13 +67,12 @@ def test_writers_compact_their_run_by_themselves_and_readers_never_see_duplicate
     env = {**os.environ, "ROLLSCOPE_COMPACT": "1", "ROLLSCOPE_COMPACT_SECONDS": "0.2"}
     writer = python(WRITER, str(store), str(total), env=env, stdout=subprocess.DEVNULL)
     con = duckdb.connect()
-    seen, listings = [], []
+    seen = []
     while writer.poll() is None or not seen or seen[-1][0] < total:
         files = layout.segments(store, "spans", "live")
         if not files:
             time.sleep(0.05)
             continue
-        listings.append(listed(live_partition(store)))
         # One listing, then read: compactions publishing in between must not make rows appear twice or vanish.
         seen.append(read_listing(con, files))
         assert writer.poll() is None or writer.returncode == 0
@@ -89,10 +88,10 @@ def test_writers_compact_their_run_by_themselves_and_readers_never_see_duplicate
     final = layout.segments(store, "spans", "live")
     assert len(final) <= 20 < len(published)  # the compactor kept up with the writer: a few files per tier
     assert all(f.name.startswith("cmp-") for f in final if pq.read_metadata(f).num_rows > 100)
-    # What a reader lists is what is live, plus what the last second replaced, never the replaced files kept
-    # for slow readers: within the grace period every one of those is still on disk, aside. The writer's exit
-    # may cut its last step short; the next compaction of the run moves what that step left.
-    assert max(listings) < len(published) / 2, (max(listings), len(published))
+    # What a reader lists is what is live (how much, while the writer outpaces its compactor, depends on the
+    # machine: the bound is test_a_readers_listing_of_a_busy_partition_stays_bounded...), never the replaced
+    # files kept for slow readers: within the grace period every one of those is still on disk, aside. The
+    # writer's exit may cut its last step short; the next compaction of the run moves what that step left.
     compaction.compact_partition(live_partition(store))
     assert listed(live_partition(store)) == len(layout.segments(store, "spans", "live")) <= 20
     assert len(list(replaced.glob("seg-*"))) == len(published) - len(
