@@ -291,8 +291,12 @@ def _cached(store: str, version: int, name: str, _function: Callable, args: tupl
     live, started = live_store(store), time.perf_counter()
     run_id = args[0]
     memoized = _function.__module__ in MEMO_MODULES
-    con = live.memo(run_id, _generation(store)) if memoized else live.cursor(run_id)
-    result = _function(con, *args, **dict(options))
+
+    def answer():
+        con = live.memo(run_id, _generation(store)) if memoized else live.cursor(run_id)
+        return _function(con, *args, **dict(options))
+
+    result = live.reader(run_id).retrying(answer)  # again on a fresh listing if a compaction moved a file
     live.computed(time.perf_counter() - started)
     return result
 

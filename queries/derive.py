@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 
 from rollscope.queries import sqlfiles
+from rollscope.store import layout
 from rollscope.store.derived import TABLES
 
 MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
@@ -46,7 +47,21 @@ def stored_columns(con, name: str) -> str:
 
 
 def derive(segments: list[Path], run_id: str, out: Path) -> None:
-    """Write ``<table>.parquet`` for every derived table of ``run_id`` into ``out``, from ``segments``."""
+    """Write ``<table>.parquet`` for every derived table of ``run_id`` into ``out``, from ``segments``.
+
+    A compaction may move a listed segment aside while this runs (``store.compaction``): then it derives
+    again from the same files where they now are, the same rows, so the listing it was given stays true."""
+    while True:
+        try:
+            return _derive(segments, run_id, out)
+        except duckdb.IOException:
+            moved = layout.resolve(segments)
+            if moved is None or moved == segments:
+                raise  # gone for good: the caller lists again
+            segments = moved
+
+
+def _derive(segments: list[Path], run_id: str, out: Path) -> None:
     from rollscope.queries.reader import schema_file
 
     work = out / ".work"
