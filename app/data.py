@@ -483,12 +483,11 @@ def views() -> dict[str, str]:
     return dict(VIEW_DOCS)
 
 
-@st.cache_data(show_spinner=False)
-def view_columns() -> dict[str, list[str]]:
-    """Each view's columns (``queries.catalog``), the same for every store."""
-    from rollscope.queries.catalog import documented_columns
-
-    return documented_columns()
+def view_columns(path: str) -> dict[str, list[str]]:
+    """Each view's columns, from the SQL explorer's own connection (``Sandbox.columns``): the same for every
+    store, and asking the connection the page already holds costs milliseconds, where opening a reader over an
+    empty store to ask it cost ~2 s on a cold page."""
+    return sandbox(path).columns()
 
 
 def macros() -> dict[str, str]:
