@@ -468,6 +468,42 @@ class SpanRecords:
         self.attributes.append(attributes)
         self.events.append(events)
 
+    def add(
+        self,
+        trace_id: int,
+        span_id: int,
+        parent_id: int | None,
+        name: str,
+        start: int,
+        end: int,
+        attributes: dict,
+        scope,
+        resource,
+    ) -> None:
+        """A finished internal span with status unset, given by its fields rather than as an SDK span: for a
+        producer that records spans after the fact in bulk (the TRL adapter), where the SDK's span objects,
+        sampler and attribute checks would cost ten times what the store keeps of them. ``scope`` and
+        ``resource`` are the tracer's and provider's objects, so these rows equal the SDK path's."""
+        self.trace_ids.append(trace_id)
+        self.span_ids.append(span_id)
+        self.parents.append(parent_id)
+        self.names.append(name)
+        self.kinds.append(SpanKind.INTERNAL)
+        self.starts.append(start)
+        self.ends.append(end)
+        self.codes.append(StatusCode.UNSET)
+        self.messages.append(None)
+        self.scopes.append(scope)
+        self.resources.append(resource)
+        self.attributes.append(attributes)
+        self.events.append(None)
+
+    def extend(self, other: SpanRecords, count: int | None = None) -> None:
+        """Append ``other``'s records (its first ``count`` of them, if given)."""
+        for name in self._RECORD_FIELDS:
+            values = getattr(other, name)
+            getattr(self, name).extend(values if count is None else values[:count])
+
     def to_rows(
         self, default_run_id: str | None, *, resource_defaults: Mapping[str, object] | None = None
     ) -> SpanRows:
