@@ -33,14 +33,20 @@ e0_env AS (
            sum(accepted) / nullif(sum(drafted), 0) AS fresh_acceptance
     FROM fresh GROUP BY ALL
 ),
-later AS (
+later_sums AS (  -- the later turn groups summed per environment, k and length bucket, the keys of E0
     SELECT
-        r.*, coalesce(eb.e0, ee.e0) AS e0,
-        r.weighted_s / coalesce(eb.e0, ee.e0) - r.decode_ns / 1e9 AS d_s
-    FROM rows AS r
+        environment, spec_k, length_bucket,
+        sum(decode_tokens) AS decode_tokens, sum(verify_steps) AS verify_steps, sum(decode_ns) AS decode_ns,
+        sum(drafted) AS drafted, sum(accepted) AS accepted, sum(weighted_s) AS weighted_s
+    FROM rows
+    WHERE since >= $fresh_versions
+    GROUP BY ALL
+),
+later AS (
+    SELECT l.*, l.weighted_s / coalesce(eb.e0, ee.e0) - l.decode_ns / 1e9 AS d_s
+    FROM later_sums AS l
     JOIN e0_env AS ee USING (environment, spec_k)
     LEFT JOIN e0_bucket AS eb USING (environment, spec_k, length_bucket)
-    WHERE r.since >= $fresh_versions
 ),
 est AS (
     SELECT

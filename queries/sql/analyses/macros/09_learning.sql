@@ -125,7 +125,7 @@ SELECT
     s.step, s.environment, s.usable AS kept, s.reward,
     count(*) AS rollouts,
     count(w.generated) AS generated_n,
-    sum(w.generated) AS generated_sum,
+    sum(w.generated)::BIGINT AS generated_sum,
     count(r.end_ns - r.start_ns) AS duration_n,
     sum((r.end_ns - r.start_ns) / 1e9) AS duration_s_sum
 FROM rollout_stages(run) AS s
@@ -167,7 +167,7 @@ SELECT
     s.step, s.environment,
     s.lost_reason IN ('judge timeout', 'judge error') AS judge_failed,
     count(*) AS calls,
-    sum(w.end_ns - w.start_ns) AS judge_ns
+    sum(w.end_ns - w.start_ns)::BIGINT AS judge_ns
 FROM _compute_work(run) AS w
 JOIN rollout_stages(run) AS s USING (rollout_id)
 WHERE w.term = 'judge' AND s.completed
@@ -178,16 +178,17 @@ CREATE OR REPLACE MACRO _judge_sums(run) AS TABLE SELECT * FROM _judge_sums_src(
 -- verify steps), summed per consuming step, environment, k, rollout-length bucket, drafter version, the policy
 -- version it was built from and the policy versions since (drafter_refresh and spec_budget levers). weighted_s
 -- is Σ decode seconds × tokens per verify step over those turn groups, so the drafter lever's saving
--- Σ decode seconds × (E / E0 − 1) = weighted_s / E0 − decode seconds is exact when summed.
+-- Σ decode seconds × (E / E0 − 1) = weighted_s / E0 − decode seconds is exact when summed. One step's integer
+-- sums fit in BIGINT.
 CREATE OR REPLACE MACRO _advice_spec_sums_src(run) AS TABLE
 SELECT
     step, environment, spec_k, length_bucket, drafter_version, drafter_policy_version,
     policy_version - drafter_policy_version AS since,
-    sum(decode_tokens) AS decode_tokens,
-    sum(verify_steps) AS verify_steps,
-    sum(decode_ns) AS decode_ns,
-    sum(drafted) AS drafted,
-    sum(accepted) AS accepted,
+    sum(decode_tokens)::BIGINT AS decode_tokens,
+    sum(verify_steps)::BIGINT AS verify_steps,
+    sum(decode_ns)::BIGINT AS decode_ns,
+    sum(drafted)::BIGINT AS drafted,
+    sum(accepted)::BIGINT AS accepted,
     sum(decode_ns / 1e9 * (decode_tokens / verify_steps)) AS weighted_s
 FROM _turn_sums(run)
 WHERE spec_turns = turns AND spec_turns > 0 AND verify_steps > 0
