@@ -175,6 +175,24 @@ def _axes(fig: go.Figure, x: pd.Series, percent: bool, horizontal: bool = False)
         (fig.update_xaxes if horizontal else fig.update_yaxes)(tickformat=".0%", rangemode="tozero")
 
 
+MAX_BARS = 200  # a bar chart of more categories than this is unreadable and costs seconds to build
+
+
+def binned(frame: pd.DataFrame, x: str, ys: list[str], max_bars: int = MAX_BARS) -> tuple[pd.DataFrame, bool]:
+    """A per-step bar frame of more than ``max_bars`` steps as ranges of consecutive steps, each bar the mean per
+    step over its range (so the unit stays per step), labelled "first–last"; rows whose ``x`` is not a number
+    (e.g. "not consumed") stay as they are. Returns the frame and whether it was binned."""
+    numeric = pd.to_numeric(frame[x], errors="coerce").notna()
+    if numeric.sum() <= max_bars:
+        return frame, False
+    steps = frame[numeric].reset_index(drop=True)
+    groups = pd.Series(range(len(steps))) // math.ceil(len(steps) / max_bars)
+    out = steps[ys].apply(pd.to_numeric, errors="coerce").groupby(groups).mean()
+    first, last = steps[x].groupby(groups).first(), steps[x].groupby(groups).last()
+    out.insert(0, x, [f"{a}–{b}" for a, b in zip(first, last, strict=True)])
+    return pd.concat([out, frame.loc[~numeric, [x, *ys]]], ignore_index=True), True
+
+
 def bars(
     frame: pd.DataFrame,
     x: str,
@@ -188,6 +206,9 @@ def bars(
     colors: dict[str, str] | None = None,
     log: bool = False,
 ) -> go.Figure:
+    frame, was_binned = binned(frame, x, ys) if not horizontal else (frame, False)
+    if was_binned:
+        x_title = f"{x_title} (ranges: mean per step)"
     fig = _figure(title, x_title, y_title, barmode="stack" if stacked else "group")
     for y in ys:
         xs, values = frame[x].astype(str).tolist(), frame[y].tolist()
@@ -238,7 +259,8 @@ def by_run(
             fig.add_bar(x=frame[x].astype(str).tolist(), y=frame[y].tolist(), name=run)
             fig.update_xaxes(type="category")
         else:
-            fig.add_scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode="lines+markers", name=run)
+            xs, values = thinned(frame[x], frame[y])
+            fig.add_scatter(x=xs, y=values, mode="lines+markers", name=run)
     if frames:
         _axes(fig, pd.concat([f[x] for f in frames.values()]), percent)
     return fig
