@@ -587,7 +587,7 @@ ADVICE_DEFAULTS = {
 
 def advice_base(con, run_id: str, steps=None) -> dict:
     """The measured figures every lever starts from: funnel counts and rates, device- and work-seconds per term,
-    train seconds per token (``_advice_base`` in queries/sql/analyses/macros/07_advice.sql)."""
+    train seconds per token (``_advice_base`` in queries/sql/analyses/macros/10_advice.sql)."""
     return record(query(con, "advice_base", require_run(con, run_id), **_filters(steps, None)))
 
 

@@ -67,9 +67,10 @@ def rewards(filters: data.Filters) -> None:
         by_step, ["reward_mean"], "Reward per step", "reward (score)", names=["mean reward"]
     )
     for column, name in (("reward_p10", "p10"), ("reward_p50", "median"), ("reward_p90", "p90")):
+        xs, values = charts.thinned(by_step["step"], by_step[column])
         fig.add_scatter(
-            x=by_step["step"].tolist(),
-            y=by_step[column].tolist(),
+            x=xs,
+            y=values,
             name=name,
             mode="lines",
             line={"width": 1, "dash": "dot"},
