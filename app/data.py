@@ -499,10 +499,12 @@ def views() -> dict[str, str]:
     return dict(VIEW_DOCS)
 
 
+@st.cache_data(show_spinner=False)
 def view_columns(path: str) -> dict[str, list[str]]:
     """Each view's columns, from the SQL explorer's own connection (``Sandbox.columns``): the same for every
     store, and asking the connection the page already holds costs milliseconds, where opening a reader over an
-    empty store to ask it cost ~2 s on a cold page."""
+    empty store to ask it cost ~2 s on a cold page. Cached, so a rerun never waits on the sandbox's lock behind
+    a user's running query."""
     return sandbox(path).columns()
 
 
