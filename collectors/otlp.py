@@ -21,8 +21,11 @@ import binascii
 import json
 import struct
 from collections.abc import Callable
+from functools import partial
+from itertools import chain, islice
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
@@ -225,6 +228,153 @@ class _StatusCache(dict):
 _STATUSES = _StatusCache()
 
 
+# --- a scope's attributes at once: protobuf reads the values, numpy checks the layout ---------------------
+#
+# Most attribute values never repeat (timings, token counts, request ids), so most lookups in the cache above
+# miss, and a miss costs a microsecond of Python. A request with many attributes is therefore parsed a second
+# time, with a schema in which every span of a scope is one message and every attribute one ``KeyValue``
+# (protobuf merges repeated occurrences of a singular message field), so that one scope's keys, strings, ints,
+# doubles and bools arrive as five lists, each in order, read by protobuf's C parser. Which list each attribute
+# takes its value from is read off the encoded attributes by numpy, which also checks that each holds exactly
+# one key and one value laid out as SDKs write them; a scope with any other attribute (an array, a long key,
+# two values) takes the per-attribute path, which is what rejects a malformed one.
+
+_BULK_MIN = 64  # fewer attributes than this: numpy's per-call cost is more than it saves
+_PAD = bytes(
+    512
+)  # zero bytes after the last KeyValue: reading at a start plus two length bytes stays in bounds
+
+
+def _merged_schema() -> descriptor_pool.DescriptorPool:
+    """Request -> ResourceSpans -> ScopeSpans as in OTLP; below that, a scope's spans merge into one Span
+    whose ``attributes`` merge into one KeyValue of repeated keys and one AnyValue of repeated values."""
+    f = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(
+        name="rollscope/otlp_merged.proto", package="rollscope", syntax="proto3"
+    )
+    messages = {
+        "Request": [(1, "resource_spans", "Resource", True)],
+        "Resource": [(2, "scope_spans", "Scope", True)],
+        "Scope": [(2, "spans", "Span", False)],
+        "Span": [(9, "attributes", "KeyValue", False)],
+        "KeyValue": [(1, "key", f.TYPE_STRING, True), (2, "value", "AnyValue", False)],
+        "AnyValue": [
+            (1, "string_value", f.TYPE_STRING, True),
+            (2, "bool_value", f.TYPE_BOOL, True),
+            (3, "int_value", f.TYPE_INT64, True),
+            (4, "double_value", f.TYPE_DOUBLE, True),
+        ],
+    }
+    for name, fields in messages.items():
+        message = file.message_type.add(name=name)
+        for number, field_name, kind, repeated in fields:
+            field = message.field.add(name=field_name, number=number)
+            field.label = f.LABEL_REPEATED if repeated else f.LABEL_OPTIONAL
+            if isinstance(kind, str):
+                field.type, field.type_name = f.TYPE_MESSAGE, f".rollscope.{kind}"
+            else:
+                field.type = kind
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return pool
+
+
+_MERGED_REQUEST = message_factory.GetMessageClass(_merged_schema().FindMessageTypeByName("rollscope.Request"))
+
+
+class _Merged:
+    """The request parsed with the merged schema, once and only when a scope has enough attributes."""
+
+    def __init__(self, body: bytes):
+        self.body = body
+        self.request = None
+
+    def scope(self, resource: int, scope: int):
+        """That scope's merged KeyValue, or None when the merged parse fails (invalid UTF-8, say)."""
+        if self.request is None:
+            try:
+                self.request = _MERGED_REQUEST.FromString(self.body)
+            except DecodeError:
+                self.request = False
+        if self.request is False:
+            return None
+        return self.request.resource_spans[resource].scope_spans[scope].spans.attributes
+
+
+def span_attributes(per_span: list, merged=None) -> list[dict]:
+    """Each span's encoded KeyValues (``Span.attributes`` as declared above) into its attribute dict: the
+    same dicts, keys in the same order, as ``dict(map(_KEY_VALUES.__getitem__, encoded))``. ``merged``: a
+    callable giving the scope's merged KeyValue (``_Merged.scope``), or None."""
+    flat = list(chain.from_iterable(per_span))
+    pairs = None
+    if len(flat) >= _BULK_MIN and merged is not None:
+        pairs = _bulk_key_values(flat, merged)
+    if pairs is None:
+        pair = _KEY_VALUES.__getitem__
+        return [dict(map(pair, encoded)) for encoded in per_span]
+    pairs = zip(*pairs, strict=True)
+    return [dict(islice(pairs, n)) for n in map(len, per_span)]
+
+
+def _bulk_key_values(flat: list[bytes], merged) -> tuple[list, list] | None:
+    """Keys and values of encoded KeyValues, in their order, or None when one is not laid out plainly."""
+    n = len(flat)
+    lengths = np.fromiter(map(len, flat), np.int64, n)
+    starts = np.cumsum(lengths) - lengths
+    blob = np.frombuffer(b"".join(flat) + _PAD, np.uint8)
+    key_size = blob[starts + 1].astype(np.int64)
+    p = starts + 2 + key_size  # the value's tag
+    value_size = blob[p + 1].astype(np.int64)  # the AnyValue's, its tag included
+    tag, q, size = (
+        blob[p + 2],
+        p + 3,
+        value_size - 1,
+    )  # the AnyValue's tag, where its payload starts, its size
+    if not (
+        (lengths >= 5)
+        & (blob[starts] == _TAG_KEY)
+        & (key_size < _ONE_BYTE_LENGTH)
+        & (blob[p] == _TAG_VALUE)
+        & (value_size >= 2)
+        & (value_size < _ONE_BYTE_LENGTH)
+        & (lengths == key_size + value_size + 4)
+    ).all():
+        return None
+    is_string, is_bool, is_int, is_double = (
+        tag == _TAG_STRING,
+        tag == _TAG_BOOL,
+        tag == _TAG_INT,
+        tag == _TAG_DOUBLE,
+    )
+    # each AnyValue is its tag and exactly one value: a string's length is the rest, a double is 8 bytes, a
+    # varint ends on the AnyValue's last byte (and its earlier bytes all continue it)
+    last = blob[q + size - 1]
+    one_value = (
+        (is_string & (blob[q] == size - 1))
+        | (is_double & (size == 8))
+        | ((is_bool | is_int) & (size <= 10) & (last < 0x80))
+    )
+    for i in range(int(size[is_bool | is_int].max(initial=1)) - 1):
+        one_value &= ~(is_bool | is_int) | (size - 1 <= i) | (blob[q + i] >= 0x80)
+    if not one_value.all():
+        return None
+    kv = merged()
+    if kv is None or len(kv.key) != n:
+        return None
+    value = kv.value
+    values = np.empty(n, object)
+    for is_type, merged_values in (
+        (is_string, value.string_value),
+        (is_bool, value.bool_value),
+        (is_int, value.int_value),
+        (is_double, value.double_value),
+    ):
+        if len(merged_values) != np.count_nonzero(is_type):
+            return None
+        values[is_type] = list(merged_values)
+    return list(kv.key), values.tolist()
+
+
 # --- one request's spans ------------------------------------------------------------------------------------
 
 _REASONS = {
@@ -351,7 +501,8 @@ def decode_protobuf(body: bytes, default_run_id: str | None = None) -> Decoded:
     except DecodeError as e:
         raise MalformedPayload(f"body is not a protobuf ExportTraceServiceRequest: {e}") from None
     decoded = Decoded(sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans))
-    for resource_spans in request.resource_spans:
+    merged = _Merged(body)
+    for i, resource_spans in enumerate(request.resource_spans):
         attributes = dict(map(_KEY_VALUES.__getitem__, resource_spans.resource.attributes))
         count = sum(len(ss.spans) for ss in resource_spans.scope_spans)
         resource = _resource(attributes, default_run_id, decoded, count)
@@ -359,13 +510,17 @@ def decode_protobuf(body: bytes, default_run_id: str | None = None) -> Decoded:
             for scope_spans in resource_spans.scope_spans:
                 _read_attributes(scope_spans.spans)
             continue
-        for scope_spans in resource_spans.scope_spans:
-            _protobuf_spans(decoded, resource, scope_spans.spans, scope_spans.scope.name or None)
+        for j, scope_spans in enumerate(resource_spans.scope_spans):
+            scope_name = scope_spans.scope.name or None
+            _protobuf_spans(decoded, resource, scope_spans.spans, scope_name, partial(merged.scope, i, j))
     return decoded
 
 
-def _protobuf_spans(decoded: Decoded, resource: ResourceRow, spans, scope_name: str | None) -> None:
-    """The hot loop, one comprehension per field: a scope's spans into a ``Part``."""
+def _protobuf_spans(
+    decoded: Decoded, resource: ResourceRow, spans, scope_name: str | None, merged=None
+) -> None:
+    """The hot loop, one comprehension per field: a scope's spans into a ``Part``. ``merged`` gives the
+    scope's attributes as merged lists (``_Merged.scope``); not when some of its spans were left out."""
     spans = list(spans)  # one Python wrapper per span, not one per field read
     trace_ids = [s.trace_id for s in spans]
     span_ids = [s.span_id for s in spans]
@@ -393,8 +548,7 @@ def _protobuf_spans(decoded: Decoded, resource: ResourceRow, spans, scope_name: 
         "status_message": [st[1] for st in statuses],
         "scope_name": [scope_name] * len(spans),
     }
-    decoded_pair = _KEY_VALUES.__getitem__
-    attributes = [dict(map(decoded_pair, s.attributes)) for s in spans]
+    attributes = span_attributes([s.attributes for s in spans], merged)
     events = {i: [_protobuf_event(e) for e in s.events] for i, s in enumerate(spans) if s.events}
     if spans:
         decoded.parts.append(Part(resource, fixed, attributes, events))

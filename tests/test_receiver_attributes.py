@@ -1,0 +1,132 @@
+"""Span attributes as the receiver reads them, a scope at a time when a request carries many: the same keys,
+values, types and order as opentelemetry-proto's own classes read, whatever the values' shapes; a malformed
+attribute among them still fails the whole request, as the official parser would."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+
+from rollscope.collectors import otlp
+
+KEYS = [
+    "rl.turn.index",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.response.id",
+    "x",
+    "clé.ünïcode",
+    "k" * 125,  # the longest key with a one-byte length in its KeyValue
+    "k" * 126,
+]
+INTS = [0, 1, 127, 128, 300, 2**31, 2**63 - 1, -1, -(2**63), -128]
+DOUBLES = [0.0, -0.0, 1.5, -2.25e-300, 1e308, float("inf"), float("-inf"), float("nan")]
+STRINGS = ["", "a", "qwen3-8b", "ünï\x00cødé ✓", "s" * 123, "s" * 124, "s" * 125]  # 125: longest one-byte
+
+
+def _key(rnd: random.Random, other: float) -> str:
+    if rnd.random() < other:
+        return rnd.choice(["long." + "k" * 200, ""])  # a two-byte length; no key field at all
+    return rnd.choice(KEYS)
+
+
+def _plain_value(rnd: random.Random) -> AnyValue:
+    kind = rnd.randrange(4)
+    if kind == 0:
+        return AnyValue(string_value=rnd.choice([*STRINGS, f"id-{rnd.getrandbits(64):x}"]))
+    if kind == 1:
+        return AnyValue(int_value=rnd.choice([*INTS, rnd.randint(-(2**63), 2**63 - 1)]))
+    if kind == 2:
+        return AnyValue(double_value=rnd.choice([*DOUBLES, rnd.uniform(-1e6, 1e6)]))
+    return AnyValue(bool_value=rnd.random() < 0.5)
+
+
+def _other_value(rnd: random.Random) -> AnyValue | None:
+    return rnd.choice(
+        [
+            AnyValue(string_value="s" * 126),  # a two-byte length
+            AnyValue(string_value="🙂" * 100),
+            AnyValue(bytes_value=b"\x00\xff"),
+            AnyValue(array_value=ArrayValue(values=[AnyValue(int_value=1), AnyValue(string_value="b")])),
+            AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key="n", value=AnyValue(double_value=2.0))])),
+            AnyValue(),  # a value with nothing set
+            None,  # a KeyValue with a key and no value
+        ]
+    )
+
+
+def _request(seed: int, spans: int, other: float) -> bytes:
+    """``spans`` spans of 0-12 attributes each, keys repeating within a span now and then; a share ``other``
+    of the keys and values are not laid out as SDKs write a short key and a string, int, double or bool."""
+    rnd = random.Random(seed)
+    request = ExportTraceServiceRequest()
+    scope_spans = request.resource_spans.add().scope_spans.add()
+    for i in range(spans):
+        span = scope_spans.spans.add(trace_id=bytes(15) + b"\x01", span_id=(i + 1).to_bytes(8, "big"))
+        for _ in range(rnd.randint(0, 12)):
+            kv = span.attributes.add(key=_key(rnd, other))
+            value = _other_value(rnd) if rnd.random() < other else _plain_value(rnd)
+            if value is not None:
+                kv.value.CopyFrom(value)
+    return request.SerializeToString()
+
+
+def _official(body: bytes) -> list[list[tuple[str, str, str]]]:
+    """Each span's attributes as opentelemetry-proto's classes read them: a later duplicate key replaces the
+    value and keeps the place of the first, as in a dict."""
+    request = ExportTraceServiceRequest.FromString(body)
+    spans = request.resource_spans[0].scope_spans[0].spans
+    return [_typed({kv.key: otlp.any_value(kv.value) for kv in span.attributes}) for span in spans]
+
+
+def _received(body: bytes) -> list[list[tuple[str, str, str]]]:
+    (part,) = otlp.decode_protobuf(body, default_run_id="exp-1").parts
+    return [_typed(attributes) for attributes in part.attributes]
+
+
+def _typed(attributes: dict) -> list[tuple[str, str, str]]:
+    """Keys in order with each value's type and repr (so 1 and 1.0 and True differ, and nan equals nan)."""
+    return [(key, type(value).__name__, repr(value)) for key, value in attributes.items()]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_many_plain_attributes_read_as_the_official_classes_read_them(seed):
+    body = _request(seed, spans=400, other=0.0)
+    expected = _official(body)
+    assert sum(map(len, expected)) > 1000  # enough to be read a scope at a time
+    assert _received(body) == expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_arrays_bytes_and_empty_values_among_them_read_the_same(seed):
+    body = _request(seed, spans=300, other=0.05)
+    assert _received(body) == _official(body)
+
+
+def test_a_few_attributes_read_the_same_as_many():
+    body = _request(7, spans=3, other=0.0)
+    assert _received(body) == _official(body)
+
+
+def test_a_string_that_is_not_utf8_among_many_fails_the_request_as_the_official_parser_does():
+    request = ExportTraceServiceRequest.FromString(_request(1, spans=300, other=0.0))
+    span = request.resource_spans[0].scope_spans[0].spans[150]
+    span.attributes.add(key="bad", value=AnyValue(string_value="<placeholder>"))
+    body = request.SerializeToString().replace(b"<placeholder>", b"\xff" * len("<placeholder>"))
+    with pytest.raises(DecodeError):
+        ExportTraceServiceRequest.FromString(body)
+    with pytest.raises(otlp.MalformedPayload, match="attribute"):
+        otlp.decode_protobuf(body, default_run_id="exp-1")
+
+
+def test_a_key_that_is_not_utf8_among_many_fails_the_request():
+    request = ExportTraceServiceRequest.FromString(_request(2, spans=300, other=0.0))
+    request.resource_spans[0].scope_spans[0].spans[10].attributes.add(
+        key="<key>", value=AnyValue(int_value=5)
+    )
+    body = request.SerializeToString().replace(b"<key>", b"\xc3\x28key")
+    with pytest.raises(otlp.MalformedPayload, match="attribute"):
+        otlp.decode_protobuf(body, default_run_id="exp-1")
