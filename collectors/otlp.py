@@ -22,7 +22,8 @@ import json
 import struct
 from collections.abc import Callable
 from functools import partial
-from itertools import chain, islice
+from itertools import chain, islice, repeat
+from operator import itemgetter, methodcaller
 from typing import NamedTuple
 
 import numpy as np
@@ -70,6 +71,7 @@ _KeyValue = common_pb2.KeyValue
 _SPAN_KINDS = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 _STATUS_CODES = {0: "unset", 1: "ok", 2: "error"}
 _INT64_MAX = 2**63 - 1
+_UINT64_MAX = 2**64 - 1
 
 
 # --- AnyValue into Python values (the SDK's types; arrays and kvlists become lists and dicts) -------------
@@ -610,25 +612,182 @@ def decode_json(body: bytes, default_run_id: str | None = None) -> Decoded:
             _object(rs.get("resource", {}), f"{where}.resource"), f"{where}.resource"
         )
         resources.append((attributes, _json_scopes(rs, where)))
-    decoded = Decoded(sum(len(spans) for _, spans in resources))
-    for attributes, spans in resources:
-        resource = _resource(attributes, default_run_id, decoded, len(spans))
-        if resource is not None:
-            _json_add(decoded, resource, spans)
+    decoded = Decoded(sum(len(chunk) for _, chunks in resources for chunk in chunks))
+    for attributes, chunks in resources:
+        resource = _resource(attributes, default_run_id, decoded, sum(map(len, chunks)))
+        if resource is None:
+            continue
+        for chunk in chunks:
+            if isinstance(chunk, _JsonColumns):
+                decoded.parts.append(Part(resource, chunk.fixed, chunk.attributes, {}))
+            else:
+                _json_add(decoded, resource, chunk)
     return decoded
 
 
-def _json_scopes(rs: dict, where: str) -> list[dict]:
-    spans = []
+def _json_scopes(rs: dict, where: str) -> list:
+    """Each scope's spans: a ``_JsonColumns`` when they could be read a column at a time, else span dicts."""
+    chunks = []
     for j, ss in enumerate(_list(rs, "scopeSpans", where)):
         here = f"{where}.scopeSpans[{j}]"
         ss = _object(ss, here)
         scope_name = _string(_object(ss.get("scope", {}), f"{here}.scope"), "name", f"{here}.scope") or None
-        spans += [
-            _plain_json_span(span, scope_name) or _json_span(span, scope_name, f"{here}.spans[{k}]")
-            for k, span in enumerate(_list(ss, "spans", here))
-        ]
-    return spans
+        spans = _list(ss, "spans", here)
+        columns = _plain_json_columns(spans, scope_name) if len(spans) >= _JSON_COLUMNS_MIN else None
+        if columns is not None:
+            chunks.append(columns)
+            continue
+        chunks.append(
+            [
+                _plain_json_span(span, scope_name) or _json_span(span, scope_name, f"{here}.spans[{k}]")
+                for k, span in enumerate(spans)
+            ]
+        )
+    return chunks
+
+
+# A scope's spans as SDKs write them are read a column at a time: each field of every span by one ``map`` in
+# C, checked by the set of its types, rather than span by span. Anything else (events, string enums, ids or
+# times out of range, an attribute that is not a plain string, int, double or bool) returns None, and the
+# scope is read span by span, which rejects or stores each as before.
+
+_JSON_COLUMNS_MIN = 16
+_PLAIN_JSON_VALUES = {
+    ("stringValue", str),
+    ("intValue", str),
+    ("intValue", int),
+    ("doubleValue", float),
+    ("boolValue", bool),
+}
+
+
+class _JsonColumns(NamedTuple):
+    """A scope's spans, all storable: ``Part`` columns and attribute dicts."""
+
+    fixed: dict[str, list]
+    attributes: list[dict]
+
+    def __len__(self) -> int:
+        return len(self.attributes)
+
+
+def _column(spans: list, name: str, default: object) -> list:
+    return list(map(dict.get, spans, repeat(name), repeat(default)))
+
+
+def _only(values: list, *types: type) -> bool:
+    return set(map(type, values)) <= set(types)
+
+
+def _plain_json_columns(spans: list, scope_name: str | None) -> _JsonColumns | None:
+    """The scope's spans read a column at a time, or None when one is not as SDKs write it (or not valid:
+    the span-by-span path then rejects it with its reason)."""
+    if not _only(spans, dict) or any(_column(spans, "events", None)):
+        return None
+    ids = [_column(spans, key, "") for key in ("traceId", "spanId", "parentSpanId")]
+    names, kinds = _column(spans, "name", ""), _column(spans, "kind", 0)
+    statuses, attributes = _column(spans, "status", {}), _column(spans, "attributes", [])
+    if not (
+        all(_only(column, str) for column in ids)
+        and _only(names, str)
+        and _only(kinds, int)
+        and set(kinds) <= _SPAN_KINDS.keys()
+        and _only(statuses, dict)
+        and _only(attributes, list)
+    ):
+        return None
+    codes, messages = _column(statuses, "code", 0), _column(statuses, "message", "")
+    starts, ends = (
+        _json_uints(_column(spans, "startTimeUnixNano", 0)),
+        _json_uints(_column(spans, "endTimeUnixNano", 0)),
+    )
+    if not (_only(codes, int) and set(codes) <= _STATUS_CODES.keys() and _only(messages, str)) or None in (
+        starts,
+        ends,
+    ):
+        return None
+    try:
+        trace_ids, span_ids, parents = (list(map(bytes.fromhex, column)) for column in ids)
+    except ValueError:
+        return None
+    if not (
+        _valid_ids(trace_ids, span_ids, parents) and max(starts) <= _INT64_MAX and max(ends) <= _INT64_MAX
+    ):
+        return None
+    pairs = _json_key_values(list(chain.from_iterable(attributes)))
+    if pairs is None:
+        return None
+    pairs = zip(*pairs, strict=True)
+    from_bytes = int.from_bytes
+    fixed = {
+        "trace_id": trace_ids,
+        "span_id": list(map(from_bytes, span_ids, repeat("big"))),
+        "parent_span_id": [from_bytes(b, "big") if b else None for b in parents],
+        "name": names,
+        "span_kind": list(map(_SPAN_KINDS.__getitem__, kinds)),
+        "start_ns": starts,
+        "end_ns": ends,
+        "status_code": list(map(_STATUS_CODES.__getitem__, codes)),
+        "status_message": [m or None for m in messages],
+        "scope_name": [scope_name] * len(spans),
+    }
+    return _JsonColumns(fixed, [dict(islice(pairs, n)) for n in map(len, attributes)])
+
+
+def _json_uints(values: list) -> list[int] | None:
+    """Timestamps as SDKs write them (decimal strings, or JSON integers) within uint64, else None."""
+    if _only(values, str):
+        if not (all(map(str.isascii, values)) and all(map(str.isdigit, values))):
+            return None
+        values = list(map(int, values))
+    elif not _only(values, int):
+        return None
+    return values if not values or (min(values) >= 0 and max(values) <= _UINT64_MAX) else None
+
+
+def _json_key_values(kvs: list) -> tuple[list, list] | None:
+    """Keys and values of ``{"key": k, "value": {"<kind>Value": v}}`` attributes as SDKs write a string,
+    int, double or bool (what ``_plain_json_attribute`` reads), or None when one is not."""
+    if not (_only(kvs, dict) and set(map(len, kvs)) <= {2}):
+        return None
+    try:
+        keys, values = list(map(_KEY, kvs)), list(map(_VALUE, kvs))
+    except KeyError:
+        return None
+    if not (_only(keys, str) and _only(values, dict) and set(map(len, values)) <= {1}):
+        return None
+    if not values:
+        return keys, []
+    items = list(map(dict.popitem, values))  # each value's one (kind, value); put back if not read here
+    kinds, raw = zip(*items, strict=True)
+    shapes = set(zip(kinds, map(type, raw), strict=True))
+    raw = _json_plain_values(list(raw), kinds, shapes) if shapes <= _PLAIN_JSON_VALUES else None
+    if raw is None:
+        for value, (kind, v) in zip(values, items, strict=True):
+            value[kind] = v
+    return None if raw is None else (keys, raw)
+
+
+_KEY, _VALUE = itemgetter("key"), itemgetter("value")
+
+
+def _json_plain_values(raw: list, kinds: tuple, shapes: set) -> list | None:
+    """``raw`` with int64 strings turned into ints; None when one is not a decimal int64/uint64."""
+    if ("intValue", str) in shapes:
+        where = [i for i, v in enumerate(raw) if type(v) is str and kinds[i] == "intValue"]
+        text = [raw[i] for i in where]
+        if not (
+            all(map(str.isascii, text))
+            and all(map(str.isdigit, map(methodcaller("removeprefix", "-"), text)))
+        ):
+            return None
+        for i, number in zip(where, map(int, text), strict=True):
+            raw[i] = number
+    if ("intValue", str) in shapes or ("intValue", int) in shapes:
+        ints = [v for v, kind in zip(raw, kinds, strict=True) if kind == "intValue"]
+        if min(ints) < -(2**63) or max(ints) > _UINT64_MAX:
+            return None
+    return raw
 
 
 def _plain_json_span(span: object, scope_name: str | None) -> dict | None:

@@ -4,6 +4,8 @@ attribute among them still fails the whole request, as the official parser would
 
 from __future__ import annotations
 
+import json
+import math
 import random
 
 import pytest
@@ -12,6 +14,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 
 from rollscope.collectors import otlp
+from tests.fixtures.otlp_json import encode_json
+from tests.test_receiver_fuzz import _JSON_BREAKAGES
 
 KEYS = [
     "rl.turn.index",
@@ -33,14 +37,15 @@ def _key(rnd: random.Random, other: float) -> str:
     return rnd.choice(KEYS)
 
 
-def _plain_value(rnd: random.Random) -> AnyValue:
+def _plain_value(rnd: random.Random, finite: bool) -> AnyValue:
     kind = rnd.randrange(4)
     if kind == 0:
         return AnyValue(string_value=rnd.choice([*STRINGS, f"id-{rnd.getrandbits(64):x}"]))
     if kind == 1:
         return AnyValue(int_value=rnd.choice([*INTS, rnd.randint(-(2**63), 2**63 - 1)]))
     if kind == 2:
-        return AnyValue(double_value=rnd.choice([*DOUBLES, rnd.uniform(-1e6, 1e6)]))
+        doubles = [d for d in DOUBLES if not finite or math.isfinite(d)]
+        return AnyValue(double_value=rnd.choice([*doubles, rnd.uniform(-1e6, 1e6)]))
     return AnyValue(bool_value=rnd.random() < 0.5)
 
 
@@ -58,9 +63,10 @@ def _other_value(rnd: random.Random) -> AnyValue | None:
     )
 
 
-def _request(seed: int, spans: int, other: float) -> bytes:
+def _request(seed: int, spans: int, other: float, finite: bool = False) -> bytes:
     """``spans`` spans of 0-12 attributes each, keys repeating within a span now and then; a share ``other``
-    of the keys and values are not laid out as SDKs write a short key and a string, int, double or bool."""
+    of the keys and values are not laid out as SDKs write a short key and a string, int, double or bool.
+    ``finite``: no NaN or infinite doubles (which OTLP/JSON writes as strings)."""
     rnd = random.Random(seed)
     request = ExportTraceServiceRequest()
     scope_spans = request.resource_spans.add().scope_spans.add()
@@ -68,7 +74,7 @@ def _request(seed: int, spans: int, other: float) -> bytes:
         span = scope_spans.spans.add(trace_id=bytes(15) + b"\x01", span_id=(i + 1).to_bytes(8, "big"))
         for _ in range(rnd.randint(0, 12)):
             kv = span.attributes.add(key=_key(rnd, other))
-            value = _other_value(rnd) if rnd.random() < other else _plain_value(rnd)
+            value = _other_value(rnd) if rnd.random() < other else _plain_value(rnd, finite)
             if value is not None:
                 kv.value.CopyFrom(value)
     return request.SerializeToString()
@@ -130,3 +136,33 @@ def test_a_key_that_is_not_utf8_among_many_fails_the_request():
     body = request.SerializeToString().replace(b"<key>", b"\xc3\x28key")
     with pytest.raises(otlp.MalformedPayload, match="attribute"):
         otlp.decode_protobuf(body, default_run_id="exp-1")
+
+
+@pytest.mark.parametrize(
+    ("seed", "other", "finite"), [(0, 0.0, True), (1, 0.0, True), (2, 0.0, False), (3, 0.05, False)]
+)
+def test_the_same_attributes_sent_as_otlp_json_read_the_same(seed, other, finite):
+    body = _request(seed, spans=300, other=other, finite=finite)
+    (part,) = otlp.decode_json(encode_json(ExportTraceServiceRequest.FromString(body)), "exp-1").parts
+    assert [_typed(attributes) for attributes in part.attributes] == _official(body)
+
+
+def _json_request(seed: int) -> dict:
+    return json.loads(encode_json(ExportTraceServiceRequest.FromString(_request(seed, 300, 0.0, True))))
+
+
+@pytest.mark.parametrize("breakage", range(len(_JSON_BREAKAGES)))
+def test_a_malformed_span_among_many_json_spans_fails_the_request(breakage):
+    request = _json_request(5)
+    _JSON_BREAKAGES[breakage](request)
+    with pytest.raises(otlp.MalformedPayload):
+        otlp.decode_json(json.dumps(request).encode(), "exp-1")
+
+
+def test_json_spans_with_unusable_ids_or_times_among_many_are_counted_and_the_rest_kept():
+    request = _json_request(6)
+    spans = request["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans[3]["traceId"] = "00" * 16
+    spans[7]["startTimeUnixNano"] = str(2**63)
+    decoded = otlp.decode_json(json.dumps(request).encode(), "exp-1")
+    assert (decoded.received, decoded.accepted, decoded.rejected) == (300, 298, {"bad_id": 1, "bad_time": 1})
