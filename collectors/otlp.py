@@ -23,7 +23,7 @@ import struct
 from collections.abc import Callable
 from functools import partial
 from itertools import chain, islice, repeat
-from operator import itemgetter, methodcaller
+from operator import attrgetter, itemgetter, methodcaller
 from typing import NamedTuple
 
 import numpy as np
@@ -242,6 +242,7 @@ _STATUSES = _StatusCache()
 # two values) takes the per-attribute path, which is what rejects a malformed one.
 
 _BULK_MIN = 64  # fewer attributes than this: numpy's per-call cost is more than it saves
+_MERGED_MIN_SPANS = 8  # fewer spans than this: a second parse costs more than it saves
 _PAD = bytes(
     512
 )  # zero bytes after the last KeyValue: reading at a start plus two length bytes stays in bounds
@@ -258,7 +259,11 @@ def _merged_schema() -> descriptor_pool.DescriptorPool:
         "Request": [(1, "resource_spans", "Resource", True)],
         "Resource": [(2, "scope_spans", "Scope", True)],
         "Scope": [(2, "spans", "Span", False)],
-        "Span": [(9, "attributes", "KeyValue", False)],
+        "Span": [
+            (9, "attributes", "KeyValue", False),
+            (11, "events", f.TYPE_BYTES, True),
+            (15, "status", f.TYPE_BYTES, True),
+        ],
         "KeyValue": [(1, "key", f.TYPE_STRING, True), (2, "value", "AnyValue", False)],
         "AnyValue": [
             (1, "string_value", f.TYPE_STRING, True),
@@ -285,14 +290,15 @@ _MERGED_REQUEST = message_factory.GetMessageClass(_merged_schema().FindMessageTy
 
 
 class _Merged:
-    """The request parsed with the merged schema, once and only when a scope has enough attributes."""
+    """The request parsed with the merged schema, once and only when a scope has enough spans."""
 
     def __init__(self, body: bytes):
         self.body = body
         self.request = None
 
     def scope(self, resource: int, scope: int):
-        """That scope's merged KeyValue, or None when the merged parse fails (invalid UTF-8, say)."""
+        """That scope's merged Span (its attributes, every event and every non-empty status), or None when
+        the merged parse fails (invalid UTF-8, say)."""
         if self.request is None:
             try:
                 self.request = _MERGED_REQUEST.FromString(self.body)
@@ -300,13 +306,13 @@ class _Merged:
                 self.request = False
         if self.request is False:
             return None
-        return self.request.resource_spans[resource].scope_spans[scope].spans.attributes
+        return self.request.resource_spans[resource].scope_spans[scope].spans
 
 
 def span_attributes(per_span: list, merged=None) -> list[dict]:
     """Each span's encoded KeyValues (``Span.attributes`` as declared above) into its attribute dict: the
-    same dicts, keys in the same order, as ``dict(map(_KEY_VALUES.__getitem__, encoded))``. ``merged``: a
-    callable giving the scope's merged KeyValue (``_Merged.scope``), or None."""
+    same dicts, keys in the same order, as ``dict(map(_KEY_VALUES.__getitem__, encoded))``. ``merged``: the
+    scope's merged Span (``_Merged.scope``), or None."""
     flat = list(chain.from_iterable(per_span))
     pairs = None
     if len(flat) >= _BULK_MIN and merged is not None:
@@ -314,8 +320,7 @@ def span_attributes(per_span: list, merged=None) -> list[dict]:
     if pairs is None:
         pair = _KEY_VALUES.__getitem__
         return [dict(map(pair, encoded)) for encoded in per_span]
-    pairs = zip(*pairs, strict=True)
-    return [dict(islice(pairs, n)) for n in map(len, per_span)]
+    return list(map(dict, map(islice, repeat(zip(*pairs, strict=True)), map(len, per_span))))
 
 
 def _bulk_key_values(flat: list[bytes], merged) -> tuple[list, list] | None:
@@ -360,8 +365,8 @@ def _bulk_key_values(flat: list[bytes], merged) -> tuple[list, list] | None:
         one_value &= ~(is_bool | is_int) | (size - 1 <= i) | (blob[q + i] >= 0x80)
     if not one_value.all():
         return None
-    kv = merged()
-    if kv is None or len(kv.key) != n:
+    kv = merged.attributes
+    if len(kv.key) != n:
         return None
     value = kv.value
     values = np.empty(n, object)
@@ -522,13 +527,9 @@ def _protobuf_spans(
     decoded: Decoded, resource: ResourceRow, spans, scope_name: str | None, merged=None
 ) -> None:
     """The hot loop, one comprehension per field: a scope's spans into a ``Part``. ``merged`` gives the
-    scope's attributes as merged lists (``_Merged.scope``); not when some of its spans were left out."""
+    scope's spans as one merged Span (``_Merged.scope``); not when some of its spans were left out."""
     spans = list(spans)  # one Python wrapper per span, not one per field read
-    trace_ids = [s.trace_id for s in spans]
-    span_ids = [s.span_id for s in spans]
-    parents = [s.parent_span_id for s in spans]
-    starts = [s.start_time_unix_nano for s in spans]
-    ends = [s.end_time_unix_nano for s in spans]
+    trace_ids, span_ids, parents, starts, ends = (list(map(get, spans)) for get in _ID_AND_TIME_FIELDS)
     if not (
         _valid_ids(trace_ids, span_ids, parents)
         and max(starts, default=0) <= _INT64_MAX
@@ -536,24 +537,35 @@ def _protobuf_spans(
     ):
         return _protobuf_spans(decoded, resource, _keep_valid(decoded, resource, spans), scope_name)
     from_bytes = int.from_bytes
-    kinds = _SPAN_KINDS
-    statuses = list(map(_STATUSES.__getitem__, [s.status for s in spans]))
+    merged = merged() if merged is not None and len(spans) >= _MERGED_MIN_SPANS else None
+    if merged is not None and not merged.status:  # no span has a status: all unset
+        statuses = [_STATUSES[b""]] * len(spans)
+    else:
+        statuses = list(map(_STATUSES.__getitem__, map(_STATUS, spans)))
     fixed = {
         "trace_id": trace_ids,
-        "span_id": [from_bytes(b, "big") for b in span_ids],
+        "span_id": list(map(from_bytes, span_ids, repeat("big"))),
         "parent_span_id": [from_bytes(b, "big") if b else None for b in parents],
-        "name": [s.name for s in spans],
-        "span_kind": [kinds.get(s.kind, "unspecified") for s in spans],
+        "name": list(map(_NAME, spans)),
+        "span_kind": list(map(_SPAN_KINDS.get, map(_KIND, spans), repeat("unspecified"))),
         "start_ns": starts,
         "end_ns": ends,
-        "status_code": [st[0] for st in statuses],
-        "status_message": [st[1] for st in statuses],
+        "status_code": list(map(itemgetter(0), statuses)),
+        "status_message": list(map(itemgetter(1), statuses)),
         "scope_name": [scope_name] * len(spans),
     }
-    attributes = span_attributes([s.attributes for s in spans], merged)
-    events = {i: [_protobuf_event(e) for e in s.events] for i, s in enumerate(spans) if s.events}
+    attributes = span_attributes(list(map(_ATTRIBUTES, spans)), merged)
+    events = {}
+    if merged is None or merged.events:
+        events = {i: [_protobuf_event(e) for e in s.events] for i, s in enumerate(spans) if s.events}
     if spans:
         decoded.parts.append(Part(resource, fixed, attributes, events))
+
+
+_ID_AND_TIME_FIELDS = tuple(
+    map(attrgetter, ("trace_id", "span_id", "parent_span_id", "start_time_unix_nano", "end_time_unix_nano"))
+)
+_STATUS, _NAME, _KIND, _ATTRIBUTES = map(attrgetter, ("status", "name", "kind", "attributes"))
 
 
 def _read_attributes(spans) -> None:
@@ -731,7 +743,7 @@ def _plain_json_columns(spans: list, scope_name: str | None) -> _JsonColumns | N
         "status_message": [m or None for m in messages],
         "scope_name": [scope_name] * len(spans),
     }
-    return _JsonColumns(fixed, [dict(islice(pairs, n)) for n in map(len, attributes)])
+    return _JsonColumns(fixed, list(map(dict, map(islice, repeat(pairs), map(len, attributes)))))
 
 
 def _json_uints(values: list) -> list[int] | None:

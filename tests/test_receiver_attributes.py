@@ -166,3 +166,15 @@ def test_json_spans_with_unusable_ids_or_times_among_many_are_counted_and_the_re
     spans[7]["startTimeUnixNano"] = str(2**63)
     decoded = otlp.decode_json(json.dumps(request).encode(), "exp-1")
     assert (decoded.received, decoded.accepted, decoded.rejected) == (300, 298, {"bad_id": 1, "bad_time": 1})
+
+
+def test_events_and_statuses_of_a_few_spans_among_many_are_kept():
+    request = ExportTraceServiceRequest.FromString(_request(8, spans=40, other=0.0))
+    spans = request.resource_spans[0].scope_spans[0].spans
+    spans[5].events.add(name="retry", time_unix_nano=7).attributes.add(key="n", value=AnyValue(int_value=2))
+    spans[9].status.code, spans[9].status.message = 2, "exit 1"
+    (part,) = otlp.decode_protobuf(request.SerializeToString(), "exp-1").parts
+    assert part.events == {5: [{"name": "retry", "time_ns": 7, "attributes": {"n": 2}}]}
+    statuses = list(zip(part.fixed["status_code"], part.fixed["status_message"], strict=True))
+    assert statuses[9] == ("error", "exit 1")
+    assert set(statuses[:9] + statuses[10:]) == {("unset", None)}
