@@ -12,6 +12,14 @@ its encoded ``KeyValue`` and its decoded ``(key, value)`` is cached by those byt
 repeat across spans. An attribute not in the cache is parsed directly when it has the plain layout SDKs write
 for a string, int, double or bool, and by the official ``KeyValue`` class otherwise, which is what rejects a
 malformed one.
+
+Most values do not repeat, though (timings, token counts, ids), so a scope with many spans is read in bulk
+(``span_attributes``): the request is parsed a second time with a schema that merges the scope's spans into
+one message, so its keys and its string, int, double and bool values arrive as one list each from protobuf's
+C parser, and numpy, reading the encoded attributes, says which list each value comes from and checks that each
+attribute is laid out plainly; a scope where one is not takes the per-attribute path. OTLP/JSON scopes are read
+a column at a time in the same spirit (``_plain_json_columns``). ``tests/test_receiver_attributes.py`` holds
+the bulk readers to what the official classes read.
 """
 
 from __future__ import annotations
