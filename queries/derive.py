@@ -1,26 +1,52 @@
-"""Deriving one run's tables (``store/derived.py`` declares them) from its raw segments, as Parquet files.
+"""Deriving one run's tables (``store/derived.py`` declares them) from its raw segments, as Parquet parts.
 
 The store layer decides when a run needs deriving, holds the run's lock and publishes the result; this module
-runs the SQL. It opens its own DuckDB database under a memory limit, spilling to a directory inside the store
-layer's temporary one, so the tables being built and every join, window and sort that builds them spill to
-disk instead of growing with the run: memory is bounded by ``ROLLSCOPE_DERIVE_MEMORY`` (default 1 GB of DuckDB
-buffers) whatever the run's length. The definitions are the views and macros the analyses have always used
-(``sql/views``, ``sql/analyses/macros``), filled in order by ``sql/raw/derive_full.sql``.
+runs the SQL, two ways:
+
+* **full** (``derive_full``): every table from every span of the run. The reference: used for a run's first
+  catch-up and whenever the incremental path cannot be sure (``Fallback``; store/derived.py lists when).
+* **incremental** (``derive_scoped``): the scope the new segments can change (``sql/raw/scope*.sql``: their
+  rollouts and traces, their groups, the steps they touch, every rollout and trace of those steps and of the
+  not-yet-consumed step NULL), the spans of that scope read from the few segments whose time range meets a
+  scoped trace's (the derived trace index ``_traces`` and the segments' time ranges in the manifest), the same
+  definitions run over those spans alone (``derive_full.sql``), and each table's rows of the scoped steps
+  (or rollouts) replaced, block part by block part; the previous parts of other blocks are reused as they are.
+
+Both open their own DuckDB database under a memory limit, spilling to a directory inside the store layer's
+temporary one: memory is bounded by ``ROLLSCOPE_DERIVE_MEMORY`` (default 1 GB of DuckDB buffers) whatever the
+run's length. The definitions are the views and macros the analyses have always used (``sql/views``,
+``sql/analyses/macros``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
+import pandas as pd
+import pyarrow.parquet as pq
 
 from rollscope.queries import sqlfiles
-from rollscope.store.derived import TABLES
+from rollscope.store import layout
+from rollscope.store.derived import BLOCK_STEPS, TABLES, Job, Result, block_of, part_block
+
+log = logging.getLogger("rollscope.derive")
 
 MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
 THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_count() or 1)
+INDEX = ("_traces", "_train_spans")  # the derived index, kept with the tables (not read by analyses)
+_BLOCK = f"CASE WHEN step IS NULL THEN 'p' ELSE CAST(floor(step / {BLOCK_STEPS}) AS BIGINT)::VARCHAR END"
+_IN_STEPS = "(step IS NULL OR step IN (SELECT step FROM _scope_steps))"
+_IN_ROLLOUTS = "rollout_id IN (SELECT rollout_id FROM _scope_rollouts)"
+
+
+class Fallback(Exception):
+    """The incremental path cannot be sure of this catch-up: derive the run in full."""
 
 
 def sql_list(paths) -> str:
@@ -39,18 +65,41 @@ def raw_views(con, spans: list, collector_stats: list) -> None:
 def stored_columns(con, name: str) -> str:
     """The select list that stores derived table ``name`` as Parquet, which has no 128-bit integers: FLOP
     sums (HUGEINT) keep every digit as DECIMAL(38, 0) rather than becoming DOUBLE."""
-    columns = con.execute(f"DESCRIBE _{name}_mat").fetchall()
+    return _stored(con, f"_{name}_mat")
+
+
+def _stored(con, relation: str, skip: tuple[str, ...] = ()) -> str:
+    columns = con.execute(f"DESCRIBE {relation}").fetchall()
     return ", ".join(
-        f'CAST("{c}" AS DECIMAL(38, 0)) AS "{c}"' if t == "HUGEINT" else f'"{c}"' for c, t, *_ in columns
+        f'CAST("{c}" AS DECIMAL(38, 0)) AS "{c}"' if t == "HUGEINT" else f'"{c}"'
+        for c, t, *_ in columns
+        if c not in skip
     )
 
 
-def derive(segments: list[Path], run_id: str, out: Path) -> None:
-    """Write ``<table>.parquet`` for every derived table of ``run_id`` into ``out``, from ``segments``."""
+def _columns(con, relation: str) -> set[str]:
+    return {c for c, *_ in con.execute(f"DESCRIBE {relation}").fetchall()}
+
+
+def derive(job: Job) -> Result:
+    """Bring ``job.run_id``'s tables up to date: incrementally from ``job.previous`` when it can be sure,
+    else in full. Writes new parts under ``job.staging``."""
+    if job.previous is not None:
+        try:
+            return derive_scoped(job)
+        except Fallback as why:
+            log.info("run %s: deriving in full: %s", job.run_id, why)
+        for entry in job.staging.iterdir():  # what the scoped attempt wrote
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    return derive_full(job)
+
+
+@contextmanager
+def _connection(staging: Path):
     from rollscope.queries.reader import schema_file
 
-    work = out / ".work"
-    work.mkdir()
+    work = staging / ".work"
+    work.mkdir(exist_ok=True)
     con = duckdb.connect(
         ":memory:",
         config={
@@ -68,18 +117,315 @@ def derive(segments: list[Path], run_id: str, out: Path) -> None:
         sqlfiles.run_folder(con, "analyses/macros")
         sqlfiles.execute(con, "raw/derived_tables")
         sqlfiles.execute(con, "raw/derived_views")
-        raw_views(con, [*map(str, segments), schema_file("spans")], [schema_file("collector_stats")])
-        sqlfiles.execute(con, "raw/derive_full", run=run_id)
-        for table in TABLES:
-            name = table.name
-            select = stored_columns(con, name)
-            target = str(out / f"{name}.parquet").replace("'", "''")
-            # Per-step tables in step order: a step range reads only the row groups holding its steps.
-            order = " ORDER BY step NULLS LAST" if table.scope == "step" else ""
-            con.execute(
-                f"COPY (SELECT {select} FROM _{name}_mat{order}) TO '{target}' "
-                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
-            )
+        sqlfiles.execute(con, "raw/trace_index")
+        yield con
     finally:
         con.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def derive_full(job: Job) -> Result:
+    """Every table from every span of the run, each blocked table written as one part per block."""
+    from rollscope.queries.reader import schema_file
+
+    run = job.run_id
+    with _connection(job.staging) as con:
+        raw_views(con, [*map(str, job.live), schema_file("spans")], [schema_file("collector_stats")])
+        sqlfiles.execute(con, "raw/derive_full", run=run)
+        bound, samples, orphans, spans = (
+            sqlfiles.execute(con, "raw/derive_index", run=run).astype(object).iloc[0]
+        )
+        ranges = _ranges(con, job.live)
+        tables = {}
+        for table in TABLES:
+            relation = f"_{table.name}_mat"
+            if table.blocked:
+                tables[table.name] = _write_blocked(con, table.name, _with_block(con, relation), job.staging)
+            else:
+                tables[table.name] = [_write_whole(con, table.name, relation, job.staging)]
+        for name in INDEX:
+            tables[name] = [_write_whole(con, name, f"{name}_mat", job.staging)]
+    meta = {
+        "bound": None if pd.isna(bound) else int(bound),
+        "samples": bool(samples),
+        "orphans": int(orphans),
+        "spans": int(spans),
+        "ranges": ranges,
+    }
+    return Result(tables, meta, "full")
+
+
+def _ranges(con, segments: list[Path]) -> dict[str, list[int]]:
+    """Each segment's first start and last end, by name."""
+    if not segments:
+        return {}
+    text = sqlfiles.load("raw/segment_ranges").replace("@files", sql_list(segments))
+    return {name: [int(lo), int(hi)] for name, lo, hi, _ in con.execute(text).fetchall() if lo is not None}
+
+
+def _with_block(con, relation: str, where: str = "true") -> str:
+    """``relation``'s rows with the block of their step (a table without a step column: its rollout's
+    consuming step, from _rollout_steps_mat) as ``_block``."""
+    if "step" in _columns(con, relation):
+        return f"SELECT *, {_BLOCK} AS _block FROM {relation} WHERE {where}"
+    return (
+        f"SELECT t.*, {_BLOCK.replace('step', 'c.step')} AS _block FROM {relation} AS t "
+        "LEFT JOIN (SELECT rollout_id, any_value(step) AS step FROM _rollout_steps_mat GROUP BY ALL) AS c "
+        f"USING (rollout_id) WHERE {where.replace('rollout_id', 't.rollout_id', 1)}"
+    )
+
+
+def _write_blocked(con, name: str, relation: str, staging: Path) -> list[Path]:
+    """Write ``relation`` (rows with ``_block``) as one part per block, ``<name>/b=<block>/<token>.parquet``."""
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _writing AS {relation}")
+    target = staging / name
+    select = _stored(con, "_writing", skip=("_block",))
+    con.execute(
+        f"COPY (SELECT {select}, _block FROM _writing) TO '{_quoted(target)}' "
+        "(FORMAT parquet, PARTITION_BY (_block), COMPRESSION zstd, ROW_GROUP_SIZE 122880, OVERWRITE_OR_IGNORE)"
+    )
+    parts = []
+    for written in sorted(target.glob("_block=*/*.parquet")):
+        block = written.parent.name.removeprefix("_block=")
+        final = target / f"b={block}" / f"{secrets.token_hex(6)}.parquet"
+        final.parent.mkdir(exist_ok=True)
+        os.replace(written, final)
+        written.parent.rmdir() if not any(written.parent.iterdir()) else None
+        parts.append(final)
+    return parts
+
+
+def _write_whole(con, name: str, relation: str, staging: Path) -> Path:
+    target = staging / name / "b=all" / f"{secrets.token_hex(6)}.parquet"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    con.execute(
+        f"COPY (SELECT {_stored(con, relation)} FROM {relation}) TO '{_quoted(target)}' "
+        "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+    )
+    return target
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+# --- incremental -------------------------------------------------------------------------------------------
+
+
+def derive_scoped(job: Job) -> Result:
+    """The previous state plus what the new segments change (module docstring); raises Fallback when it
+    cannot be sure."""
+    from rollscope.queries.reader import schema_file
+
+    previous, run = job.previous, job.run_id
+    meta = previous.meta
+    if not {"ranges", "spans", "samples"} <= meta.keys() or meta.get("orphans"):
+        raise Fallback("the previous state has no index for an incremental catch-up")
+    parts = {name: [Path(p) for p in files] for name, files in previous.files().items()}
+    if not set(parts) >= {*(t.name for t in TABLES), *INDEX} or any(
+        t.scope == "run" and t.refresh is None for t in TABLES
+    ):
+        raise Fallback("a table without an incremental rule")
+    new, ranges = _new_segments(job.live, previous.segments, meta["ranges"])
+    if not new:
+        raise Fallback("no new segment")
+    added = sum(pq.read_metadata(p).num_rows for p in new)
+    if added > meta["spans"]:
+        raise Fallback("more new spans than derived ones")
+    with _connection(job.staging) as con:
+        for name in (*INDEX, "train_steps", "process_activity"):
+            _view(con, f"_old_{name}", parts[name], schema=f"_{name.lstrip('_')}_mat")
+        raw_views(con, [*map(str, new), schema_file("spans")], [schema_file("collector_stats")])
+        con.execute("CREATE TABLE _new AS SELECT * FROM raw_spans WHERE run_id = $run", {"run": run})
+        con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _new")
+        params = {"run": run, "samples": meta["samples"], "bound": meta["bound"]}
+        why = sqlfiles.execute(con, "raw/scope_seed", **params).iloc[0]["fallback"]
+        if isinstance(why, str):
+            raise Fallback(why)
+        ranges.update(_ranges(con, new))
+        con.execute(
+            "CREATE TABLE _new_process_activity AS SELECT * FROM _process_activity_src($run)", {"run": run}
+        )
+        con.execute(
+            "CREATE TABLE _train_all AS SELECT * FROM _old__train_spans UNION ALL BY NAME "
+            "SELECT * FROM _new WHERE name IN ('rl.train_step', 'rl.weight_sync')"
+        )
+        _scope_and_derive(con, job, parts, ranges, params)
+        tables = _merge(con, job, parts, params)
+    meta = {**meta, "spans": meta["spans"] + added, "ranges": ranges}
+    return Result(tables, meta, "incremental")
+
+
+def _new_segments(live: list[Path], derived_from: frozenset[str], ranges: dict) -> tuple[list[Path], dict]:
+    """The live segments the previous state lacks, and the time ranges of those it holds (a compacted one's is
+    its sources'). Fallback when a derived segment vanished or a compaction mixed derived and new rows."""
+    new, kept, covered = [], {}, set()
+    for path in live:
+        if path.name in derived_from:
+            covered.add(path.name)
+            kept[path.name] = ranges.get(path.name)
+            continue
+        sources = layout.sources(path)
+        if sources and sources <= derived_from:
+            covered |= sources
+            spans = [ranges.get(s) for s in sources]
+            kept[path.name] = None if None in spans else [min(r[0] for r in spans), max(r[1] for r in spans)]
+        elif sources & derived_from:
+            raise Fallback("a compaction merged derived and new segments")
+        else:
+            new.append(path)
+    if covered != derived_from:
+        raise Fallback("a derived segment vanished without a compaction")
+    if None in kept.values():
+        raise Fallback("a segment without a time range")
+    return new, kept
+
+
+def _view(con, name: str, files: list[Path], *, schema: str | None = None) -> None:
+    """A view over Parquet parts (none: the empty table ``schema``)."""
+    if files:
+        con.execute(
+            f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({sql_list(files)}, hive_partitioning = false)"
+        )
+    else:
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {schema} LIMIT 0")
+
+
+def _blocks(con) -> set[str]:
+    return {"p"} | {block_of(s) for (s,) in con.execute("SELECT step FROM _scope_steps").fetchall()}
+
+
+def _stepped(con, parts: dict[str, list[Path]], blocks: set[str]) -> None:
+    """_stepped(step, rollout_id, trace_id): the previous rows of the blocked tables in ``blocks`` that name a
+    rollout or a trace, for scope.sql."""
+    selects = []
+    for table in TABLES:
+        files = [p for p in parts[table.name] if part_block(p) in blocks]
+        if not table.blocked or not files:
+            continue
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW _probe AS SELECT * FROM read_parquet({sql_list(files)}, hive_partitioning = false)"
+        )
+        columns = _columns(con, "_probe")
+        if "step" not in columns or not columns & {"rollout_id", "trace_id"}:
+            continue
+        rollout = "rollout_id" if "rollout_id" in columns else "NULL::VARCHAR"
+        trace = "trace_id" if "trace_id" in columns and table.scope == "trace" else "NULL::VARCHAR"
+        selects.append(
+            f"SELECT DISTINCT step, {rollout} AS rollout_id, {trace} AS trace_id "
+            f"FROM read_parquet({sql_list(files)}, hive_partitioning = false)"
+        )
+    body = " UNION ALL ".join(selects) or (
+        "SELECT NULL::BIGINT AS step, NULL::VARCHAR AS rollout_id, NULL::VARCHAR AS trace_id WHERE false"
+    )
+    con.execute(f"CREATE OR REPLACE TABLE _stepped AS {body}")
+
+
+def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict) -> None:
+    """Grow the scope to its closure, derive it from its spans; again (at most twice) when a scoped rollout
+    moved to a step outside the scope (a late group member, a recorded decision for an earlier step)."""
+    for _ in range(3):
+        size = -1
+        while True:
+            _stepped(con, parts, _blocks(con))
+            grown = int(sqlfiles.execute(con, "raw/scope").iloc[0]["size"])
+            if grown == size:
+                break
+            size = grown
+        _scoped_spans(con, job, ranges, params)
+        for table in TABLES:
+            con.execute(f"DELETE FROM _{table.name}_mat")
+        sqlfiles.execute(con, "raw/derive_full", run=job.run_id)
+        moved = con.execute(
+            "SELECT DISTINCT step FROM _rollout_steps_mat WHERE step IS NOT NULL "
+            "AND step NOT IN (SELECT step FROM _scope_steps)"
+        ).fetchall()
+        if not moved:
+            return
+        con.executemany("INSERT INTO _scope_steps VALUES (?)", moved)
+    raise Fallback("the scope kept growing")
+
+
+def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
+    """Point raw_spans at the scope's spans, read from the segments whose time range meets a scoped trace's."""
+    from rollscope.queries.reader import schema_file
+
+    con.execute("CREATE OR REPLACE TABLE _ranges (segment VARCHAR, lo_ns BIGINT, hi_ns BIGINT)")
+    con.executemany("INSERT INTO _ranges VALUES (?, ?, ?)", [(n, lo, hi) for n, (lo, hi) in ranges.items()])
+    traces = (
+        "SELECT trace_id, min(lo_ns) AS lo, max(hi_ns) AS hi FROM _idx SEMI JOIN _scope_traces USING (trace_id) "
+        "GROUP BY trace_id"
+    )
+    names = {
+        n
+        for (n,) in con.execute(
+            f"SELECT DISTINCT r.segment FROM _ranges AS r JOIN ({traces}) AS t ON r.lo_ns <= t.hi AND r.hi_ns >= t.lo"
+        ).fetchall()
+    }
+    lo, hi = con.execute(f"SELECT min(lo), max(hi) FROM ({traces})").fetchone()
+    files = [*(str(p) for p in job.live if p.name in names), schema_file("spans")]
+    text = sqlfiles.load("raw/scope_spans").replace("@files", sql_list(files))
+    values = {**params, "lo": lo or 0, "hi": hi or 0}
+    for statement in duckdb.extract_statements(text):
+        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+    con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
+
+
+def _merge(con, job: Job, parts: dict[str, list[Path]], params: dict) -> dict[str, list[Path]]:
+    """Every table's parts after the catch-up, in TABLES order (a "rederive" table reads earlier ones)."""
+    from rollscope.queries.reader import schema_file
+
+    blocks = _blocks(con)
+    tables: dict[str, list[Path]] = {}
+    swapped: set[str] = set()
+    con.execute(
+        "CREATE OR REPLACE TABLE _traces_mat AS SELECT * FROM _idx; "
+        "CREATE OR REPLACE TABLE _train_spans_mat AS SELECT * FROM _train_all"
+    )
+    for table in TABLES:
+        name, mat = table.name, f"_{table.name}_mat"
+        if table.blocked:
+            step = "step" in _columns(con, mat)
+            scope = _IN_STEPS if step else _IN_ROLLOUTS
+            old = [p for p in parts[name] if part_block(p) in blocks]
+            kept = [p for p in parts[name] if part_block(p) not in blocks]
+            relation = _with_block(con, mat, scope)
+            if old:
+                relation += (
+                    f" UNION ALL BY NAME SELECT * EXCLUDE (filename), "
+                    f"regexp_extract(filename, '/b=([^/]+)/[^/]+$', 1) AS _block "
+                    f"FROM read_parquet({sql_list(old)}, filename = true, hive_partitioning = false) WHERE NOT {scope}"
+                )
+            tables[name] = kept + _write_blocked(con, name, relation, job.staging)
+        elif table.refresh == "whole":
+            tables[name] = [_write_whole(con, name, mat, job.staging)]
+        elif table.refresh == "merge":
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE _merged AS {sqlfiles.load(f'raw/merge_{name}')}",
+                {"run": job.run_id},
+            )
+            tables[name] = [_write_whole(con, name, "_merged", job.staging)]
+        else:  # rederive, from the tables written so far
+            for done, files in tables.items():
+                if done in swapped:
+                    continue
+                swapped.add(done)
+                con.execute(f"DROP TABLE _{done}_mat")
+                _view(con, f"_{done}_mat", files, schema=f"(SELECT * FROM read_parquet('{_empty(done)}'))")
+            con.execute(
+                sqlfiles.load("raw/rederive_spans").replace("@schema", sql_list([schema_file("spans")]))
+            )
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE _merged AS SELECT $run AS run_id, * FROM {table.source}",
+                {"run": job.run_id},
+            )
+            tables[name] = [_write_whole(con, name, "_merged", job.staging)]
+    for name in INDEX:
+        tables[name] = [_write_whole(con, name, f"{name}_mat", job.staging)]
+    return tables
+
+
+def _empty(name: str) -> str:
+    from rollscope.queries.reader import _empty_dir
+
+    return str(_empty_dir() / f"{name}.parquet")

@@ -204,7 +204,7 @@ class Reader:
         )
         template = sqlfiles.load("raw/derived_files")
         for name in derived.TABLE_NAMES:
-            files = [str(s.files()[name]) for _, s in sorted(states.items())]
+            files = [str(f) for _, s in sorted(states.items()) for f in s.files()[name]]
             table = f"_{name}_mat"
             files = files or [str(_empty_dir() / f"{name}.parquet")]  # no run has it: empty, typed
             cur.execute(template.replace("@table", table).replace("@files", sql_list(files)))

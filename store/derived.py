@@ -49,68 +49,132 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollscope.store import layout
 
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
-FORMAT = 6  # bump when a table's definition changes: manifests of an older format are derived again
-GRACE_S = 300.0  # how long a replaced generation stays on disk for readers that listed it
+FORMAT = (
+    7  # bump when a table's definition or the layout changes: manifests of an older format are derived again
+)
+GRACE_S = 300.0  # how long a retired part stays on disk for readers that listed it
+PARTS = "parts"  # parts/<table>/b=<block>/<name>.parquet, immutable, shared by the generations naming them
+BLOCK_STEPS = int(
+    os.environ.get("ROLLSCOPE_BLOCK_STEPS", "32")
+)  # consuming steps per part of a blocked table
 
 
 @dataclass(frozen=True)
 class Table:
-    """One derived table: its key, what it is derived from, and what makes a run's copy out of date."""
+    """One derived table: its key, what it is derived from, and how a catch-up brings it up to date."""
 
     name: str
     key: tuple[str, ...]
     source: str  # the SQL relation (view or table macro of queries/sql) the table holds, for run $run
     what: str
-    # "rollout", "step" or "run": what one row is computed from. "step": a step's rows come from the raw and
-    # derived rows of that step alone (its consuming step; NULL, not consumed yet, counts as a step).
+    # What one row is computed from, which decides how an incremental catch-up refreshes it:
+    # "rollout": a rollout's rows from that rollout's spans (and its group's, its step's train step);
+    # "trace": a span's row from the spans of its trace (a turn joins its trace's rollout and engine spans);
+    # "step": a step's rows from the raw and derived rows of that step alone (its consuming step; NULL, not
+    # consumed yet, counts as a step); "run": from the whole run, refreshed as ``refresh`` says.
     scope: str = "run"
+    # For scope "run" only: "whole" (the scoped derivation holds every input: train steps, weight syncs),
+    # "rederive" (recomputed from the other derived tables, never from raw spans) or "merge" (old rows merged
+    # with the new spans' by queries/sql/raw/merge_<name>.sql). A "run" table without one is derived in full
+    # on every catch-up: the safe default for a new table.
+    refresh: str | None = None
+
+    @property
+    def blocked(self) -> bool:
+        """Kept as one Parquet part per block of ``BLOCK_STEPS`` consuming steps (and one for step NULL), so a
+        catch-up rewrites the blocks of the steps it touched, not the table."""
+        return self.scope in ("rollout", "trace", "step")
 
 
 # Every derived table, in the order they are derived (later ones read earlier ones). Each holds one run
-# (column run_id) and is derived whole from the run's raw span segments; any new or vanished span segment
-# of the run (other than a compaction's regrouping) makes every table of the run out of date.
+# (column run_id); any new or vanished span segment of the run (other than a compaction's regrouping) makes
+# the run's tables out of date, and ``scope`` says which of their rows a new segment can change.
 TABLES: tuple[Table, ...] = (
-    Table("rollouts", ("rollout_id",), "_rollouts_src", "one row per rl.rollout span, with its reward"),
-    Table("train_steps", ("trace_id", "span_id"), "_train_steps_src", "one row per rl.train_step span"),
+    Table(
+        "rollouts",
+        ("rollout_id",),
+        "_rollouts_src",
+        "one row per rl.rollout span, with its reward",
+        "rollout",
+    ),
+    Table(
+        "train_steps",
+        ("trace_id", "span_id"),
+        "_train_steps_src",
+        "one row per rl.train_step span",
+        "run",
+        "whole",
+    ),
     Table(
         "rollout_steps",
         ("rollout_id",),
         "_rollout_steps_src($run)",
         "each rollout's consuming step, staleness, train-inference mismatch",
-    ),
-    Table("turns", ("trace_id", "span_id"), "_turns_stepped_src($run)", "every generation, with its step"),
-    Table("rollout_stages", ("rollout_id",), "_rollout_stages_src($run)", "each rollout's funnel stages"),
-    Table(
-        "work", ("term", "trace_id", "start_ns"), "_compute_work_src($run)", "every piece of work, with step"
+        "rollout",
     ),
     Table(
-        "step_sums", ("term", "step", "environment"), "_step_sums_src($run, NULL)", "FLOPs, span ns per step"
+        "turns",
+        ("trace_id", "span_id"),
+        "_turns_stepped_src($run)",
+        "every generation, with its step",
+        "trace",
+    ),
+    Table(
+        "rollout_stages",
+        ("rollout_id",),
+        "_rollout_stages_src($run)",
+        "each rollout's funnel stages",
+        "rollout",
+    ),
+    Table(
+        "work",
+        ("term", "trace_id", "start_ns"),
+        "_compute_work_src($run)",
+        "every piece of work, with step",
+        "trace",
+    ),
+    Table(
+        "step_sums",
+        ("term", "step", "environment"),
+        "_step_sums_src($run, NULL)",
+        "FLOPs, span ns per step",
+        "step",
     ),
     Table(
         "step_islands",
         ("term", "instance_id", "step", "environment", "start_ns"),
         "_step_islands_src($run, NULL)",
         "each process's busy islands per step",
+        "step",
     ),
     Table(
         "compute_busy",
         ("term", "by_step", "all_environments", "step", "environment", "instance_id"),
         "_compute_busy_src($run)",
         "each process's busy ns per step or run, per environment or over all",
+        "run",
+        "rederive",
     ),
-    Table("rollout_work", ("rollout_id",), "_rollout_work_staged($run)", "the work around each rollout"),
+    Table(
+        "rollout_work",
+        ("rollout_id",),
+        "_rollout_work_staged($run)",
+        "the work around each rollout",
+        "rollout",
+    ),
     Table(
         "turn_sums",
         ("step", "environment", "turn_index", "policy_version", "drafter_version", "spec_k", "length_bucket"),
         "_turn_sums_src($run, NULL)",
         "turn tokens, times, speculative counts per step and key",
+        "step",
     ),
     # Per-step aggregates (queries/sql/analyses/macros/07_step_aggregates.sql): what every analysis, page, report
     # and check reads, a few rows per step; rollout_tails and turn_latency are narrow per-rollout / per-turn
@@ -212,19 +276,23 @@ TABLES: tuple[Table, ...] = (
         "_run_percentiles_src($run)",
         "exact percentiles of the run and of each environment (tails, turn latency)",
         scope="run",
+        refresh="rederive",
     ),
     # Is it stuck (queries/sql/analyses/macros/08_health.sql): liveness, scoring latency, goodput.
-    # Scopes: a process's activity and the rollouts in flight depend on the whole run so far; a scoring call and
+    # Scopes: a process's activity depends on the whole run so far; the rollouts in flight, a scoring call and
     # a rollout's turn seconds on that rollout; goodput is per step window (from a train step's start to the
-    # next's), so its rows are per step like the aggregates above.
+    # next's), which a new train step changes for the step before it: recomputed whole.
     Table(
         "process_activity",
         ("instance_id",),
         "_process_activity_src($run)",
         "each process's last span",
         scope="run",
+        refresh="merge",
     ),
-    Table("open_rollouts", ("rollout_id",), "_open_rollouts_src($run)", "rollouts in flight", scope="run"),
+    Table(
+        "open_rollouts", ("rollout_id",), "_open_rollouts_src($run)", "rollouts in flight", scope="rollout"
+    ),
     Table(
         "scoring",
         ("rollout_id", "start_ns"),
@@ -237,14 +305,16 @@ TABLES: tuple[Table, ...] = (
         ("step",),
         "_trainer_goodput_src($run)",
         "the trainer's time per step",
-        scope="step",
+        scope="run",  # a step's window ends where the next step starts
+        refresh="whole",
     ),
     Table(
         "rollout_goodput",
         ("step", "instance_id"),
         "_rollout_goodput_src($run)",
         "each rollout process's time per step, by state",
-        scope="step",
+        scope="run",  # per step window, swept over each process's turns and rollouts
+        refresh="rederive",
     ),
     Table(
         "rollout_devices",
@@ -261,6 +331,7 @@ TABLES: tuple[Table, ...] = (
         "_wasted_sums_src($run)",
         "device-seconds on rollouts never used, per step and environment",
         scope="run",
+        refresh="rederive",
     ),
 )
 TABLE_NAMES = tuple(t.name for t in TABLES)
@@ -268,16 +339,19 @@ TABLE_NAMES = tuple(t.name for t in TABLES)
 
 @dataclass(frozen=True)
 class Published:
-    """A run's published derived state: where its tables are and which raw segments they hold."""
+    """A run's published derived state: where its tables' parts are and which raw segments they hold."""
 
     run_id: str
     root: Path  # the run's derived directory
     generation: str
     segments: frozenset[str]  # names of the raw span segments derived from
     derived_at: float
+    tables: dict = field(default_factory=dict, compare=False)  # name -> [part path relative to root]
+    meta: dict = field(default_factory=dict, compare=False)  # what an incremental catch-up builds on
 
-    def files(self) -> dict[str, Path]:
-        return {name: self.root / self.generation / f"{name}.parquet" for name in TABLE_NAMES}
+    def files(self) -> dict[str, list[Path]]:
+        """Every table's (and index's) Parquet parts."""
+        return {name: [self.root / rel for rel in parts] for name, parts in self.tables.items()}
 
 
 # --- where derived data lives ---------------------------------------------------------------------------------
@@ -330,7 +404,7 @@ def published(root: Path, run_id: str) -> Published | None:
         data = json.loads((directory / MANIFEST).read_text())
     except (OSError, ValueError):
         return None
-    if data.get("format") != FORMAT or not (directory / data.get("generation", "")).is_dir():
+    if data.get("format") != FORMAT or not isinstance(data.get("tables"), dict):
         return None
     return Published(
         run_id,
@@ -338,6 +412,8 @@ def published(root: Path, run_id: str) -> Published | None:
         data["generation"],
         frozenset(data.get("segments", [])),
         data.get("derived_at", 0.0),
+        data["tables"],
+        data.get("meta", {}),
     )
 
 
@@ -377,8 +453,39 @@ def latest(store: Path | str, run_id: str) -> Published | None:
 
 # --- catching up ----------------------------------------------------------------------------------------------
 
-# derive(span_segments, run_id, directory): write <table>.parquet for every table of TABLES into directory.
-Derive = Callable[[list[Path], str, Path], None]
+
+@dataclass(frozen=True)
+class Job:
+    """One catch-up, as the derive function (``queries.derive``) sees it."""
+
+    run_id: str
+    live: list[Path]  # the run's live span segments, all of which the result must hold
+    staging: Path  # where new parts are written: ``<table>/b=<block>/<name>.parquet``
+    previous: Published | None  # the state to build on (None: derive from scratch)
+
+
+@dataclass
+class Result:
+    """What a derive function made: every table's parts (new ones under the staging directory, reused ones
+    as the previous state's paths), what the next catch-up needs (``meta``) and how (full or incremental)."""
+
+    tables: dict[str, list[Path]]
+    meta: dict
+    how: str = "full"
+
+
+# derive(job) -> Result: write every table of TABLES (and the index the next catch-up reads) for job.live.
+Derive = Callable[[Job], Result]
+
+
+def block_of(step) -> str:
+    """The block label of a consuming step: parts hold ``BLOCK_STEPS`` steps each; ``p``: not consumed yet."""
+    return "p" if step is None else str(int(step) // BLOCK_STEPS)
+
+
+def part_block(path: Path | str) -> str:
+    """The block a part holds, from its directory (``b=<block>``)."""
+    return Path(path).parent.name.removeprefix("b=")
 
 
 def catch_up(
@@ -407,30 +514,59 @@ def catch_up(
         if state is not None:
             return state, "waited" if waited else "current"
         _clean(directory)
+        previous = published(root, run_id)
         staging = directory / f".tmp-{secrets.token_hex(6)}"
         staging.mkdir()
         try:
-            derive(live, run_id, staging)
-            generation = f"gen-{time.time_ns() // 1_000_000:013d}-{secrets.token_hex(3)}"
-            os.replace(staging, directory / generation)
+            result = derive(Job(run_id, live, staging, previous))
+            tables = _keep(directory, staging, result.tables)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        manifest = {
-            "format": FORMAT,
-            "run_id": run_id,
-            "generation": generation,
-            "tables": {name: f"{generation}/{name}.parquet" for name in TABLE_NAMES},
-            "segments": sorted(p.name for p in live),
-            "derived_at": time.time(),
-        }
-        previous = published(root, run_id)
-        if previous is not None:  # its replacement time: deleted GRACE_S after this, by a later catch-up
-            os.utime(directory / previous.generation)
-        tmp = directory / f".{MANIFEST}.{secrets.token_hex(4)}.tmp"
-        tmp.write_text(json.dumps(manifest, indent=1))
-        os.replace(tmp, directory / MANIFEST)
+        shutil.rmtree(staging, ignore_errors=True)
+        _publish_manifest(directory, run_id, live, tables, result, previous)
         return published(root, run_id), "derived"
+
+
+def _keep(directory: Path, staging: Path, tables: dict[str, list[Path]]) -> dict[str, list[str]]:
+    """Move the new parts from ``staging`` into ``parts/`` (renames: nothing is published until the manifest
+    names them) and return every table's parts relative to the run's directory."""
+    kept: dict[str, list[str]] = {}
+    for name, parts in tables.items():
+        kept[name] = []
+        for part in parts:
+            if part.is_relative_to(staging):
+                target = directory / PARTS / part.relative_to(staging)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(part, target)
+                part = target
+            kept[name].append(str(part.relative_to(directory)))
+    return kept
+
+
+def _publish_manifest(directory, run_id, live, tables, result: Result, previous: Published | None) -> None:
+    """Replace the manifest atomically; the parts the previous one named and this one does not are retired,
+    deleted ``GRACE_S`` later by a later catch-up (a reader that read the previous manifest may still read them)."""
+    now = time.time()
+    named = {rel for parts in tables.values() for rel in parts}
+    retired: dict[str, float] = {}
+    if previous is not None:
+        retired = {rel: t for rel, t in previous.meta.get("retired", {}).items() if rel not in named}
+        for parts in previous.tables.values():
+            retired.update({rel: now for rel in parts if rel not in named and rel not in retired})
+    manifest = {
+        "format": FORMAT,
+        "run_id": run_id,
+        "generation": f"gen-{time.time_ns() // 1_000_000:013d}-{secrets.token_hex(3)}",
+        "tables": tables,
+        "segments": sorted(p.name for p in live),
+        "derived_at": now,
+        "how": result.how,
+        "meta": {**result.meta, "retired": retired},
+    }
+    tmp = directory / f".{MANIFEST}.{secrets.token_hex(4)}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1))
+    os.replace(tmp, directory / MANIFEST)
 
 
 @contextmanager
@@ -453,17 +589,26 @@ def _run_lock(directory: Path, *, wait: bool):
 
 
 def _clean(directory: Path, grace_s: float = GRACE_S) -> None:
-    """Under the lock: remove interrupted catch-ups and generations replaced more than ``grace_s`` ago."""
+    """Under the lock: remove interrupted catch-ups, parts the manifest neither names nor retired less than
+    ``grace_s`` ago, and generation directories of older formats replaced more than ``grace_s`` ago."""
     try:
-        named = json.loads((directory / MANIFEST).read_text()).get("generation")
+        manifest = json.loads((directory / MANIFEST).read_text())
     except (OSError, ValueError):
-        named = None
+        manifest = {}
+    tables = manifest.get("tables") if isinstance(manifest.get("tables"), dict) else {}
+    keep = {rel for parts in tables.values() for rel in parts}
     cutoff = time.time() - grace_s
+    keep |= {rel for rel, t in manifest.get("meta", {}).get("retired", {}).items() if t >= cutoff}
     for entry in directory.iterdir():
         interrupted = entry.name.startswith(".tmp-")
-        replaced = entry.name.startswith("gen-") and entry.name != named and entry.stat().st_mtime < cutoff
+        replaced = entry.name.startswith("gen-") and entry.stat().st_mtime < cutoff
         if interrupted or replaced:
             shutil.rmtree(entry, ignore_errors=True)
+    parts = directory / PARTS
+    if parts.is_dir() and manifest.get("format") == FORMAT:
+        for part in parts.rglob("*.parquet"):
+            if str(part.relative_to(directory)) not in keep:
+                part.unlink(missing_ok=True)
 
 
 def delete_run(store: Path | str, run_id: str) -> bool:
