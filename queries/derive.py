@@ -282,13 +282,17 @@ def _new_segments(live: list[Path], derived_from: frozenset[str], ranges: dict) 
 
 
 def _view(con, name: str, files: list[Path], *, schema: str | None = None) -> None:
-    """A view over Parquet parts (none: the empty table ``schema``)."""
-    if files:
-        con.execute(
-            f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({sql_list(files)}, hive_partitioning = false)"
-        )
-    else:
+    """A view over Parquet parts (none: the empty table ``schema``), with the types the definitions give: a
+    FLOP sum stored as DECIMAL(38, 0) (``stored_columns``) reads back as the HUGEINT it was."""
+    if not files:
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {schema} LIMIT 0")
+        return
+    source = f"read_parquet({sql_list(files)}, hive_partitioning = false, union_by_name = true)"
+    columns = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+    select = ", ".join(
+        f'CAST("{c}" AS HUGEINT) AS "{c}"' if t == "DECIMAL(38,0)" else f'"{c}"' for c, t, *_ in columns
+    )
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {select} FROM {source}")
 
 
 def _blocks(con) -> set[str]:
@@ -410,8 +414,8 @@ def _merge(con, job: Job, parts: dict[str, list[Path]], params: dict) -> dict[st
                 if done in swapped:
                     continue
                 swapped.add(done)
-                con.execute(f"DROP TABLE _{done}_mat")
-                _view(con, f"_{done}_mat", files, schema=f"(SELECT * FROM read_parquet('{_empty(done)}'))")
+                con.execute(f"ALTER TABLE _{done}_mat RENAME TO _{done}_scoped")
+                _view(con, f"_{done}_mat", files, schema=f"_{done}_scoped")
             con.execute(
                 sqlfiles.load("raw/rederive_spans").replace("@schema", sql_list([schema_file("spans")]))
             )
@@ -423,9 +427,3 @@ def _merge(con, job: Job, parts: dict[str, list[Path]], params: dict) -> dict[st
     for name in INDEX:
         tables[name] = [_write_whole(con, name, f"{name}_mat", job.staging)]
     return tables
-
-
-def _empty(name: str) -> str:
-    from rollscope.queries.reader import _empty_dir
-
-    return str(_empty_dir() / f"{name}.parquet")

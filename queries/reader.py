@@ -125,6 +125,7 @@ class Reader:
         # How refreshes brought runs' derived state up to date (store.derived.catch_up's answers): for tests
         # and benchmarks.
         self.derivations: Counter[str] = Counter()
+        self.derived_how: Counter[str] = Counter()  # of the "derived" ones: "full" or "incremental"
         # Changes whenever what the views read changes (new segments, caught-up derived state): results
         # computed at one version hold until it changes (the dashboard caches by it).
         self.version = 0
@@ -178,6 +179,8 @@ class Reader:
             else:
                 state, how = derived.latest(self.store, run), "read"
             self.derivations[how] += 1
+            if how == "derived" and state is not None:
+                self.derived_how[state.how] += 1
             self._stale.discard(run)
             if how in ("stale", "read") and (state is None or not derived.up_to_date(state, live)):
                 self._stale.add(run)

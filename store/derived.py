@@ -348,6 +348,7 @@ class Published:
     derived_at: float
     tables: dict = field(default_factory=dict, compare=False)  # name -> [part path relative to root]
     meta: dict = field(default_factory=dict, compare=False)  # what an incremental catch-up builds on
+    how: str = field(default="full", compare=False)  # how it was derived: "full" or "incremental"
 
     def files(self) -> dict[str, list[Path]]:
         """Every table's (and index's) Parquet parts."""
@@ -414,6 +415,7 @@ def published(root: Path, run_id: str) -> Published | None:
         data.get("derived_at", 0.0),
         data["tables"],
         data.get("meta", {}),
+        data.get("how", "full"),
     )
 
 

@@ -21,8 +21,8 @@ from rollscope.queries.analyses import compute_terms
 from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
 
-# Every derived table, compared exactly (their sums are integers: arrival order cannot change them; reward_sums
-# and run_percentiles sum doubles, compared to 9 and 6 decimals).
+# Every derived table (store.derived.TABLES), compared exactly (their sums are integers: arrival order cannot
+# change them; reward_sums, run_percentiles and wasted_sums sum doubles, compared to 9 and 6 decimals).
 DERIVED = {
     "rollouts": "SELECT * FROM rollouts WHERE run_id = $run",
     "turns": "SELECT * FROM _turns_stepped($run)",
@@ -51,6 +51,21 @@ DERIVED = {
     },
     "reward_sums": "SELECT * REPLACE (round(reward_sum, 9) AS reward_sum) FROM _reward_sums($run)",
     "run_percentiles": "SELECT * REPLACE (round(total_s, 6) AS total_s) FROM _run_percentiles($run)",
+    **{
+        name: f"SELECT * FROM _{name}($run)"
+        for name in (
+            "process_activity",
+            "open_rollouts",
+            "scoring",
+            "trainer_goodput",
+            "rollout_goodput",
+            "rollout_devices",
+        )
+    },
+    "wasted_sums": (
+        "SELECT step, environment, round(infra_error_device_s, 6), round(aborted_device_s, 6), "
+        "round(unused_device_s, 6), round(total_device_s, 6) FROM _wasted_sums($run)"
+    ),
 }
 
 
@@ -112,6 +127,9 @@ def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive
     live = replay_shuffled(stored_spans(source, name), name, tmp_path, pieces=16, seed=3, compact_at=10)
 
     assert live.derivations["derived"] == 17  # every new segment, none for the compaction
+    # After the first, each catch-up re-derived only what the new segment could change (the train steps'
+    # segment, as large as the run so far, and its switch to recorded decisions may take the full path).
+    assert live.derived_how["incremental"] >= 14, live.derived_how
     assert derived(live, name) == derived(fresh(source), name)
 
 
@@ -236,3 +254,12 @@ def _by_step(reader: Reader) -> dict[tuple, float]:
     """Device-seconds per (step, term) as the Compute page shows them."""
     frame = compute_terms(reader.con, "exp-7", by="step")
     return {(r.step, r.term): r.device_seconds for r in frame.itertuples()}
+
+
+def test_the_comparison_covers_every_derived_table():
+    """A table added to store.derived.TABLES must be compared above too (some under their analyses' names)."""
+    from rollscope.store.derived import TABLES
+
+    named = {"compute work": "work", "rollout work": "rollout_work", "busy islands": "step_islands"}
+    compared = {named.get(key, key.replace(" ", "_")) for key in DERIVED}
+    assert compared == {t.name for t in TABLES}
