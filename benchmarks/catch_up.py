@@ -115,7 +115,9 @@ def main() -> int:
         results[size] = measure(store)
         print(json.dumps({size: results[size]}), flush=True)
     print(f"\nload average {os.getloadavg()[0]:.1f} ({time.strftime('%H:%M')})")
-    print(f"{'spans':>12} | {'what':<10} | {'new spans':>9} | {'seconds':>8} | {'× full':>7} | {'peak RSS':>9} | how")
+    print(
+        f"{'spans':>12} | {'what':<10} | {'new spans':>9} | {'seconds':>8} | {'× full':>7} | {'peak RSS':>9} | how"
+    )
     for size, out in results.items():
         full = out["full"]["seconds"]
         for label in ("full", "+1k spans", "+1 step"):

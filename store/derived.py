@@ -4,29 +4,48 @@ Raw segments hold every span; the analyses read a handful of small tables derive
 rollout, per step, per turn group, ...). Those tables are kept on disk next to the raw data, so any process
 can open a run of any length without holding it in memory, and published atomically like raw segments::
 
-    STORE/derived/run_id=<run>/manifest.json                 the published state: generation, tables, sources
-    STORE/derived/run_id=<run>/gen-<ms>-<token>/<table>.parquet   one immutable generation of every table
-    STORE/derived/run_id=<run>/.lock                          held by the one process catching up
-    STORE/derived/run_id=<run>/.tmp-<token>/                  a generation being written (never read)
+    STORE/derived/run_id=<run>/manifest.json         the published state: every table's parts, the segments
+    STORE/derived/run_id=<run>/parts/<table>/b=<block>/<token>.parquet   immutable parts, shared by states
+    STORE/derived/run_id=<run>/.lock                  held by the one process catching up
+    STORE/derived/run_id=<run>/.tmp-<token>/          parts being written (never read)
 
-A reader reads ``manifest.json``, which names the generation directory and the raw span segments it was
-derived from. The manifest is replaced with ``os.replace`` only after its generation directory is complete,
-so a reader sees a whole generation or the previous one, never a mix. ``kill -9`` at any moment leaves either
-a stale ``.tmp-*`` directory (removed by the next catch-up) or a complete but unpublished generation (same);
-the manifest still names a complete generation, and the next open catches up.
+A table of scope "rollout", "trace" or "step" is kept as one part per block of ``BLOCK_STEPS`` consuming
+steps (``b=<step // BLOCK_STEPS>``) and one for what no step has consumed yet (``b=p``); a "run" table as one
+part (``b=all``). The manifest also keeps what an incremental catch-up builds on: the derived index (``_traces``:
+per trace and rollout its time range and group; ``_train_spans``: the raw train step and weight sync spans),
+each segment's time range, the run's staleness bound and whether its trainer records rl.sample decisions.
+
+A reader reads ``manifest.json``, which names every part and the raw span segments they were derived from.
+The manifest is replaced with ``os.replace`` only after every part it names is in place, so a reader sees a
+whole state or the previous one, never a mix. ``kill -9`` at any moment leaves a stale ``.tmp-*`` directory or
+parts no manifest names (both removed by the next catch-up); the manifest still names complete parts, and the
+next open catches up. Parts the new manifest drops are listed in it as retired and deleted ``GRACE_S`` later by
+a later catch-up (a reader that read the previous manifest may still read them); a named part never is.
 
 Catch-up (``catch_up``): a reader that finds segments the manifest does not name takes the run's lock
-(``fcntl.flock``; a second process does not derive the same run at the same time), derives every table from
-the run's raw segments into a temporary directory with the function the caller gives (``queries.derive``:
-DuckDB, under a memory limit, spilling to disk), renames the directory into place and replaces the manifest.
+(``fcntl.flock``; a second process does not derive the same run at the same time) and calls the derive
+function the caller gives (``queries.derive``: DuckDB, under a memory limit, spilling to disk) with the
+previous state. That function derives one of two ways:
+
+* **incremental**, whenever the previous state is of this ``FORMAT`` and nothing below says otherwise: the
+  scope the new segments can change (their rollouts and traces, those rollouts' groups and steps, every rollout
+  and trace of those steps and of the not-yet-consumed step, the new train steps), derived from that scope's
+  spans alone (found through the trace index and the segments' time ranges, not by scanning the run), and each
+  table's rows of the scoped steps (or rollouts) replaced: only the parts of the touched blocks are rewritten,
+  the others reused by path; "run" tables are refreshed by their ``refresh`` rule.
+* **full** (the reference): every table from every span of the run, when there is no previous state of this
+  ``FORMAT``, a derived segment vanished without a compaction or a compaction merged derived and new segments,
+  the new spans outnumber the derived ones, the run's first rl.sample of a rollout arrives (step timing switches
+  to recorded decisions), the staleness bound rises, an rl.rollout / rl.reward / rl.judge span of no rollout
+  arrives (or ever did), a train step arrives whose data was ready before the newest one's (in a run without
+  recorded decisions), a "run" table has no ``refresh`` rule, or the scope keeps growing.
+
 A reader that cannot take the lock either reads the last published state (``wait=False``, the dashboard's
-live refresh) or waits for the holder and reads what it published (``wait=True``, the CLI). Generations
-replaced more than ``GRACE_S`` ago are deleted by a later catch-up; a reader that listed one just before the
-switch can still finish its query.
+live refresh) or waits for the holder and reads what it published (``wait=True``, the CLI).
 
 A compaction merges segments without changing rows: a compacted segment whose sources were all derived from
 counts as derived, so compaction never triggers a catch-up. A segment that disappears otherwise (a run
-rewritten, a source deleted) does.
+rewritten, a source deleted) does, in full.
 
 When the store is not writable (e.g. the ``sample_data`` shipped inside an installed package), derived data
 goes to a per-user cache directory (``$ROLLSCOPE_CACHE``, else ``$XDG_CACHE_HOME/rollscope``, else

@@ -93,9 +93,11 @@ def test_per_step_tables_have_a_few_rows_per_step(reader):
     about 42 rows per step."""
     state = reader.derived_state(RUN)
     files = state.files()
-    count = lambda name: reader.con.execute(
-        "SELECT count(*) FROM read_parquet(?)", [list(map(str, files[name]))]
-    ).fetchall()[0][0]  # noqa: E731
+
+    def count(name: str) -> int:
+        parts = [str(p) for p in files[name]]
+        return reader.con.execute("SELECT count(*) FROM read_parquet(?)", [parts]).fetchall()[0][0]
+
     steps = reader.con.execute(
         "SELECT count(DISTINCT step) FROM rollout_steps($run)", {"run": RUN}
     ).fetchall()[0][0]
