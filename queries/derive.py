@@ -21,9 +21,11 @@ run's length. The definitions are the views and macros the analyses have always 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import shutil
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,12 +35,13 @@ import pyarrow.parquet as pq
 
 from rollscope.queries import sqlfiles
 from rollscope.store import layout
-from rollscope.store.derived import BLOCK_STEPS, TABLES, Job, Result, block_of, part_block
+from rollscope.store.derived import BLOCK_STEPS, TABLES, Job, Result, block_of, holds, part_range
 
 log = logging.getLogger("rollscope.derive")
 
 MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
 THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_count() or 1)
+FANOUT = 8  # parts of one tier merged into one by _consolidate
 INDEX = ("_traces", "_train_spans")  # the derived index, kept with the tables (not read by analyses)
 _BLOCK = f"CASE WHEN step IS NULL THEN 'p' ELSE CAST(floor(step / {BLOCK_STEPS}) AS BIGINT)::VARCHAR END"
 _IN_STEPS = "(step IS NULL OR step IN (SELECT step FROM _scope_steps))"
@@ -251,7 +254,7 @@ def derive_scoped(job: Job) -> Result:
             "SELECT * FROM _new WHERE name IN ('rl.train_step', 'rl.weight_sync')"
         )
         _scope_and_derive(con, job, parts, ranges, params)
-        tables = _merge(con, job, parts, params)
+        tables = _merge(con, job, parts)
     meta = {**meta, "spans": meta["spans"] + added, "ranges": ranges}
     return Result(tables, meta, "incremental")
 
@@ -304,7 +307,7 @@ def _stepped(con, parts: dict[str, list[Path]], blocks: set[str]) -> None:
     rollout or a trace, for scope.sql."""
     selects = []
     for table in TABLES:
-        files = [p for p in parts[table.name] if part_block(p) in blocks]
+        files = [p for p in parts[table.name] if holds(p, blocks)]
         if not table.blocked or not files:
             continue
         con.execute(
@@ -339,15 +342,25 @@ def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict) -> None:
         _scoped_spans(con, job, ranges, params)
         for table in TABLES:
             con.execute(f"DELETE FROM _{table.name}_mat")
-        sqlfiles.execute(con, "raw/derive_full", run=job.run_id)
+        _derive_scoped_tables(con, job.run_id)
         moved = con.execute(
             "SELECT DISTINCT step FROM _rollout_steps_mat WHERE step IS NOT NULL "
             "AND step NOT IN (SELECT step FROM _scope_steps)"
         ).fetchall()
         if not moved:
             return
+        log.info("run %s: scoped rollouts moved to steps %s", job.run_id, moved)
         con.executemany("INSERT INTO _scope_steps VALUES (?)", moved)
     raise Fallback("the scope kept growing")
+
+
+def _derive_scoped_tables(con, run: str) -> None:
+    """derive_full.sql over the scoped spans, less the statements of the "run" tables refreshed from the other
+    derived tables or merged (their rows from a scope alone would be thrown away)."""
+    skipped = tuple(f"INTO _{t.name}_mat " for t in TABLES if t.refresh in ("rederive", "merge", "windows"))
+    for sql, used, _ in sqlfiles.statements("raw/derive_full"):
+        if not any(marker in sql for marker in skipped):
+            con.execute(sql, {"run": run} if used else None)
 
 
 def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
@@ -375,55 +388,130 @@ def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
 
 
-def _merge(con, job: Job, parts: dict[str, list[Path]], params: dict) -> dict[str, list[Path]]:
+def _merge(con, job: Job, parts: dict[str, list[Path]]) -> dict[str, list[Path]]:
     """Every table's parts after the catch-up, in TABLES order (a "rederive" table reads earlier ones)."""
-    from rollscope.queries.reader import schema_file
-
     blocks = _blocks(con)
     tables: dict[str, list[Path]] = {}
-    swapped: set[str] = set()
     con.execute(
         "CREATE OR REPLACE TABLE _traces_mat AS SELECT * FROM _idx; "
         "CREATE OR REPLACE TABLE _train_spans_mat AS SELECT * FROM _train_all"
     )
     for table in TABLES:
-        name, mat = table.name, f"_{table.name}_mat"
+        started = time.perf_counter()
         if table.blocked:
-            step = "step" in _columns(con, mat)
-            scope = _IN_STEPS if step else _IN_ROLLOUTS
-            old = [p for p in parts[name] if part_block(p) in blocks]
-            kept = [p for p in parts[name] if part_block(p) not in blocks]
-            relation = _with_block(con, mat, scope)
-            if old:
-                relation += (
-                    f" UNION ALL BY NAME SELECT * EXCLUDE (filename), "
-                    f"regexp_extract(filename, '/b=([^/]+)/[^/]+$', 1) AS _block "
-                    f"FROM read_parquet({sql_list(old)}, filename = true, hive_partitioning = false) WHERE NOT {scope}"
-                )
-            tables[name] = kept + _write_blocked(con, name, relation, job.staging)
+            tables[table.name] = _replace_rows(con, job, table.name, parts[table.name], blocks)
         elif table.refresh == "whole":
-            tables[name] = [_write_whole(con, name, mat, job.staging)]
+            tables[table.name] = [_write_whole(con, table.name, f"_{table.name}_mat", job.staging)]
         elif table.refresh == "merge":
-            con.execute(
-                f"CREATE OR REPLACE TEMP TABLE _merged AS {sqlfiles.load(f'raw/merge_{name}')}",
-                {"run": job.run_id},
-            )
-            tables[name] = [_write_whole(con, name, "_merged", job.staging)]
-        else:  # rederive, from the tables written so far
-            for done, files in tables.items():
-                if done in swapped:
-                    continue
-                swapped.add(done)
-                con.execute(f"ALTER TABLE _{done}_mat RENAME TO _{done}_scoped")
-                _view(con, f"_{done}_mat", files, schema=f"_{done}_scoped")
-            con.execute(
-                sqlfiles.load("raw/rederive_spans").replace("@schema", sql_list([schema_file("spans")]))
-            )
-            con.execute(
-                f"CREATE OR REPLACE TEMP TABLE _merged AS SELECT $run AS run_id, * FROM {table.source}",
-                {"run": job.run_id},
-            )
-            tables[name] = [_write_whole(con, name, "_merged", job.staging)]
+            merge = sqlfiles.load(f"raw/merge_{table.name}")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _merged AS {merge}", {"run": job.run_id})
+            tables[table.name] = [_write_whole(con, table.name, "_merged", job.staging)]
+        elif table.refresh == "windows":
+            tables[table.name] = _refresh_windows(con, job, table, tables, parts[table.name])
+        else:
+            tables[table.name] = _rederive(con, job, table, tables)
+        log.debug("run %s: %s in %.2f s", job.run_id, table.name, time.perf_counter() - started)
     for name in INDEX:
         tables[name] = [_write_whole(con, name, f"{name}_mat", job.staging)]
     return tables
+
+
+def _replace_rows(con, job: Job, name: str, parts: list[Path], blocks: set[str]) -> list[Path]:
+    """A blocked table's parts: those of the touched blocks rewritten, their rows of the scoped steps (a table
+    without a step column: of the scoped rollouts) replaced by the scoped derivation's; the others reused."""
+    mat = f"_{name}_mat"
+    scope = _IN_STEPS if "step" in _columns(con, mat) else _IN_ROLLOUTS
+    old = [p for p in parts if holds(p, blocks)]
+    relation = _with_block(con, mat, scope)
+    if old:
+        relation += (
+            " UNION ALL BY NAME SELECT * EXCLUDE (filename), "
+            "regexp_extract(filename, '/b=([^/]+)/[^/]+$', 1) AS _block "
+            f"FROM read_parquet({sql_list(old)}, filename = true, hive_partitioning = false) WHERE NOT {scope}"
+        )
+    written = _write_blocked(con, name, relation, job.staging)
+    return _consolidate(con, name, [p for p in parts if p not in old] + written, job.staging)
+
+
+def _refresh_windows(con, job: Job, table, tables: dict[str, list[Path]], old: list[Path]) -> list[Path]:
+    """A "windows" table (rollout_goodput): its rows of the step windows from the one holding the new spans'
+    first start on swept again, the earlier windows' rows kept (refresh_rollout_goodput.sql)."""
+    from rollscope.queries.reader import schema_file
+
+    t0 = con.execute(
+        "SELECT min(start_ns) FROM _new WHERE name IN ('rl.turn', 'rl.rollout', 'rl.train_step', 'rl.weight_sync')"
+    ).fetchone()[0]
+    if t0 is None:  # nothing it reads is new
+        return old
+    from_ns, first_ns = con.execute(
+        "SELECT max(start_ns) FILTER (start_ns <= ?), min(start_ns) FROM _old_train_steps "
+        "WHERE train_step IS NOT NULL",
+        [t0],
+    ).fetchone()
+    if from_ns is None:  # before the first window: sweep it all
+        return _rederive(con, job, table, tables)
+    _read_final(con, tables)
+    _view(con, "_old_rollout_goodput", old, schema="_rollout_goodput_mat")
+    text = sqlfiles.load(f"raw/refresh_{table.name}").replace("@schema", sql_list([schema_file("spans")]))
+    values = {"run": job.run_id, "from_ns": from_ns, "first_ns": first_ns}
+    for statement in duckdb.extract_statements(text):
+        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+    return [_write_whole(con, table.name, "_merged", job.staging)]
+
+
+def _read_final(con, tables: dict[str, list[Path]]) -> None:
+    """Point the views of the tables written so far at their new parts (the scoped rows stay as _<t>_scoped)."""
+    for done, files in tables.items():
+        if (
+            _columns(con, f"_{done}_mat")
+            and con.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [f"_{done}_mat"]
+            ).fetchone()[0]
+        ):
+            con.execute(f"ALTER TABLE _{done}_mat RENAME TO _{done}_scoped")
+            _view(con, f"_{done}_mat", files, schema=f"_{done}_scoped")
+
+
+def _rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]:
+    """A "rederive" table, from the tables written so far (their views now read the new parts) and the raw
+    spans those keep (rederive_spans.sql)."""
+    from rollscope.queries.reader import schema_file
+
+    _read_final(con, tables)
+    con.execute(sqlfiles.load("raw/rederive_spans").replace("@schema", sql_list([schema_file("spans")])))
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE _merged AS SELECT $run AS run_id, * FROM {table.source}",
+        {"run": job.run_id},
+    )
+    return [_write_whole(con, table.name, "_merged", job.staging)]
+
+
+def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
+    """Merge a blocked table's parts of consumed steps, tier by tier, so a run of any length keeps few: a
+    part's tier is ``floor(log_FANOUT(blocks it spans))``; ``FANOUT`` parts of one tier, none holding the newest
+    two blocks (which the next catch-ups rewrite), become one part of the blocks from the first to the last.
+    Each row is rewritten at most ``log_FANOUT(blocks)`` times; a table keeps under ``FANOUT`` parts per tier."""
+    ranged = sorted((part_range(p), p) for p in parts if part_range(p) is not None)
+    if not ranged:
+        return parts
+    newest = max(last for (_, last), _ in ranged)
+    tiers: dict[int, list] = {}
+    for (first, last), part in ranged:
+        if last < newest - 1:
+            tiers.setdefault(int(math.log(last - first + 1, FANOUT) + 1e-9), []).append(((first, last), part))
+    merged: dict[Path, Path | None] = {}
+    for group in tiers.values():
+        for i in range(0, len(group) - FANOUT + 1, FANOUT):
+            chunk = group[i : i + FANOUT]
+            first, last = chunk[0][0][0], max(r[1] for r, _ in chunk)
+            files = [p for _, p in chunk]
+            target = staging / name / f"b={first}_{last}" / f"{secrets.token_hex(6)}.parquet"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = f"read_parquet({sql_list(files)}, hive_partitioning = false, union_by_name = true)"
+            con.execute(
+                f"COPY (SELECT * FROM {source}) TO '{_quoted(target)}' "
+                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+            )
+            merged.update({p: None for p in files})
+            merged[files[0]] = target
+    return [merged.get(p, p) for p in parts if merged.get(p, p) is not None]

@@ -100,8 +100,9 @@ class Table:
     # consumed yet, counts as a step); "run": from the whole run, refreshed as ``refresh`` says.
     scope: str = "run"
     # For scope "run" only: "whole" (the scoped derivation holds every input: train steps, weight syncs),
-    # "rederive" (recomputed from the other derived tables, never from raw spans) or "merge" (old rows merged
-    # with the new spans' by queries/sql/raw/merge_<name>.sql). A "run" table without one is derived in full
+    # "rederive" (recomputed from the other derived tables, never from raw spans), "merge" (old rows merged
+    # with the new spans' by queries/sql/raw/merge_<name>.sql) or "windows" (rows per step window: those from
+    # the window holding the new spans on swept again, queries/sql/raw/refresh_<name>.sql). A "run" table without one is derived in full
     # on every catch-up: the safe default for a new table.
     refresh: str | None = None
 
@@ -333,7 +334,7 @@ TABLES: tuple[Table, ...] = (
         "_rollout_goodput_src($run)",
         "each rollout process's time per step, by state",
         scope="run",  # per step window, swept over each process's turns and rollouts
-        refresh="rederive",
+        refresh="windows",
     ),
     Table(
         "rollout_devices",
@@ -505,8 +506,26 @@ def block_of(step) -> str:
 
 
 def part_block(path: Path | str) -> str:
-    """The block a part holds, from its directory (``b=<block>``)."""
+    """The block a part holds, from its directory: ``b=<block>``, ``b=<first>_<last>`` (blocks merged by a
+    consolidation), ``b=p`` (not consumed yet) or ``b=all`` (a "run" table)."""
     return Path(path).parent.name.removeprefix("b=")
+
+
+def part_range(path: Path | str) -> tuple[int, int] | None:
+    """The first and last block a part of consumed steps holds (None: ``p`` or ``all``)."""
+    label = part_block(path)
+    if label in ("p", "all"):
+        return None
+    first, _, last = label.partition("_")
+    return (int(first), int(last or first))
+
+
+def holds(path: Path | str, blocks: set[str]) -> bool:
+    """Whether a part may hold rows of any of ``blocks`` (labels of ``block_of``)."""
+    spans = part_range(path)
+    if spans is None:
+        return part_block(path) in blocks
+    return any(b != "p" and spans[0] <= int(b) <= spans[1] for b in blocks)
 
 
 def catch_up(
