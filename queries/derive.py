@@ -357,7 +357,9 @@ def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict) -> None:
 def _derive_scoped_tables(con, run: str) -> None:
     """derive_full.sql over the scoped spans, less the statements of the "run" tables refreshed from the other
     derived tables or merged (their rows from a scope alone would be thrown away)."""
-    skipped = tuple(f"INTO _{t.name}_mat " for t in TABLES if t.refresh in ("rederive", "merge", "windows"))
+    skipped = tuple(
+        f"INTO _{t.name}_mat " for t in TABLES if t.refresh in ("rederive", "merge", "windows", "tail")
+    )
     for sql, used, _ in sqlfiles.statements("raw/derive_full"):
         if not any(marker in sql for marker in skipped):
             con.execute(sql, {"run": run} if used else None)
@@ -408,6 +410,8 @@ def _merge(con, job: Job, parts: dict[str, list[Path]]) -> dict[str, list[Path]]
             tables[table.name] = [_write_whole(con, table.name, "_merged", job.staging)]
         elif table.refresh == "windows":
             tables[table.name] = _refresh_windows(con, job, table, tables, parts[table.name])
+        elif table.refresh == "tail":
+            tables[table.name] = _refresh_tail(con, job, table, tables, parts)
         else:
             tables[table.name] = _rederive(con, job, table, tables)
         log.debug("run %s: %s in %.2f s", job.run_id, table.name, time.perf_counter() - started)
@@ -455,6 +459,28 @@ def _refresh_windows(con, job: Job, table, tables: dict[str, list[Path]], old: l
     text = sqlfiles.load(f"raw/refresh_{table.name}").replace("@schema", sql_list([schema_file("spans")]))
     values = {"run": job.run_id, "from_ns": from_ns, "first_ns": first_ns}
     for statement in duckdb.extract_statements(text):
+        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+    return [_write_whole(con, table.name, "_merged", job.staging)]
+
+
+def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: dict) -> list[Path]:
+    """A "tail" table (compute_busy): per step, the scoped steps' rows swept again; for the whole run, the
+    previous union less its part from the first changed interval on plus the new one's
+    (refresh_compute_busy.sql)."""
+    for name in ("step_islands", "work", "compute_busy"):
+        _view(con, f"_old_{name}", parts[name], schema=f"_{name}_mat")
+    for name in ("step_islands", "work"):
+        _view(con, f"_final_{name}", tables[name], schema=f"_{name}_mat")
+    (t0,) = con.execute(
+        "SELECT min(start_ns) FROM ("
+        " SELECT start_ns FROM _old_step_islands WHERE step IN (SELECT step FROM _scope_steps)"
+        " UNION ALL SELECT start_ns FROM _old_work WHERE step IS NULL"
+        " UNION ALL SELECT start_ns FROM _final_step_islands WHERE step IN (SELECT step FROM _scope_steps)"
+        " UNION ALL SELECT start_ns FROM _final_work WHERE step IS NULL)"
+    ).fetchone()
+    _read_final(con, tables)
+    values = {"run": job.run_id, "t0_ns": t0 if t0 is not None else 2**62}
+    for statement in duckdb.extract_statements(sqlfiles.load(f"raw/refresh_{table.name}")):
         con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
     return [_write_whole(con, table.name, "_merged", job.staging)]
 

@@ -32,7 +32,7 @@ previous state. That function derives one of two ways:
   and trace of those steps and of the not-yet-consumed step, the new train steps), derived from that scope's
   spans alone (found through the trace index and the segments' time ranges, not by scanning the run), and each
   table's rows of the scoped steps (or rollouts) replaced: only the parts of the touched blocks are rewritten,
-  the others reused by path; "run" tables are refreshed by their ``refresh`` rule.
+  the others reused by path; "run" tables are refreshed by their ``refresh`` rule (below, on ``Table``).
 * **full** (the reference): every table from every span of the run, when there is no previous state of this
   ``FORMAT``, a derived segment vanished without a compaction or a compaction merged derived and new segments,
   the new spans outnumber the derived ones, the run's first rl.sample of a rollout arrives (step timing switches
@@ -102,7 +102,8 @@ class Table:
     # For scope "run" only: "whole" (the scoped derivation holds every input: train steps, weight syncs),
     # "rederive" (recomputed from the other derived tables, never from raw spans), "merge" (old rows merged
     # with the new spans' by queries/sql/raw/merge_<name>.sql) or "windows" (rows per step window: those from
-    # the window holding the new spans on swept again, queries/sql/raw/refresh_<name>.sql). A "run" table without one is derived in full
+    # the window holding the new spans on swept again, queries/sql/raw/refresh_<name>.sql) or "tail" (a union
+    # of time intervals: its part from the first changed interval on taken again, refresh_<name>.sql). A "run" table without one is derived in full
     # on every catch-up: the safe default for a new table.
     refresh: str | None = None
 
@@ -180,7 +181,7 @@ TABLES: tuple[Table, ...] = (
         "_compute_busy_src($run)",
         "each process's busy ns per step or run, per environment or over all",
         "run",
-        "rederive",
+        "tail",
     ),
     Table(
         "rollout_work",
