@@ -7,7 +7,7 @@ with the segments published since the last one, and results are cached per run a
 (``st.cache_data``; the reader says when what it reads changed), so a refresh that found nothing new costs one
 directory listing. Pages pass the ``queries`` functions themselves (``analysis(analyses.funnel, filters)``).
 Below that cache, the analyses of one run and version are computed once for every page and call that reads them
-(``queries.analyses.Shared``): the Overview's checks and trends reuse what its report computed, the Compare
+(``queries.analyses.Memo``): the Overview's checks and trends reuse what its report computed, the Compare
 page the compute terms and funnel of both reports.
 """
 
@@ -72,8 +72,8 @@ class LiveStore:
         self._lock = threading.Lock()
         self._open_lock = threading.Lock()  # opening a run may derive it: not under the refresh's lock
         self._readers: dict[str, object] = {}
-        self._shared: dict[str, tuple[tuple, analyses.Shared]] = {}
-        self._shared_lock = threading.Lock()  # not the refresh's: a refresh must not hold up the figures
+        self._memos: dict[str, tuple[tuple, analyses.Memo]] = {}
+        self._memos_lock = threading.Lock()  # not the refresh's: a refresh must not hold up the figures
 
     def reader(self, run_id: str):
         """The run's Reader, opened (and its derived state caught up) on first use."""
@@ -106,15 +106,15 @@ class LiveStore:
         """The version of ``run_id``'s data this store's reader reads (``Reader.version``)."""
         return self.reader(run_id).version
 
-    def shared(self, run_id: str, generation: str) -> analyses.Shared:
+    def memo(self, run_id: str, generation: str) -> analyses.Memo:
         """The analyses computed so far on ``run_id``'s current segments, kept until they change or the
         result cache is cleared (a new ``generation``)."""
         reader = self.reader(run_id)
-        with self._shared_lock:
+        with self._memos_lock:
             key = (reader.version, generation)
-            kept = self._shared.get(run_id)
+            kept = self._memos.get(run_id)
             if kept is None or kept[0] != key:
-                kept = self._shared[run_id] = (key, analyses.Shared(reader.cursor))
+                kept = self._memos[run_id] = (key, analyses.Memo(reader.cursor))
             return kept[1]
 
     def computed(self, seconds: float) -> None:
@@ -275,8 +275,8 @@ def show_error(error: RollscopeError) -> None:
 
 # --- calling queries --------------------------------------------------------------------------------------
 
-# Modules whose functions take an analyses.Shared in place of a connection (they share computed analyses).
-SHARED_MODULES = frozenset(m.__name__ for m in (analyses, queries_report, queries_checks))
+# Modules whose functions take an analyses.Memo in place of a connection (they share computed analyses).
+MEMO_MODULES = frozenset(m.__name__ for m in (analyses, queries_report, queries_checks))
 
 
 @st.cache_data(show_spinner=False)
@@ -290,8 +290,8 @@ def _cached(store: str, version: int, name: str, _function: Callable, args: tupl
     """``_function``'s result, cached per store, run data version and arguments (``name``: its key)."""
     live, started = live_store(store), time.perf_counter()
     run_id = args[0]
-    shared = _function.__module__ in SHARED_MODULES
-    con = live.shared(run_id, _generation(store)) if shared else live.cursor(run_id)
+    memoized = _function.__module__ in MEMO_MODULES
+    con = live.memo(run_id, _generation(store)) if memoized else live.cursor(run_id)
     result = _function(con, *args, **dict(options))
     live.computed(time.perf_counter() - started)
     return result
@@ -483,12 +483,11 @@ def views() -> dict[str, str]:
     return dict(VIEW_DOCS)
 
 
-@st.cache_data(show_spinner=False)
-def view_columns() -> dict[str, list[str]]:
-    """Each view's columns (``queries.catalog``), the same for every store."""
-    from rollscope.queries.catalog import documented_columns
-
-    return documented_columns()
+def view_columns(path: str) -> dict[str, list[str]]:
+    """Each view's columns, from the SQL explorer's own connection (``Sandbox.columns``): the same for every
+    store, and asking the connection the page already holds costs milliseconds, where opening a reader over an
+    empty store to ask it cost ~2 s on a cold page."""
+    return sandbox(path).columns()
 
 
 def macros() -> dict[str, str]:

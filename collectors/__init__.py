@@ -14,11 +14,11 @@ __all__ = ["attach", "RL", "RLSpan"]
 def __getattr__(name):
     # Lazy, so `from rollscope.collectors import semconv` (used by the store's schema) pulls in no SDK machinery.
     if name == "attach":
-        from rollscope.collectors.wiring import attach
+        from rollscope.collectors.attaching import attach
 
         return attach
     if name in ("RL", "RLSpan"):
-        from rollscope.collectors import helpers
+        from rollscope.collectors import spans
 
-        return getattr(helpers, name)
+        return getattr(spans, name)
     raise AttributeError(name)

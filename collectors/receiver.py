@@ -5,7 +5,7 @@ Any OpenTelemetry SDK's ``OTLPSpanExporter``, an OpenTelemetry Collector's ``otl
 OTLP/JSON bodies, gzip or deflate, an ``ExportTraceServiceResponse`` whose ``partial_success`` counts the
 spans it could not store, and status codes a client can act on: 400 malformed, 401 no token, 413 too large,
 415 unsupported type, 429 over the memory budget and 503 store unwritable, both with ``Retry-After`` so the
-SDK's exporter retries. A 200 is sent only once the spans are in a durable segment (``collectors.spool``).
+SDK's exporter retries. A 200 is sent only once the spans are in a durable segment (``collectors.group_commit``).
 
 Memory is bounded by ``max_pending_bytes``: bodies admitted and not yet answered, wire and decompressed
 sizes both counted; a request that would exceed it is answered 429 before its body is kept.
@@ -34,6 +34,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from rollscope.collectors.group_commit import GroupCommit
 from rollscope.collectors.otlp import (
     Decoded,
     MalformedPayload,
@@ -43,7 +44,6 @@ from rollscope.collectors.otlp import (
     export_response,
 )
 from rollscope.collectors.settings import compact_seconds
-from rollscope.collectors.spool import GroupCommit
 from rollscope.store.layout import SegmentWriter, check_run_id
 from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
 

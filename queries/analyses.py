@@ -8,7 +8,7 @@ macros in ``queries/sql/analyses/macros``, created on a connection the first tim
 Filters: ``steps=(lo, hi)`` keeps rollouts consumed by train steps lo..hi (inclusive; rollouts not consumed
 yet drop out), and train steps, samples in that range; ``environment=`` keeps one environment's rollouts.
 
-Every function also accepts a ``Shared`` in place of the connection: results are then kept, and an analysis
+Every function also accepts a ``Memo`` in place of the connection: results are then kept, and an analysis
 asked for again with the same parameters is not run again (a report, the checks and the trends share them).
 """
 
@@ -54,7 +54,7 @@ def _macros() -> tuple[str, ...]:
 def query(con, name: str, run_id: str, **params) -> pd.DataFrame:
     """Run ``analyses/<name>.sql`` (``sqlfiles.run``: each statement gets the ``$parameters`` it names)."""
     values = {"run_id": run_id, **params}
-    if isinstance(con, Shared):
+    if isinstance(con, Memo):
         key = (name, *sorted((k, values.get(k)) for k in sqlfiles.parameters(f"analyses/{name}")))
         return con.result(key, lambda cursor: _run(cursor, name, values))
     return _run(con, name, values)
@@ -80,11 +80,11 @@ def require_run(con, run_id: str) -> str:
     return run_id
 
 
-class Shared:
+class Memo:
     """A connection that keeps what the analyses computed on it, so that each runs once per parameters.
 
     A report, the checks and the overview's trends read several of the same analyses (the funnel by step,
-    the log-prob lint, the staleness by step, the compute terms); handed one Shared they compute each once.
+    the log-prob lint, the staleness by step, the compute terms); handed one Memo they compute each once.
     Keep one only while the data it reads stays the same: the dashboard keeps one per run and set of
     segments. ``cursor`` gives the connection each analysis runs on; a second thread asking for an analysis
     being computed waits for it rather than computing it too.
@@ -127,9 +127,9 @@ class _Slot:
         self.frame: pd.DataFrame | None = None
 
 
-def shared(con) -> Shared:
-    """``con`` itself when it is already a Shared, else a Shared running every analysis on ``con``."""
-    return con if isinstance(con, Shared) else Shared(lambda: con)
+def memo(con) -> Memo:
+    """``con`` itself when it is already a Memo, else a Memo running every analysis on ``con``."""
+    return con if isinstance(con, Memo) else Memo(lambda: con)
 
 
 def _filters(steps: tuple[int, int] | None, environment: str | None) -> dict:
@@ -581,7 +581,7 @@ def advice_lever(con, run_id: str, lever: str, steps=None, **what_if_) -> dict:
 def advise(con, run_id: str, steps=None, **what_if_) -> pd.DataFrame:
     """Every lever, ranked by its estimated gain in usable rollouts per device-second (those that apply first);
     one row per lever with ``evidence``, a one-line reading of its measured inputs (docs/advisor.md)."""
-    con = shared(con)
+    con = memo(con)
     rows = [advice_lever(con, run_id, lever, steps, **what_if_) for lever in ADVICE_LEVERS]
     for row in rows:
         row["applies"] = bool(row.get("applies"))

@@ -48,7 +48,7 @@ def run_checks(
     if unknown:
         raise ValueError(f"unknown threshold {', '.join(sorted(unknown))}; known: {', '.join(THRESHOLDS)}")
     limits = {**THRESHOLDS, **(thresholds or {}), "now_ns": now_ns}
-    con = analyses.shared(con)  # rules reading one analysis (or a shared report's) run it once
+    con = analyses.memo(con)  # rules reading one analysis (or a shared report's) run it once
     analyses.require_run(con, run_id)
     return [rule(con, run_id, limits) for rule in RULES]
 

@@ -2,7 +2,7 @@
 
 Keys are stable and documented in docs/report.md; a figure that cannot be computed (no turns with
 speculative decoding, no trainer spans yet) is ``None``, never missing. Every analysis runs once per report
-(``analyses.Shared``); hand it a Shared to share them with the checks and other pages too. ``headline`` is
+(``analyses.Memo``); hand it a Memo to share them with the checks and other pages too. ``headline`` is
 the part the dashboard's Overview shows, built by the same functions, so it costs only what it shows.
 """
 
@@ -16,7 +16,7 @@ TERMS = ("rollout", "train", "teacher", "judge")
 
 def report(con, run_id: str, steps=None, environment=None) -> dict:
     """Funnel, compute, prefill:decode, speculative decoding, staleness, trainer and throughput figures."""
-    con = analyses.shared(con)
+    con = analyses.memo(con)
     analyses.require_run(con, run_id)
     filters = {"steps": steps, "environment": environment}
     return {
@@ -101,7 +101,7 @@ def _mismatch(con, run_id: str, filters: dict) -> dict:
 def headline(con, run_id: str, steps=None, environment=None) -> dict:
     """The report's funnel stages and rates, compute, prefill:decode figures, speculative decoding and trainer,
     with the report's keys and values; without losses, disaggregation, staleness and throughput tails."""
-    con = analyses.shared(con)
+    con = analyses.memo(con)
     analyses.require_run(con, run_id)
     filters = {"steps": steps, "environment": environment}
     return {

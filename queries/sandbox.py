@@ -72,6 +72,13 @@ class Sandbox:
             frame, truncated = self._fetch(statement, sql)
             return SandboxResult(frame, truncated, time.perf_counter() - started)
 
+    def columns(self) -> dict[str, list[str]]:
+        """Each documented view's columns, read from this connection's own views (no second reader)."""
+        from rollscope.queries.catalog import view_columns
+
+        with self._lock:
+            return view_columns(self._reader.con)
+
     def _fetch(self, statement: str, sql: str) -> tuple[pd.DataFrame, bool]:
         con = self._reader.con
         timer = threading.Timer(self.time_limit_s, con.interrupt)

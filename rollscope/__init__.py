@@ -18,7 +18,7 @@ __all__ = ["attach"]
 def __getattr__(name):
     # Lazy: `import rollscope` alone loads neither the OpenTelemetry SDK nor DuckDB.
     if name == "attach":
-        from rollscope.collectors.wiring import attach
+        from rollscope.collectors.attaching import attach
 
         return attach
     raise AttributeError(name)

@@ -4,7 +4,7 @@ The normal mode replays every record through ``attach()`` and the OpenTelemetry 
 which is what a user's job does and what the tests of the collectors path rely on; it costs the SDK's ~20 us
 a span. A benchmark store of tens of millions of spans does not need that path exercised again, so fast mode
 builds the same rows without it: each simulated process gets the resource ``attach()`` would have given it
-(``collectors.wiring.process_resource``), records go through the same row builder the exporter uses
+(``collectors.attaching.process_resource``), records go through the same row builder the exporter uses
 (``collectors.rows.SpanRows``) and segments are published by the store layer's ``SegmentWriter``. The rows
 are the ones the normal mode writes (``tests/test_simulator.py`` compares their digests); only segment
 boundaries, writer names and ``process.pid`` differ. The parent plans and keeps the ground truth while one
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from rollscope.collectors.attaching import process_resource
 from rollscope.collectors.rows import ResourceRow, SpanRows
-from rollscope.collectors.wiring import process_resource
 from rollscope.simulator.emit import attach_arguments
 from rollscope.store.layout import SegmentWriter
 from rollscope.store.schema import COLLECTOR_STATS_SCHEMA

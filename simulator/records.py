@@ -21,57 +21,69 @@ from rollscope.simulator.config import SimConfig
 from rollscope.simulator.plan import Rollout, StepPlan
 from rollscope.simulator.sampling import derive_seed
 
-_A = {a.column: a.name for a in semconv.SPAN_ATTRIBUTES}
+_ATTRIBUTE = {a.column: a.name for a in semconv.SPAN_ATTRIBUTES}
 ROLLOUT_ID, TASK_ID, GROUP_ID, ENVIRONMENT = (
-    _A["rollout_id"],
-    _A["task_id"],
-    _A["group_id"],
-    _A["environment"],
+    _ATTRIBUTE["rollout_id"],
+    _ATTRIBUTE["task_id"],
+    _ATTRIBUTE["group_id"],
+    _ATTRIBUTE["environment"],
 )
 POLICY_VERSION, STATUS, REWARD, ERROR = (
-    _A["policy_version"],
-    _A["rollout_status"],
-    _A["reward"],
-    _A["error_type"],
+    _ATTRIBUTE["policy_version"],
+    _ATTRIBUTE["rollout_status"],
+    _ATTRIBUTE["reward"],
+    _ATTRIBUTE["error_type"],
 )
 TURN_INDEX, INPUT, CACHED, OUTPUT = (
-    _A["turn_index"],
-    _A["input_tokens"],
-    _A["cached_input_tokens"],
-    _A["output_tokens"],
+    _ATTRIBUTE["turn_index"],
+    _ATTRIBUTE["input_tokens"],
+    _ATTRIBUTE["cached_input_tokens"],
+    _ATTRIBUTE["output_tokens"],
 )
 CONTEXT, PREFILL_S, DECODE_S, TTFT_S = (
-    _A["context_tokens"],
-    _A["prefill_time_s"],
-    _A["decode_time_s"],
-    _A["ttft_s"],
+    _ATTRIBUTE["context_tokens"],
+    _ATTRIBUTE["prefill_time_s"],
+    _ATTRIBUTE["decode_time_s"],
+    _ATTRIBUTE["ttft_s"],
 )
-MODEL, OPERATION = _A["request_model"], _A["operation_name"]
+MODEL, OPERATION = _ATTRIBUTE["request_model"], _ATTRIBUTE["operation_name"]
 DRAFT, ACCEPTED, VERIFY, SPEC_K = (
-    _A["spec_draft_tokens"],
-    _A["spec_accepted_tokens"],
-    _A["spec_verify_steps"],
-    _A["spec_k"],
+    _ATTRIBUTE["spec_draft_tokens"],
+    _ATTRIBUTE["spec_accepted_tokens"],
+    _ATTRIBUTE["spec_verify_steps"],
+    _ATTRIBUTE["spec_k"],
 )
-DRAFTER, DRAFTER_PV, LOGPROBS = _A["drafter_version"], _A["drafter_policy_version"], _A["logprobs_source"]
+DRAFTER, DRAFTER_PV, LOGPROBS = (
+    _ATTRIBUTE["drafter_version"],
+    _ATTRIBUTE["drafter_policy_version"],
+    _ATTRIBUTE["logprobs_source"],
+)
 TOOL, SANDBOX, EXIT_CODE, OBSERVATION = (
-    _A["tool_name"],
-    _A["sandbox_id"],
-    _A["tool_exit_code"],
-    _A["observation_tokens"],
+    _ATTRIBUTE["tool_name"],
+    _ATTRIBUTE["sandbox_id"],
+    _ATTRIBUTE["tool_exit_code"],
+    _ATTRIBUTE["observation_tokens"],
 )
-REWARD_NAME, JUDGE_STATUS, JUDGE_P = _A["reward_name"], _A["judge_status"], _A["judge_model_parameters"]
-TEACHER_P, TEACHER_TOKENS = _A["teacher_model_parameters"], _A["teacher_tokens"]
+REWARD_NAME, JUDGE_STATUS, JUDGE_P = (
+    _ATTRIBUTE["reward_name"],
+    _ATTRIBUTE["judge_status"],
+    _ATTRIBUTE["judge_model_parameters"],
+)
+TEACHER_P, TEACHER_TOKENS = _ATTRIBUTE["teacher_model_parameters"], _ATTRIBUTE["teacher_tokens"]
 TRAIN_STEP, SAMPLES, TRAIN_TOKENS, WAIT, LOSS = (
-    _A["train_step"],
-    _A["train_samples"],
-    _A["train_tokens"],
-    _A["train_wait_s"],
-    _A["train_loss"],
+    _ATTRIBUTE["train_step"],
+    _ATTRIBUTE["train_samples"],
+    _ATTRIBUTE["train_tokens"],
+    _ATTRIBUTE["train_wait_s"],
+    _ATTRIBUTE["train_loss"],
 )
-DECISION, STALENESS, SAMPLE_TOKENS = _A["sample_decision"], _A["sample_staleness"], _A["sample_tokens"]
+DECISION, STALENESS, SAMPLE_TOKENS = (
+    _ATTRIBUTE["sample_decision"],
+    _ATTRIBUTE["sample_staleness"],
+    _ATTRIBUTE["sample_tokens"],
+)
 MISMATCH = tuple(
-    _A[c] for c in ("mismatch_kl", "logprob_diff_mean", "logprob_diff_max", "importance_ratio_mean")
+    _ATTRIBUTE[c] for c in ("mismatch_kl", "logprob_diff_mean", "logprob_diff_max", "importance_ratio_mean")
 )
 
 

@@ -111,18 +111,18 @@ def test_a_report_and_the_checks_on_one_shared_connection_run_each_analysis_once
     store, _ = sample
     con = connect(store)
     runs = []  # one entry per analysis actually run
-    shared = analyses.Shared(lambda: runs.append(1) or con)
-    figures = report(shared, "samples")
+    memo = analyses.Memo(lambda: runs.append(1) or con)
+    figures = report(memo, "samples")
     plain = _flatten(report(con, "samples"))
     assert _flatten(figures) == {k: pytest.approx(v) if isinstance(v, float) else v for k, v in plain.items()}
     ran = len(runs)
-    assert report(shared, "samples") == figures and len(runs) == ran  # kept, not run again
-    assert [r.line() for r in run_checks(shared, "samples")] == [r.line() for r in run_checks(con, "samples")]
+    assert report(memo, "samples") == figures and len(runs) == ran  # kept, not run again
+    assert [r.line() for r in run_checks(memo, "samples")] == [r.line() for r in run_checks(con, "samples")]
     # each analysis ran once, whoever asked first: as many runs as distinct analyses and parameters kept
-    assert len(runs) == shared.kept()
-    frame = analyses.funnel(shared, "samples", by="step")
+    assert len(runs) == memo.kept()
+    frame = analyses.funnel(memo, "samples", by="step")
     frame["usable"] = -1  # a caller changing its copy changes nobody else's
-    assert (analyses.funnel(shared, "samples", by="step")["usable"] >= 0).all()
+    assert (analyses.funnel(memo, "samples", by="step")["usable"] >= 0).all()
 
 
 def test_the_overview_headline_is_the_report_less_what_it_does_not_show(sample):
@@ -130,15 +130,15 @@ def test_the_overview_headline_is_the_report_less_what_it_does_not_show(sample):
     con = connect(store)
     full = _flatten(report(con, "samples", steps=(3, 9)))
     runs = []
-    headline = _flatten(headline_of(analyses.Shared(lambda: runs.append(1) or con), "samples", steps=(3, 9)))
+    headline = _flatten(headline_of(analyses.Memo(lambda: runs.append(1) or con), "samples", steps=(3, 9)))
     assert headline == {k: full[k] for k in headline}
     assert "prefill_decode.ratio" in headline and "trainer.idle_fraction" in headline
     assert not any(k.startswith(("throughput", "staleness", "funnel.losses")) for k in headline)
     # what it leaves out is not computed: the step range, environments, losses, disaggregation, staleness
     # and throughput analyses of the report did not run, nor its six health and goodput ones
-    shown = analyses.Shared(lambda: con)
+    shown = analyses.Memo(lambda: con)
     headline_of(shown, "samples", steps=(3, 9))
-    whole = analyses.Shared(lambda: con)
+    whole = analyses.Memo(lambda: con)
     report(whole, "samples", steps=(3, 9))
     left_out = {
         "step_range",

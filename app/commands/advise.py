@@ -79,7 +79,7 @@ def advise(con, run_id: str, steps=None, what_if: dict | None = None) -> dict:
     """The object ``--json`` prints: the run, the selection, the what-if settings, the baseline, the levers."""
     from rollscope.queries import analyses
 
-    con = analyses.shared(con)
+    con = analyses.memo(con)
     settings = {**analyses.ADVICE_DEFAULTS, **(what_if or {})}
     frame = analyses.advise(con, run_id, steps, **(what_if or {}))
     base = analyses.advice_base(con, run_id, steps)
@@ -105,29 +105,29 @@ def advise(con, run_id: str, steps=None, what_if: dict | None = None) -> dict:
     }
 
 
-def render(a: dict) -> str:
-    b = a["baseline"]
-    per_k = None if b["usable_per_device_s"] is None else 1000 * b["usable_per_device_s"]
-    steps = "all steps" if not a["steps"] else f"steps {a['steps'][0]}–{a['steps'][1]}"
+def render(advice: dict) -> str:
+    base = advice["baseline"]
+    per_k = None if base["usable_per_device_s"] is None else 1000 * base["usable_per_device_s"]
+    steps = "all steps" if not advice["steps"] else f"steps {advice['steps'][0]}–{advice['steps'][1]}"
     lines = [
-        f"run {a['run_id']}  {steps}: {fmt.count(b['usable'])} usable rollouts in "
-        f"{fmt.count(b['device_seconds'])} device-seconds ({fmt.number(per_k)} per 1,000 device-seconds)",
+        f"run {advice['run_id']}  {steps}: {fmt.count(base['usable'])} usable rollouts in "
+        f"{fmt.count(base['device_seconds'])} device-seconds ({fmt.number(per_k)} per 1,000 device-seconds)",
         "",
         "Levers, by estimated gain in usable rollouts per device-second:",
     ]
-    applies = [x for x in a["levers"] if x["applies"]]
-    for x in applies:
+    applies = [lever for lever in advice["levers"] if lever["applies"]]
+    for lever in applies:
         lines += [
-            f"{x['rank']:>2}. {x['title']:<32} {_gain(x['gain']):>9}  {x['action']}",
-            f"    {x['evidence']}",
-            f"    what-if: usable {fmt.count(x['usable'])} → {fmt.count(x['usable_after'])}, device-seconds "
-            f"{fmt.count(x['device_seconds'])} → {fmt.count(x['device_seconds_after'])}; "
-            f"evidence on the {TITLES[x['page']]} page",
+            f"{lever['rank']:>2}. {lever['title']:<32} {_gain(lever['gain']):>9}  {lever['action']}",
+            f"    {lever['evidence']}",
+            f"    what-if: usable {fmt.count(lever['usable'])} → {fmt.count(lever['usable_after'])}, "
+            f"device-seconds {fmt.count(lever['device_seconds'])} → {fmt.count(lever['device_seconds_after'])}; "
+            f"evidence on the {TITLES[lever['page']]} page",
         ]
-    rest = [x for x in a["levers"] if not x["applies"]]
+    rest = [lever for lever in advice["levers"] if not lever["applies"]]
     if rest:
         lines += ["", "Does not apply:"]
-        lines += [f"  - {x['title']}: {x['why_not']}" for x in rest]
+        lines += [f"  - {lever['title']}: {lever['why_not']}" for lever in rest]
     return "\n".join(lines) + "\n"
 
 

@@ -57,26 +57,33 @@ def _sections(report: dict) -> list[tuple[str, list[tuple[str, str]]]]:
     ]
 
 
-def _health_rows(h: dict, g: dict) -> list[tuple[str, str]]:
-    oldest = h["oldest_in_flight_rollout"]
+def _health_rows(health: dict, goodput: dict) -> list[tuple[str, str]]:
+    oldest = health["oldest_in_flight_rollout"]
     rows = [
-        ("rollouts in flight", fmt.count(h["in_flight"])),
-        ("oldest in flight", f"{fmt.seconds(h['oldest_in_flight_s'])}" + (f" ({oldest})" if oldest else "")),
-        ("most silent process", f"{h['most_silent_process'] or '-'} for {fmt.seconds(h['most_silent_s'])}"),
+        ("rollouts in flight", fmt.count(health["in_flight"])),
+        (
+            "oldest in flight",
+            f"{fmt.seconds(health['oldest_in_flight_s'])}" + (f" ({oldest})" if oldest else ""),
+        ),
+        (
+            "most silent process",
+            f"{health['most_silent_process'] or '-'} for {fmt.seconds(health['most_silent_s'])}",
+        ),
     ]
     for kind in ("verifier", "judge"):
-        s = h["scoring"][kind]
+        latency = health["scoring"][kind]
         rows.append(
             (
                 f"{kind} latency p50 / p99",
-                f"{fmt.seconds(s['p50_s'])} / {fmt.seconds(s['p99_s'])}, {fmt.count(s['timeouts'])} timeouts",
+                f"{fmt.seconds(latency['p50_s'])} / {fmt.seconds(latency['p99_s'])}, "
+                f"{fmt.count(latency['timeouts'])} timeouts",
             )
         )
-    wasted = sum(g.get(f"wasted_{k}_device_s") or 0 for k in ("infra_error", "aborted", "unused"))
+    wasted = sum(goodput.get(f"wasted_{k}_device_s") or 0 for k in ("infra_error", "aborted", "unused"))
     return rows + [
-        ("trainer computing share", fmt.rate(g["trainer_computing_share"])),
-        ("trainer waiting on weight sync", fmt.seconds(g["trainer_sync_wait_s"])),
-        ("rollout devices generating", fmt.rate(g["rollout_generating_share"])),
+        ("trainer computing share", fmt.rate(goodput["trainer_computing_share"])),
+        ("trainer waiting on weight sync", fmt.seconds(goodput["trainer_sync_wait_s"])),
+        ("rollout devices generating", fmt.rate(goodput["rollout_generating_share"])),
         ("rollout device time never used", fmt.device_seconds(wasted)),
     ]
 
@@ -102,7 +109,10 @@ def _funnel_rows(funnel: dict) -> list[tuple[str, str]]:
     rows.append(
         ("usable", f"{fmt.count(funnel['usable'])}  ({fmt.rate(funnel['rates']['usable'])} of dispatched)")
     )
-    rows += [(f"  lost at {x['stage']}", f"{fmt.count(x['lost'])} {x['reason']}") for x in funnel["losses"]]
+    rows += [
+        (f"  lost at {loss['stage']}", f"{fmt.count(loss['lost'])} {loss['reason']}")
+        for loss in funnel["losses"]
+    ]
     return rows
 
 
@@ -197,9 +207,9 @@ def _steps(steps: dict) -> str:
     return "-" if steps["first"] is None else f"{steps['first']}–{steps['last']}"
 
 
-def _times(x) -> str:
-    return fmt.MISSING if fmt.missing(x) else f"{x:,.2f} ×"
+def _times(value) -> str:
+    return fmt.MISSING if fmt.missing(value) else f"{value:,.2f} ×"
 
 
-def _tokens(x) -> str:
-    return fmt.MISSING if fmt.missing(x) else f"{x:,.2f} tokens"
+def _tokens(value) -> str:
+    return fmt.MISSING if fmt.missing(value) else f"{value:,.2f} tokens"

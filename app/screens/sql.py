@@ -8,15 +8,15 @@ from rollscope.errors import QueryError
 RESULT = "sql-result"
 
 
-def views(run_id: str) -> None:
+def views(filters: data.Filters) -> None:
     st.markdown("**Views**")
-    columns = data.view_columns()
+    columns = data.view_columns(filters.store)
     for view, what in data.views().items():
         with st.expander(f"`{view}`: {what}"):
             st.caption(", ".join(f"`{c}`" for c in columns.get(view, [])))
     st.markdown("**Table macros** (call them like a view)")
     for macro, what in data.macros().items():
-        st.markdown(f"- `{macro.replace('RUN', run_id)}`: {what}")
+        st.markdown(f"- `{macro.replace('RUN', filters.run_id)}`: {what}")
     st.caption("Definitions: docs/metrics.md and docs/semconv.md.")
 
 
@@ -48,7 +48,7 @@ st.caption(
 )
 left, right = st.columns([2, 1])
 with right:
-    views(filters.run_id)
+    views(filters)
 with left:
     with st.form("sql-form"):
         text = st.text_area("SQL", value=data.sql_example(), height=180, key="sql-text")

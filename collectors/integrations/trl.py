@@ -70,7 +70,7 @@ def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) 
     existing = getattr(trainer, "_rollscope_instrumentation", None)
     if existing is not None:
         return existing
-    from rollscope.collectors.wiring import attach
+    from rollscope.collectors.attaching import attach
 
     attach_kwargs.setdefault("role", "train")
     attach_kwargs.setdefault("algorithm", "grpo")

@@ -68,7 +68,7 @@ def instrument(
     and ``attach``'s other keyword arguments). ``environment`` overrides the environment name.
     """
     if rl is None:
-        from rollscope.collectors.wiring import attach as _attach
+        from rollscope.collectors.attaching import attach as _attach
 
         attach.setdefault("role", "rollout")
         attach.setdefault("service_name", "verifiers")
@@ -125,7 +125,7 @@ def read_episodes(path: Path | str) -> list[Mapping]:
 
 def import_file(path: Path | str, store, run_id: str, *, environment: str | None = None) -> dict[str, int]:
     """Write a saved run's episodes to ``store`` as run ``run_id``; returns counts of what was written."""
-    from rollscope.collectors.wiring import attach
+    from rollscope.collectors.attaching import attach
 
     episodes = read_episodes(path)
     rl = attach(store=store, run_id=run_id, role="rollout", service_name="verifiers", set_global=False)

@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from rollscope.collectors import semconv
 from rollscope.collectors.exporter import StoreSpanExporter, StoreSpanProcessor
-from rollscope.collectors.helpers import RL
 from rollscope.collectors.settings import Settings, compact_seconds, safe_run_id
+from rollscope.collectors.spans import RL
 from rollscope.store.layout import check_run_id
 
 log = logging.getLogger("rollscope")
