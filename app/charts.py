@@ -1,7 +1,7 @@
 """Plotly figures and number formats for the pages: every axis says its unit, every figure looks alike.
 
 Builders take the frames ``queries`` returns and only arrange them; no figure is computed here (the rolling
-mean drawn over a noisy per-step series is display smoothing, its window named in the legend).
+mean drawn over a noisy per-step series comes from ``queries/sql/analyses/rolling_mean.sql`` too).
 """
 
 from __future__ import annotations
@@ -46,7 +46,26 @@ KIND_COLORS = {
     "train_step": TERM_COLORS["train"],
     "other": "#cbd5e1",
 }
+# The window of every per-step chart's rolling mean, in train steps (legends and captions name it).
+ROLLING_STEPS = 10
+PALETTE = ("#2563eb", "#db2777", "#0d9488", "#ea580c", "#7c3aed", "#65a30d")
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
+# A line drawn with more points than this shows nothing more (a chart is at most about a thousand pixels wide) and
+# costs seconds to build and send: a 10M-span run has 11,000 steps, seven sparklines 150,000 points.
+MAX_POINTS = 600
+
+
+def thinned(xs: pd.Series, ys: pd.Series, max_points: int = MAX_POINTS) -> tuple[list, list]:
+    """The points of a line to draw: every one up to ``max_points``; beyond, consecutive points in buckets, each
+    keeping its first, lowest and highest (min-max decimation), so a one-step spike or dip still shows."""
+    if len(xs) <= max_points:
+        return xs.tolist(), ys.tolist()
+    bucket = pd.Series(range(len(xs))) // math.ceil(3 * len(xs) / max_points)
+    values = pd.to_numeric(pd.Series(ys.to_numpy()), errors="coerce")
+    valid = values.notna()
+    grouped = values[valid].groupby(bucket[valid])
+    keep = sorted({*bucket.drop_duplicates().index, *grouped.idxmin(), *grouped.idxmax()})
+    return xs.iloc[keep].tolist(), ys.iloc[keep].tolist()
 
 
 def label(name: str) -> str:
@@ -86,16 +105,9 @@ def lines(
     percent: bool = False,
     names: list[str] | None = None,
     support: str | None = None,
-    rolling: int | None = None,
 ) -> go.Figure:
     """Lines over ``x``; ``support`` names a column of how many items each point rests on (turns,
-    rollouts), written beside each point and in its hover, so a point resting on a handful stands out.
-    ``rolling=N`` draws each series pale with its mean over the last N points on top (a display smoothing of
-    the figures queries returned, its window named in the legend)."""
-    if rolling:
-        return _smoothed(
-            frame, x, ys, names or [label(y) for y in ys], title, x_title, y_title, percent, rolling
-        )
+    rollouts), written beside each point and in its hover, so a point resting on a handful stands out."""
     fig = _figure(title, x_title, y_title)
     for y, name in zip(ys, names or [label(y) for y in ys], strict=True):
         extra = {}
@@ -114,21 +126,30 @@ def lines(
                 "hovertemplate": f"%{{x}}: %{{y}}<br>{label(support)}: %{{customdata}}<extra>{name}</extra>",
             }
         mode = "lines+markers+text" if extra.get("text") else "lines+markers"
-        fig.add_scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode=mode, name=name, **extra)
+        xs, values = thinned(frame[x], frame[y]) if not extra else (frame[x].tolist(), frame[y].tolist())
+        fig.add_scatter(x=xs, y=values, mode=mode, name=name, **extra)
     _axes(fig, frame[x], percent)
     return fig
 
 
-PALETTE = ("#2563eb", "#db2777", "#0d9488", "#ea580c", "#7c3aed", "#65a30d")
-
-
-def _smoothed(frame, x, ys, names, title, x_title, y_title, percent, window) -> go.Figure:
-    fig = _figure(title, x_title, y_title)
-    for i, (y, name) in enumerate(zip(ys, names, strict=True)):
+def per_step(
+    frame: pd.DataFrame,
+    ys: list[str],
+    title: str,
+    y_title: str,
+    percent: bool = False,
+    names: list[str] | None = None,
+) -> go.Figure:
+    """Per-train-step series, each drawn pale with its mean over the last ``ROLLING_STEPS`` steps on top, so
+    a noisy figure reads as a trend. ``frame`` is what ``data.per_step`` returns: a ``step`` column, the
+    series, and each series' ``<y>_rolling_mean``."""
+    fig = _figure(title, "train step", y_title)
+    for i, (y, name) in enumerate(zip(ys, names or [label(y) for y in ys], strict=True)):
         color = PALETTE[i % len(PALETTE)]
+        xs, values = thinned(frame["step"], frame[y])
         fig.add_scatter(
-            x=frame[x].tolist(),
-            y=frame[y].tolist(),
+            x=xs,
+            y=values,
             mode="lines",
             name=name,
             legendgroup=name,
@@ -136,16 +157,16 @@ def _smoothed(frame, x, ys, names, title, x_title, y_title, percent, window) -> 
             opacity=0.35,
             line={"color": color, "width": 1},
         )
-        mean = frame[y].astype(float).rolling(window, min_periods=1).mean()
+        xs, mean = thinned(frame["step"], frame[f"{y}_rolling_mean"])
         fig.add_scatter(
-            x=frame[x].tolist(),
-            y=mean.tolist(),
+            x=xs,
+            y=mean,
             mode="lines",
-            name=f"{name} (mean of {window} steps)",
+            name=f"{name} (mean of {ROLLING_STEPS} steps)",
             legendgroup=name,
             line={"color": color, "width": 2.5},
         )
-    _axes(fig, frame[x], percent)
+    _axes(fig, frame["step"], percent)
     return fig
 
 
@@ -155,6 +176,24 @@ def _axes(fig: go.Figure, x: pd.Series, percent: bool, horizontal: bool = False)
         (fig.update_yaxes if horizontal else fig.update_xaxes)(dtick=1)
     if percent:
         (fig.update_xaxes if horizontal else fig.update_yaxes)(tickformat=".0%", rangemode="tozero")
+
+
+MAX_BARS = 200  # a bar chart of more categories than this is unreadable and costs seconds to build
+
+
+def binned(frame: pd.DataFrame, x: str, ys: list[str], max_bars: int = MAX_BARS) -> tuple[pd.DataFrame, bool]:
+    """A per-step bar frame of more than ``max_bars`` steps as ranges of consecutive steps, each bar the mean per
+    step over its range (so the unit stays per step), labelled "first–last"; rows whose ``x`` is not a number
+    (e.g. "not consumed") stay as they are. Returns the frame and whether it was binned."""
+    numeric = pd.to_numeric(frame[x], errors="coerce").notna()
+    if numeric.sum() <= max_bars:
+        return frame, False
+    steps = frame[numeric].reset_index(drop=True)
+    groups = pd.Series(range(len(steps))) // math.ceil(len(steps) / max_bars)
+    out = steps[ys].apply(pd.to_numeric, errors="coerce").groupby(groups).mean()
+    first, last = steps[x].groupby(groups).first(), steps[x].groupby(groups).last()
+    out.insert(0, x, [f"{a}–{b}" for a, b in zip(first, last, strict=True)])
+    return pd.concat([out, frame.loc[~numeric, [x, *ys]]], ignore_index=True), True
 
 
 def bars(
@@ -170,6 +209,9 @@ def bars(
     colors: dict[str, str] | None = None,
     log: bool = False,
 ) -> go.Figure:
+    frame, was_binned = binned(frame, x, ys) if not horizontal else (frame, False)
+    if was_binned:
+        x_title = f"{x_title} (ranges: mean per step)"
     fig = _figure(title, x_title, y_title, barmode="stack" if stacked else "group")
     for y in ys:
         xs, values = frame[x].astype(str).tolist(), frame[y].tolist()
@@ -220,7 +262,8 @@ def by_run(
             fig.add_bar(x=frame[x].astype(str).tolist(), y=frame[y].tolist(), name=run)
             fig.update_xaxes(type="category")
         else:
-            fig.add_scatter(x=frame[x].tolist(), y=frame[y].tolist(), mode="lines+markers", name=run)
+            xs, values = thinned(frame[x], frame[y])
+            fig.add_scatter(x=xs, y=values, mode="lines+markers", name=run)
     if frames:
         _axes(fig, pd.concat([f[x] for f in frames.values()]), percent)
     return fig
@@ -276,19 +319,15 @@ def mark(fig: go.Figure, xs: list, labels: list[str], max_labels: int = 12) -> g
 def sparkline(frame: pd.DataFrame, x: str, y: str, title: str, percent: bool = False) -> go.Figure:
     """A small per-step series on a train-step axis: the raw values thin and pale, and when the frame has
     ``rolling_mean`` that mean drawn over them."""
+    xs, values = thinned(frame[x], frame[y])
     fig = go.Figure(
-        go.Scatter(
-            x=frame[x].tolist(),
-            y=frame[y].tolist(),
-            mode="lines",
-            name=label(y),
-            line={"width": 1, "color": "#93c5fd"},
-        )
+        go.Scatter(x=xs, y=values, mode="lines", name=label(y), line={"width": 1, "color": "#93c5fd"})
     )
     if "rolling_mean" in frame:
+        xs, means = thinned(frame[x], frame["rolling_mean"])
         fig.add_scatter(
-            x=frame[x].tolist(),
-            y=frame["rolling_mean"].tolist(),
+            x=xs,
+            y=means,
             mode="lines",
             name="rolling mean",
             line={"width": 2.5, "color": "#1d4ed8"},

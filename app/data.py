@@ -291,8 +291,12 @@ def _cached(store: str, version: int, name: str, _function: Callable, args: tupl
     live, started = live_store(store), time.perf_counter()
     run_id = args[0]
     memoized = _function.__module__ in MEMO_MODULES
-    con = live.memo(run_id, _generation(store)) if memoized else live.cursor(run_id)
-    result = _function(con, *args, **dict(options))
+
+    def answer():
+        con = live.memo(run_id, _generation(store)) if memoized else live.cursor(run_id)
+        return _function(con, *args, **dict(options))
+
+    result = live.reader(run_id).retrying(answer)  # again on a fresh listing if a compaction moved a file
     live.computed(time.perf_counter() - started)
     return result
 
@@ -310,6 +314,15 @@ def analysis(function: Callable, filters: Filters, run_id: str | None = None, **
     range and environment: every analysis a page shows takes both filters."""
     scope = {"steps": filters.steps, "environment": filters.environment}
     return call(filters.store, function, run_id or filters.run_id, **scope, **options)
+
+
+def per_step(filters: Filters, frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``frame`` (one row per train step) with each of ``columns``' rolling mean over ``charts.ROLLING_STEPS``
+    steps beside it (``analyses.rolling_mean``), for ``charts.per_step``."""
+    from rollscope.app.charts import ROLLING_STEPS
+
+    con = live_store(filters.store).cursor(filters.run_id)
+    return analyses.rolling_mean(con, frame, columns, ROLLING_STEPS)
 
 
 def checks(filters: Filters) -> pd.DataFrame:
@@ -409,33 +422,45 @@ def report_value(key: str, value) -> str:
     return formats.count(value) if float(value).is_integer() else formats.number(value)
 
 
-def report_table(reports: dict[str, dict]) -> pd.DataFrame:
+def compare(filters: Filters, other: str) -> pd.DataFrame:
+    """The reports of the page's run and ``other`` side by side (``report_table``), both with the filters."""
+    reports = {run: analysis(queries_report.report, filters, run_id=run) for run in (filters.run_id, other)}
+    return report_table(live_store(filters.store).cursor(filters.run_id), reports)
+
+
+def report_table(con, reports: dict[str, dict]) -> pd.DataFrame:
     """Reports of two runs, one row per figure with a readable label, the change from the first to the
-    second (absolute, in the figure's own format, and relative) and which run is better where that is
-    plain (``better``: the run's id, else empty). ``key`` keeps the report's dotted key."""
+    second (absolute, in the figure's own format, and relative; ``queries.report.changes`` computes both)
+    and which run is better where that is plain (``better``: the run's id, else empty). ``key`` keeps the
+    report's dotted key."""
     from rollscope.app import formats
 
-    flat = {run: flatten(report) for run, report in reports.items()}
+    flat = {run: _without_run_id(flatten(report)) for run, report in reports.items()}
     (run_a, first), (run_b, second) = flat.items()
-    keys = [k for k in first | second if k not in ("run_id",)]
+    diff = queries_report.changes(con, first, second)
+    keys = diff["key"].tolist()
+    changes = [None if formats.missing(c) else c for c in diff["change"]]
     table = pd.DataFrame(
         {
             "figure": [figure_label(k) for k in keys],
             **{run: [report_value(k, f.get(k)) for k in keys] for run, f in flat.items()},
         }
     )
-    changes = [_change(first.get(k), second.get(k)) for k in keys]
     table["change"] = [
         "" if c is None else _signed(report_value(k, c), c) if not _is_share(k) else formats.points(100 * c)
         for k, c in zip(keys, changes, strict=True)
     ]
     table["relative change"] = [
-        formats.rate(_relative(first.get(k), c)) if c is not None and not _is_share(k) else ""
-        for k, c in zip(keys, changes, strict=True)
+        formats.rate(r) if c is not None and not _is_share(k) else ""
+        for k, c, r in zip(keys, changes, diff["relative_change"], strict=True)
     ]
     table["better"] = [_better(k, c, run_a, run_b) for k, c in zip(keys, changes, strict=True)]
     table["key"] = keys
     return table
+
+
+def _without_run_id(flat: dict) -> dict:
+    return {k: v for k, v in flat.items() if k != "run_id"}
 
 
 def _is_share(key: str) -> bool:
@@ -445,10 +470,6 @@ def _is_share(key: str) -> bool:
 
 def _signed(text: str, change) -> str:
     return text if change < 0 or text.startswith("-") else f"+{text}"
-
-
-def _relative(a, change):
-    return change / abs(a) if isinstance(a, int | float) and a else None
 
 
 def _better(key: str, change, run_a: str, run_b: str) -> str:
@@ -473,20 +494,17 @@ def flatten(value, prefix: str = "") -> dict:
     return {prefix.rstrip("."): value}
 
 
-def _change(a, b):
-    numeric = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (a, b))
-    return b - a if numeric else None
-
-
 def views() -> dict[str, str]:
     """The documented views and what each holds, for the SQL explorer."""
     return dict(VIEW_DOCS)
 
 
+@st.cache_data(show_spinner=False)
 def view_columns(path: str) -> dict[str, list[str]]:
     """Each view's columns, from the SQL explorer's own connection (``Sandbox.columns``): the same for every
     store, and asking the connection the page already holds costs milliseconds, where opening a reader over an
-    empty store to ask it cost ~2 s on a cold page."""
+    empty store to ask it cost ~2 s on a cold page. Cached, so a rerun never waits on the sandbox's lock behind
+    a user's running query."""
     return sandbox(path).columns()
 
 

@@ -87,6 +87,8 @@ def _salted_trace_ids(column: pa.ChunkedArray, k: int) -> pa.Array:
 
 def publish_and_compact(spans: pa.Table, args, auto: Path, raw: Path) -> dict:
     """Publish the spans as the writers would, running the compactor's step on the simulated clock."""
+    # The clock is simulated: sources move aside as soon as their merged file is published, not a second later.
+    compaction.RETIRE_AFTER_S = 0.0
     writers = [layout.SegmentWriter(auto, "spans", prefix="seg") for _ in range(args.writers)]
     directory = layout.partition_dir(auto, "spans", RUN)
     raw_dir = layout.partition_dir(raw, "spans", RUN)
@@ -116,7 +118,11 @@ def publish_and_compact(spans: pa.Table, args, auto: Path, raw: Path) -> dict:
             steps.append((files, result.rows - before[1], seconds))
         if tick % 30 == 29 or i == len(cuts) - 1:  # every simulated minute
             live = layout.segments(auto, "spans", RUN)
-            timeline.append((2 * (tick + 1), i + 1, min(start + per, spans.num_rows), len(live)))
+            listed = sum(n.endswith(".parquet") for n in os.listdir(directory))
+            footers = sum(f.name.startswith("cmp-") for f in live)
+            timeline.append(
+                (2 * (tick + 1), i + 1, min(start + per, spans.num_rows), len(live), listed, footers)
+            )
     return {
         "published": len(cuts),
         "publish_s": publish_s,
@@ -124,6 +130,33 @@ def publish_and_compact(spans: pa.Table, args, auto: Path, raw: Path) -> dict:
         "rows_rewritten": result.rows,
         "steps": steps,
         "timeline": timeline,
+    }
+
+
+def listing_cost(store: Path, repeats: int) -> dict:
+    """What a reader pays to list the run: one directory listing plus the footer of each merged file (cached
+    per process; cleared here, as a fresh `rollscope` process starts), against the listing alone."""
+    directory = layout.partition_dir(store, "spans", RUN)
+    listed, full, parsed = [], [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        os.listdir(directory)
+        listed.append(time.perf_counter() - t0)
+        layout._sources_of.cache_clear()
+        t0 = time.perf_counter()
+        files = layout.segments(store, "spans", RUN)
+        full.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for f in files:
+            if f.name.startswith("cmp-"):
+                pq.read_metadata(f)  # how the footers were read before: every row group's statistics parsed
+        parsed.append(time.perf_counter() - t0)
+    return {
+        "files": len(files),
+        "footers": sum(f.name.startswith("cmp-") for f in files),
+        "listdir": statistics.median(listed),
+        "segments": statistics.median(full),
+        "parsed": statistics.median(parsed),
     }
 
 
@@ -160,7 +193,13 @@ def cost_model(steps: list[tuple[int, int, float]]) -> tuple[float, float]:
 
 
 def simulate_week(args, per_file: float, per_row: float) -> list[tuple]:
-    """The publish pattern for ``args.days`` days; the real planner picks every merge; files are counters."""
+    """The publish pattern for ``args.days`` days; the real planner picks every merge; files are counters.
+
+    Listed, per layout: **now** (``.replaced/``) a partition holds the live files, and during a compaction
+    step (its merges' time plus ``RETIRE_AFTER_S``, when the sources move aside) also the sources of its merges
+    and the segments published meanwhile: the peak is the live files before the step, plus its merged files,
+    plus those arrivals. **Before** (the baseline, same merges) replaced files stayed beside the live ones for
+    the whole 300 s grace period."""
     rng = np.random.default_rng(7)
     live: list[compaction.Part] = []
     grace: deque[tuple[float, int]] = deque()  # (time a replaced batch may be deleted, how many files)
@@ -168,17 +207,18 @@ def simulate_week(args, per_file: float, per_row: float) -> list[tuple]:
     busy_until = busy_total = 0.0
     rows_total = rows_rewritten = 0
     report_at = [3600 * h for h in (1, 6, 12)] + [86_400 * d for d in range(1, args.days + 1)]
-    rows_out, peak_live, peak_listed = [], 0, 0
+    rows_out, peak_live, peak_listed, peak_old = [], 0, 0, 0
     seconds = int(args.days * 86_400)
     for now in range(2, seconds + 1, 2):
         sizes = rng.poisson(args.spans_per_segment, args.writers).clip(1)
         rows_total += int(sizes.sum())
         ms = now * 1000
         live.extend(compaction.Part(f"seg-{ms:013d}-{w:02x}", int(n)) for w, n in enumerate(sizes))
+        listed = len(live)
         if now % args.compact_seconds == 0 and now >= busy_until:
             while grace and grace[0][0] <= now:
                 in_grace -= grace.popleft()[1]
-            spent = 0.0
+            spent, before, merges = 0.0, len(live), 0
             while spent < 60.0 and (batch := compaction.plan_tiered(live)):
                 names = {p.name for p in batch}
                 merged = compaction.Part(f"cmp-{ms:013d}-{len(live):06d}", sum(p.rows for p in batch))
@@ -186,13 +226,19 @@ def simulate_week(args, per_file: float, per_row: float) -> list[tuple]:
                 grace.append((now + compaction.REPLACED_GRACE_S, len(batch)))
                 in_grace += len(batch)
                 rows_rewritten += merged.rows
+                merges += 1
                 spent += per_file * len(batch) + per_row * merged.rows
+            if merges:
+                arrivals = math.ceil((spent + compaction.RETIRE_AFTER_S) / 2) * args.writers
+                listed = before + merges + arrivals
             busy_until = now + spent
             busy_total += spent
-        peak_live, peak_listed = max(peak_live, len(live)), max(peak_listed, len(live) + in_grace)
+        peak_live, peak_listed = max(peak_live, len(live)), max(peak_listed, listed)
+        peak_old = max(peak_old, len(live) + in_grace)
         if report_at and now >= report_at[0]:
             report_at.pop(0)
             full = math.ceil(rows_total / layout.COMPACT_TARGET_ROWS)
+            footers = sum(p.name.startswith("cmp-") for p in live)
             rows_out.append(
                 (
                     now,
@@ -200,8 +246,10 @@ def simulate_week(args, per_file: float, per_row: float) -> list[tuple]:
                     now // 2 * args.writers,
                     len(live),
                     peak_live,
-                    len(live) + in_grace,
+                    footers,
                     peak_listed,
+                    len(live) + in_grace,
+                    peak_old,
                     full,
                     rows_rewritten / rows_total,
                     busy_total / now,
@@ -247,9 +295,20 @@ def part1(args) -> tuple[float, float]:
         print(
             "are swept at the next compaction step instead of after 300 s); files, merges and queries are real"
         )
-        print(f"\n{'sim time':>9} {'segments published':>19} {'spans':>10} {'live files':>11}")
-        for t, published, rows, live in r["timeline"]:
-            print(f"{t // 60:>7}m {published:>19,} {rows:>10,} {live:>11,}")
+        print(
+            f"\n{'sim time':>9} {'segments published':>19} {'spans':>10} {'live files':>11} {'listed':>7}"
+            f" {'footers read':>13}"
+        )
+        for t, published, rows, live, listed, footers in r["timeline"]:
+            print(f"{t // 60:>7}m {published:>19,} {rows:>10,} {live:>11,} {listed:>7,} {footers:>13,}")
+        listing = listing_cost(auto, args.repeats)
+        print(
+            f"\nlisting the run as a reader does (`layout.segments`, footers not cached, median of {args.repeats}):"
+            f" {listing['segments'] * 1e3:.1f} ms for {listing['files']:,} files, {listing['footers']:,} footers"
+            f" read; the bare `os.listdir` (baseline) {listing['listdir'] * 1e3:.2f} ms"
+            f" ({listing['segments'] / listing['listdir']:.0f}x); those footers parsed whole by"
+            f" `pq.read_metadata` (as before) {listing['parsed'] * 1e3:.1f} ms"
+        )
         print(
             f"\npublishing: {r['publish_s']:.1f} s for {r['published']:,} segments; compaction: "
             f"{r['compact_s']:.1f} s ({r['compact_s'] / r['publish_s']:.2f}x publishing), "
@@ -289,23 +348,33 @@ def part2(args, per_file: float, per_row: float) -> None:
     )
     print(
         f"one compaction step every {args.compact_seconds} s, replaced files kept {compaction.REPLACED_GRACE_S:.0f} s;"
-        f" a merge costs {per_file * 1e3:.2f} ms/file + {per_row * 1e6:.2f} µs/row (part 1's fit)"
+        f" a merge costs {per_file * 1e3:.2f} ms/file + {per_row * 1e6:.2f} µs/row"
+        f" ({'a default: --skip-part1' if args.skip_part1 else 'fitted in part 1'})"
     )
     print(
-        f"\n{'sim time':>9} {'spans':>15} {'segments':>12} {'live':>6} {'peak':>6} {'listed':>7} {'peak':>6}"
-        f" {'fully compacted':>16} {'rewrites/span':>14} {'compactor busy':>15}"
+        f"\n{'':>9} {'':>15} {'':>12} {'opened':>13} {'footers':>8} {'listed':>7} {'listed before':>15}"
+        f" {'':>16} {'':>14} {'':>15}"
     )
-    for now, spans, segs, live, peak, listed, peak_listed, full, wa, busy in simulate_week(
+    print(
+        f"{'sim time':>9} {'spans':>15} {'segments':>12} {'live':>6} {'peak':>6} {'read':>8} {'peak':>7}"
+        f" {'now':>7} {'peak':>7} {'fully compacted':>16} {'rewrites/span':>14} {'compactor busy':>15}"
+    )
+    for now, spans, segs, live, peak, footers, listed, old, peak_old, full, wa, busy in simulate_week(
         args, per_file, per_row
     ):
         when = f"{now // 3600}h" if now < 86_400 else f"{now // 86_400}d"
         print(
-            f"{when:>9} {spans:>15,} {segs:>12,} {live:>6,} {peak:>6,} {listed:>7,} {peak_listed:>6,}"
-            f" {full:>16,} {wa:>14.2f} {busy:>14.1%}"
+            f"{when:>9} {spans:>15,} {segs:>12,} {live:>6,} {peak:>6,} {footers:>8,} {listed:>7,}"
+            f" {old:>7,} {peak_old:>7,} {full:>16,} {wa:>14.2f} {busy:>14.1%}"
         )
     print(
-        "\nlive: files a reader opens; listed: directory entries it lists (live + replaced, within the grace"
-        " period); fully compacted: files after `rollscope compact`; compactor busy: share of one core"
+        "\nopened: live files, what a reader opens; footers read: the merged files among them, whose footers a"
+        " reader reads once\n(per process) to learn what they replace; listed: directory entries a reader lists,"
+        " at the worst moment of a\ncompaction step (live files, the step's merged files and its sources until"
+        f" they move aside {compaction.RETIRE_AFTER_S:.0f} s after,\nthe segments published meanwhile);"
+        " listed before (baseline, the same merges): the old layout, where replaced files stayed\nbeside the"
+        " live ones for the grace period; fully compacted: files after `rollscope compact`; compactor busy:"
+        " share of one core"
     )
 
 

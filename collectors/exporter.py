@@ -342,6 +342,27 @@ class StoreSpanProcessor(SpanProcessor):
             _log_failure("rollscope: could not read a finished span")
             self._exporter.stats.add("spans_failed", 1)
 
+    def on_end_records(self, records: SpanRecords) -> None:
+        """Queue spans already read into records (``SpanRecords.add``: a producer that never made SDK spans),
+        under the same bound as ``on_end``: what does not fit is dropped and counted, nothing is raised."""
+        try:
+            n = len(records)
+            with self._lock:
+                queue = self._queue
+                kept = 0 if self._shutdown else max(0, min(n, self._max_queue - len(queue)))
+                if kept:
+                    if not len(queue):
+                        self._first_queued = time.monotonic()
+                    queue.extend(records, kept if kept < n else None)
+                full = len(queue) >= self._batch
+            if kept < n:
+                self._exporter.count_dropped(n - kept)
+            if kept and full and not self._wake.is_set():
+                self._wake.set()
+        except Exception:  # the job must never see our failure
+            _log_failure("rollscope: could not queue %d span records", len(records))
+            self._exporter.stats.add("spans_failed", len(records))
+
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """True once every span that ended before the call is in the store; False if that did not happen
         within ``timeout_millis`` (the spans are still published, later) or publishing failed."""

@@ -105,6 +105,9 @@ _TAG_DOUBLE = 0x21  # AnyValue.double_value = 4, eight bytes
 _ONE_BYTE_LENGTH = 0x80  # a length below this is one varint byte
 
 
+_PREFIXES: dict[bytes, tuple | bool] = {}
+
+
 def _plain_key_value(b: bytes) -> tuple[str, object] | None:
     """A KeyValue laid out exactly as SDKs write a short string, int, double or bool, else None.
 
@@ -139,9 +142,6 @@ def _plain_key_value(b: bytes) -> tuple[str, object] | None:
                 return None
         return None
     return (key, b[q] == 1) if size == q + 1 and b[q] < 2 else None  # _TAG_BOOL
-
-
-_PREFIXES: dict[bytes, tuple | bool] = {}
 
 
 def _prefix(raw: bytes) -> tuple[str, int, int, int] | bool:
@@ -316,6 +316,10 @@ def _resource(
     return None
 
 
+_ZERO_TRACE = bytes(16)
+_ZERO_SPAN = bytes(8)
+
+
 def _valid_ids(trace_ids: list, span_ids: list, parents: list) -> bool:
     """All ids well formed, checked a column at a time (a span at a time only when one is not)."""
     return (
@@ -338,9 +342,6 @@ def _id_ok(trace_id: bytes, span_id: bytes, parent: bytes) -> bool:
 
 
 # --- protobuf -------------------------------------------------------------------------------------------------
-
-_ZERO_TRACE = bytes(16)
-_ZERO_SPAN = bytes(8)
 
 
 def decode_protobuf(body: bytes, default_run_id: str | None = None) -> Decoded:
@@ -537,6 +538,9 @@ def _plain_json_uint(v: object) -> int | None:
     return v if type(v) is int and 0 <= v <= 2**64 - 1 else None
 
 
+_FIXED = [f.name for f in SPAN_FIELDS]
+
+
 def _json_add(decoded: Decoded, resource: ResourceRow, spans: list[dict]) -> None:
     kept = []
     for span in spans:
@@ -553,9 +557,6 @@ def _json_add(decoded: Decoded, resource: ResourceRow, spans: list[dict]) -> Non
     fixed["parent_span_id"] = [int.from_bytes(b, "big") if b else None for b in fixed["parent_span_id"]]
     events = {i: span["events"] for i, span in enumerate(kept) if span["events"]}
     decoded.parts.append(Part(resource, fixed, [span["attributes"] for span in kept], events))
-
-
-_FIXED = [f.name for f in SPAN_FIELDS]
 
 
 def _json_span(span: object, scope_name: str | None, where: str) -> dict:
@@ -758,6 +759,10 @@ def export_response(decoded: Decoded, as_json: bool) -> bytes:
     return response.SerializeToString()
 
 
+_TAG_STATUS_CODE = b"\x08"  # google.rpc.Status.code = 1, varint
+_TAG_STATUS_MESSAGE = b"\x12"  # google.rpc.Status.message = 2, length-prefixed
+
+
 def error_status(code: int, message: str, as_json: bool) -> bytes:
     """A ``google.rpc.Status`` body (code, message), as OTLP/HTTP asks of a failed request.
 
@@ -767,10 +772,6 @@ def error_status(code: int, message: str, as_json: bool) -> bytes:
         return json.dumps({"code": code, "message": message}).encode()
     text = message.encode()
     return _TAG_STATUS_CODE + _varint(code) + _TAG_STATUS_MESSAGE + _varint(len(text)) + text
-
-
-_TAG_STATUS_CODE = b"\x08"  # google.rpc.Status.code = 1, varint
-_TAG_STATUS_MESSAGE = b"\x12"  # google.rpc.Status.message = 2, length-prefixed
 
 
 def _varint(n: int) -> bytes:

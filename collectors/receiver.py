@@ -350,6 +350,10 @@ async def _drain(request: Request) -> None:
         return
 
 
+# google.rpc.Code for each answer: INVALID_ARGUMENT, UNAUTHENTICATED, RESOURCE_EXHAUSTED, UNAVAILABLE
+_RPC_CODES = {400: 3, 401: 16, 413: 3, 429: 8, 503: 14}
+
+
 def _refusal_response(refusal: Refusal, as_json: bool) -> Response:
     headers = {"Retry-After": str(refusal.retry)} if refusal.retry is not None else {}
     if refusal.status == 401:
@@ -360,10 +364,6 @@ def _refusal_response(refusal: Refusal, as_json: bool) -> Response:
     return Response(
         body, status_code=refusal.status, media_type=JSON if as_json else PROTOBUF, headers=headers
     )
-
-
-# google.rpc.Code for each answer: INVALID_ARGUMENT, UNAUTHENTICATED, RESOURCE_EXHAUSTED, UNAVAILABLE
-_RPC_CODES = {400: 3, 401: 16, 413: 3, 429: 8, 503: 14}
 
 
 class ReceiverStats:

@@ -28,6 +28,8 @@ _RESOURCE_COLUMNS = {a.name: a.column for a in semconv.RESOURCE_ATTRIBUTES}
 _ALIASES = {alias for a in semconv.ALL_ATTRIBUTES for alias in a.aliases}
 _TYPES = {field.name: field.type for field in SPAN_SCHEMA}
 _RESOURCE_COLUMN_NAMES = tuple(c for c in _RESOURCE_COLUMNS.values() if c != "run_id")
+_SPAN_ONLY = tuple(dict.fromkeys(_SPAN_COLUMNS.values()))
+_ATTRIBUTE_OF_COLUMN = {a.column: a.name for a in semconv.ALL_ATTRIBUTES}
 
 
 @dataclass(frozen=True)
@@ -325,10 +327,6 @@ def _plan(keys: tuple) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
     return plan
 
 
-_SPAN_ONLY = tuple(dict.fromkeys(_SPAN_COLUMNS.values()))
-_ATTRIBUTE_OF_COLUMN = {a.column: a.name for a in semconv.ALL_ATTRIBUTES}
-
-
 def coerce(value: object, arrow_type: pa.DataType) -> object:
     """Coerce when nothing is lost; otherwise None (the caller keeps the original as JSON)."""
     if value is None:
@@ -362,6 +360,12 @@ def _jsonable(value: object) -> object:
     if isinstance(value, bytes):
         return value.hex()
     return str(value)
+
+
+_KIND_NAMES = {kind: kind.name.lower() for kind in SpanKind}
+_STATUS_NAMES = {code: code.name.lower() for code in StatusCode}
+_KIND_BY_ID = {id(kind): name for kind, name in _KIND_NAMES.items()}  # members are singletons
+_STATUS_BY_ID = {id(code): name for code, name in _STATUS_NAMES.items()}
 
 
 def readable_spans_to_rows(
@@ -464,6 +468,42 @@ class SpanRecords:
         self.attributes.append(attributes)
         self.events.append(events)
 
+    def add(
+        self,
+        trace_id: int,
+        span_id: int,
+        parent_id: int | None,
+        name: str,
+        start: int,
+        end: int,
+        attributes: dict,
+        scope,
+        resource,
+    ) -> None:
+        """A finished internal span with status unset, given by its fields rather than as an SDK span: for a
+        producer that records spans after the fact in bulk (the TRL adapter), where the SDK's span objects,
+        sampler and attribute checks would cost ten times what the store keeps of them. ``scope`` and
+        ``resource`` are the tracer's and provider's objects, so these rows equal the SDK path's."""
+        self.trace_ids.append(trace_id)
+        self.span_ids.append(span_id)
+        self.parents.append(parent_id)
+        self.names.append(name)
+        self.kinds.append(SpanKind.INTERNAL)
+        self.starts.append(start)
+        self.ends.append(end)
+        self.codes.append(StatusCode.UNSET)
+        self.messages.append(None)
+        self.scopes.append(scope)
+        self.resources.append(resource)
+        self.attributes.append(attributes)
+        self.events.append(None)
+
+    def extend(self, other: SpanRecords, count: int | None = None) -> None:
+        """Append ``other``'s records (its first ``count`` of them, if given)."""
+        for name in self._RECORD_FIELDS:
+            values = getattr(other, name)
+            getattr(self, name).extend(values if count is None else values[:count])
+
     def to_rows(
         self, default_run_id: str | None, *, resource_defaults: Mapping[str, object] | None = None
     ) -> SpanRows:
@@ -503,12 +543,6 @@ def _plain_attributes(span) -> Mapping[str, object]:
     if raw is None:
         return span.attributes or {}
     return getattr(raw, "_dict", raw)
-
-
-_KIND_NAMES = {kind: kind.name.lower() for kind in SpanKind}
-_STATUS_NAMES = {code: code.name.lower() for code in StatusCode}
-_KIND_BY_ID = {id(kind): name for kind, name in _KIND_NAMES.items()}  # members are singletons
-_STATUS_BY_ID = {id(code): name for code, name in _STATUS_NAMES.items()}
 
 
 def _event(event) -> dict:

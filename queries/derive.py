@@ -20,6 +20,7 @@ run's length. The definitions are the views and macros the analyses have always 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -86,15 +87,36 @@ def _columns(con, relation: str) -> set[str]:
 
 def derive(job: Job) -> Result:
     """Bring ``job.run_id``'s tables up to date: incrementally from ``job.previous`` when it can be sure,
-    else in full. Writes new parts under ``job.staging``."""
+    else in full. Writes new parts under ``job.staging``.
+
+    A compaction may move a listed segment aside while this runs (``store.compaction``): then it derives
+    again, the same way, from the same files where they now are (``layout.resolve``): the same rows, so the
+    listing it was given (and the manifest naming it) stays true."""
+    while True:
+        try:
+            return _derive(job)
+        except (duckdb.IOException, FileNotFoundError):
+            moved = layout.resolve(job.live)
+            if moved is None or moved == job.live:
+                raise  # gone for good: the caller lists again
+            log.info("run %s: a compaction moved listed segments aside: deriving again", job.run_id)
+            _clear(job.staging)
+            job = dataclasses.replace(job, live=moved)
+
+
+def _derive(job: Job) -> Result:
     if job.previous is not None:
         try:
             return derive_scoped(job)
         except Fallback as why:
             log.info("run %s: deriving in full: %s", job.run_id, why)
-        for entry in job.staging.iterdir():  # what the scoped attempt wrote
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        _clear(job.staging)  # what the scoped attempt wrote
     return derive_full(job)
+
+
+def _clear(staging: Path) -> None:
+    for entry in staging.iterdir():
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
 
 
 @contextmanager
@@ -160,9 +182,12 @@ def derive_full(job: Job) -> Result:
 
 def _ranges(con, segments: list[Path]) -> dict[str, list[int]]:
     """Each segment's first start and last end, by name."""
+    from rollscope.queries.reader import schema_file
+
     if not segments:
         return {}
-    text = sqlfiles.load("raw/segment_ranges").replace("@files", sql_list(segments))
+    # the empty schema segment too: a foreign writer's segment may lack columns (start_ns, end_ns)
+    text = sqlfiles.load("raw/segment_ranges").replace("@files", sql_list([*segments, schema_file("spans")]))
     return {name: [int(lo), int(hi)] for name, lo, hi, _ in con.execute(text).fetchall() if lo is not None}
 
 

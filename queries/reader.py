@@ -23,8 +23,10 @@ import re
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -39,6 +41,7 @@ from rollscope.store import layout as store
 from rollscope.store.schema import DATASETS
 
 _RETRIES = 5
+T = TypeVar("T")
 _VERSIONS = itertools.count(1)  # unique across readers: a result cached under one is never another's
 _MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
 
@@ -221,9 +224,18 @@ class Reader:
     def sql(self, text: str, params: list | dict | None = None):
         """Run one query; errors come back as QueryError keeping the SQL."""
         try:
-            return self.cursor().execute(text, params).df()
+            return self.retrying(lambda: self.cursor().execute(text, params).df())
         except duckdb.Error as e:
             raise QueryError("Query failed", sqlfiles.first_line(e), sql=text, params=params) from e
+
+    def retrying(self, answer: Callable[[], T]) -> T:
+        """``answer()``, asked again after a refresh when it found a segment that a compaction moved aside
+        since the last refresh (``store.compaction``): the first attempt failed whole, so no partial answer."""
+        try:
+            return answer()
+        except duckdb.IOException:
+            self.refresh()
+            return answer()
 
     def segment_count(self, dataset: str = "spans") -> int:
         return len(self._raw[dataset])

@@ -8,7 +8,9 @@ the part the dashboard's Overview shows, built by the same functions, so it cost
 
 from __future__ import annotations
 
-from rollscope.queries import analyses
+import pandas as pd
+
+from rollscope.queries import analyses, sqlfiles
 from rollscope.queries.funnel_stages import RATES, STAGES
 
 TERMS = ("rollout", "train", "teacher", "judge")
@@ -41,6 +43,26 @@ def report(con, run_id: str, steps=None, environment=None) -> dict:
         "health": health(con, run_id),
         "goodput": analyses.goodput(con, run_id, **filters),
     }
+
+
+def changes(con, first: dict, second: dict) -> pd.DataFrame:
+    """How two flattened reports differ (``{"funnel.usable": 80, ...}``, keys in the first's order, then the
+    second's): ``first``, ``second``, ``change`` and ``relative_change`` per key, from
+    ``analyses/report_changes.sql``. A figure that is not a number in both reports has no change (NULL)."""
+    keys = list(first | second)
+    numeric = [all(_is_number(f.get(k)) for f in (first, second)) for k in keys]
+    return sqlfiles.run(
+        con.cursor(),  # a Memo's or a plain connection's: nothing here is kept
+        "analyses/report_changes",
+        title="Comparing the reports failed",
+        keys=keys,
+        first=[float(first[k]) if ok else None for k, ok in zip(keys, numeric, strict=True)],
+        second=[float(second[k]) if ok else None for k, ok in zip(keys, numeric, strict=True)],
+    )
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _staleness_timing(con, run_id: str, filters: dict) -> dict:
@@ -134,7 +156,8 @@ def _losses(con, run_id: str, filters: dict) -> list[dict]:
 
 
 def _compute(con, run_id: str, filters: dict) -> dict:
-    table = compute_table(con, run_id, **filters).set_index("term")
+    """The compute terms, C_total and each term's share of it, as ``compute_terms.sql`` computes them."""
+    table = analyses.compute_terms(con, run_id, **filters).set_index("term")
     column = {name: {t: analyses.plain(table.at[t, name]) for t in TERMS} for name in table.columns}
     work = analyses.token_work(con, run_id, **filters)
     return {
@@ -148,24 +171,6 @@ def _compute(con, run_id: str, filters: dict) -> dict:
         "token_work": {k: v for k, v in work.items() if k != "wasted_compute_share"},
         "wasted_compute_share": work.get("wasted_compute_share"),
     }
-
-
-def compute_table(con, run_id: str, steps=None, environment=None):
-    """One row per compute term (rollout, train, teacher, judge, env): FLOPs, device-seconds (env: CPU
-    seconds) and each term's share of C_total's FLOPs and of its accelerator time (env: none, it is CPU); and
-    C_total itself (``flops_total``, ``device_seconds_total``: the accelerator terms' sums, on every row). The
-    one place the report and the Compute page take C_total and the shares from."""
-    terms = analyses.compute_terms(con, run_id, steps=steps, environment=environment)
-    terms = terms[["term", "flops", "device_seconds"]].reset_index(drop=True)
-    accelerators = terms["term"] != "env"
-    flops_total = terms.loc[accelerators, "flops"].sum()
-    seconds_total = terms.loc[accelerators, "device_seconds"].sum()
-    terms["flops_share"] = terms["flops"] / flops_total if flops_total else None
-    terms["device_seconds_share"] = (
-        (terms["device_seconds"] / seconds_total).where(accelerators) if seconds_total else None
-    )
-    terms["flops_total"], terms["device_seconds_total"] = flops_total, seconds_total
-    return terms
 
 
 def _prefill_decode(con, run_id: str, filters: dict) -> dict:
@@ -208,7 +213,7 @@ def _spec_decode(con, run_id: str, filters: dict) -> dict:
                 "verify_steps",
             )
         },
-        "max_drift_points": analyses.plain(drift["drop_points"].max()) if len(drift) else None,
+        "max_drift_points": analyses.plain(drift["max_drop_points"].iloc[0]) if len(drift) else None,
         "drifted_drafters": drift.loc[drift["flagged"], "drafter_version"].tolist(),
         "drafter_logprob_turns": lint["turns"],
     }

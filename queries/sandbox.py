@@ -84,7 +84,8 @@ class Sandbox:
         timer = threading.Timer(self.time_limit_s, con.interrupt)
         timer.start()
         try:
-            frame = con.sql(statement).limit(self.row_limit + 1).df()
+            # Again on a fresh listing if a compaction moved a segment aside since the refresh.
+            frame = self._reader.retrying(lambda: con.sql(statement).limit(self.row_limit + 1).df())
         except duckdb.Error as e:
             raise _explain(e, sql, self.time_limit_s) from e
         finally:

@@ -9,11 +9,26 @@ One implementation, two planners over the same merge:
   (``target_rows`` each): about 50 + spans / 2M, whatever the number of writers or the age of the run.
 * **full** (`rollscope compact`): every live segment, in batches of ``target_rows``.
 
-The switch is the one ``layout`` describes: a merged file (``cmp-…``) names the files it replaces (its
-direct sources) in its footer, and readers skip every file so named. Replaced files stay on disk for
-``grace_seconds`` after the merged file appeared, for readers that listed them just before; then the sweep
-deletes them, sources before the merged files that name them, so that a sweep killed halfway never exposes a
-file whose replacement is already gone.
+The switch is the one ``layout`` describes, in three steps, each safe to be killed after:
+
+1. **publish** the merged file (``cmp-…``, one atomic rename); it names the files it replaces (its direct
+   sources) in its footer, and readers skip every file so named: before the rename a reader reads the
+   sources, after it the merged file alone.
+2. **retire** the sources, ``RETIRE_AFTER_S`` (1 s) later, so that a directory listing begun before the
+   merged file appeared has ended (a listing is not a snapshot: ``layout._published``): each is renamed into
+   the partition's ``.replaced/`` directory (its mtime set to now first: the start of its grace period).
+   Readers never list ``.replaced/``, so listing a partition costs its live files, not the files kept for
+   slow readers. Sources are moved before any merged file that names them (a merged file can itself be a
+   source), so a listing never shows a file whose replacement was already moved away. A compactor killed before or during this step leaves sources in the partition, still
+   skipped by the footer rule; the next compaction of the partition finishes the step first (``settle``),
+   before it plans anything, so a merged file is never merged again while its sources are still listed.
+   Files replaced by an older rollscope, which left them in place, are moved aside the same way.
+3. **sweep**: ``grace_seconds`` after a file was moved it is deleted (any order: nobody lists them).
+
+A reader that listed a source just before it moved and opens it after gets "file not found": it reads the
+same file from ``.replaced/`` (``layout.resolve``: the same listing, the same rows) or lists again; it never
+sees a duplicate or a gap, because what it reads is always one listing's files. A reader holding a listing
+for longer than the grace period (300 s) lists again.
 
 Who compacts a run: every process whose ``SegmentWriter`` was given ``compact_seconds`` (the exporter and
 the receiver, unless ``ROLLSCOPE_COMPACT=0``) runs one daemon thread that, every ``compact_seconds`` or so,
@@ -45,15 +60,18 @@ import pyarrow.parquet as pq
 
 from rollscope.store.layout import (
     COMPACT_TARGET_ROWS,
+    REPLACED_DIR,
     REPLACED_GRACE_S,
+    RETIRE_AFTER_S,
     SOURCES_KEY,
     _published,
-    _sources_of,
     partition_dir,
     publishing,
+    replaced_path,
     require_store,
     run_ids,
     segments,
+    sources,
 )
 from rollscope.store.schema import DATASETS
 
@@ -137,6 +155,7 @@ class CompactResult:
     rows: int = 0  # rows written by merges
     merges: int = 0
     deleted: int = 0
+    settled: int = 0  # sources moved aside that an interrupted compaction (or an older rollscope) left listed
     runs: list[str] = field(default_factory=list)
 
 
@@ -155,14 +174,17 @@ def compact_partition(
     budget_seconds: float = 60.0,
     stop: threading.Event | None = None,
     result: CompactResult | None = None,
+    retirements: Retirements | None = None,
 ) -> CompactResult | None:
-    """Sweep, then merge one run partition's files; None when another compactor holds it (``wait=False``)."""
+    """Settle and sweep, then merge one run partition's files and move what they replaced aside; None when
+    another compactor holds it (``wait=False``). With ``retirements``, the moves are left to its ``finish``."""
     if mode not in ("tiered", "full"):
         raise ValueError(f"mode must be 'tiered' or 'full', not {mode!r}")
     result = result if result is not None else CompactResult()
     with partition_lock(directory, wait=wait) as held:
         if not held:
             return None
+        result.settled += settle(directory, stop)
         result.deleted += sweep(directory, grace_seconds)
         live = _parts(directory)
         result.files_before += len(live)
@@ -171,13 +193,66 @@ def compact_partition(
         else:
             batches = _tiered_batches(directory, fanout, target_rows, budget_seconds, stop)
         after = len(live)
+        pending = retirements if retirements is not None else Retirements(stop)
         for batch in batches:
-            merge(directory, [directory / p.name for p in batch], stop=stop)
+            pending.before_merging(directory, (p.name for p in batch))
+            merged = merge(directory, [directory / p.name for p in batch], stop=stop)
+            pending.add(directory, merged.name, [p.name for p in batch])
             result.merges += 1
             result.rows += sum(p.rows for p in batch)
             after -= len(batch) - 1
         result.files_after += after if mode == "full" else len(_parts(directory))
+    if retirements is None:
+        pending.finish()
     return result
+
+
+class Retirements:
+    """Sources of merges, moved aside once ``RETIRE_AFTER_S`` has passed since their merged file appeared (so
+    any listing that began before it appeared has finished: ``layout._published``).
+
+    A merged file that a later merge takes as a source has its own sources moved first (waiting if need be):
+    a merged file is never replaced while its sources are still listed. Moving needs no lock (a source is
+    moved once, by whoever comes first), so `rollscope compact` waits once for the whole store, not once per
+    partition."""
+
+    def __init__(self, stop: threading.Event | None = None):
+        self.stop = stop
+        self.waiting: list[
+            tuple[float, Path, str, list[str]]
+        ] = []  # (published at, partition, merged, sources)
+
+    def add(self, directory: Path, merged: str, sources: list[str]) -> None:
+        self.waiting.append((time.monotonic(), directory, merged, sources))
+        self._retire(due_only=True)
+
+    def before_merging(self, directory: Path, names: Iterable[str]) -> None:
+        names = set(names)
+        held = [t for t, d, merged, _ in self.waiting if d == directory and merged in names]
+        if held:
+            self._retire(until=max(held))
+
+    def finish(self) -> None:
+        if self.waiting:
+            self._retire(until=self.waiting[-1][0])
+
+    def _retire(self, *, due_only: bool = False, until: float = -math.inf) -> None:
+        if not due_only and not _pause(until + RETIRE_AFTER_S - time.monotonic(), self.stop):
+            raise Stopped  # the next compaction of the partition moves them (``settle``)
+        now = time.monotonic()
+        while self.waiting and (self.waiting[0][0] <= until or self.waiting[0][0] + RETIRE_AFTER_S <= now):
+            _, directory, _, sources = self.waiting.pop(0)
+            retire(directory, sources)
+
+
+def _pause(seconds: float, stop: threading.Event | None) -> bool:
+    """Sleep ``seconds`` (nothing when <= 0); False when asked to stop meanwhile."""
+    if seconds <= 0:
+        return not (stop and stop.is_set())
+    if stop is None:
+        time.sleep(seconds)
+        return True
+    return not stop.wait(seconds)
 
 
 def _tiered_batches(directory, fanout, target_rows, budget_seconds, stop):
@@ -206,7 +281,8 @@ def _facts(path: str) -> tuple[int, pa.Schema]:
 
 
 def merge(directory: Path, sources: list[Path], *, stop: threading.Event | None = None) -> Path:
-    """Write ``sources`` as one file naming them in its footer, streaming: memory is one row group."""
+    """Write ``sources`` as one file naming them in its footer, streaming: memory is one row group. Moving
+    the sources aside is the caller's (``Retirements``)."""
     schemas = {str(schema): schema for schema in (_facts(str(p))[1] for p in sources)}
     schema = pa.unify_schemas(list(schemas.values()), promote_options="default")
     schema = schema.with_metadata({SOURCES_KEY: json.dumps([p.name for p in sources]).encode()})
@@ -259,23 +335,62 @@ def _write_group(out: pq.ParquetWriter, pending: list[pa.Table]) -> None:
     out.write_table(table, row_group_size=max(table.num_rows, 1))
 
 
-def sweep(directory: Path, grace_seconds: float, now: float | None = None) -> int:
-    """Delete files replaced at least ``grace_seconds`` ago, each before any merged file that names it."""
-    now = time.time() if now is None else now
+def retire(directory: Path, names: Iterable[str]) -> int:
+    """Move replaced files (in this order) into ``.replaced/``, each stamped with the time it was replaced.
+
+    The stamp comes before the rename: a kill in between leaves a live file with a new mtime, harmless. The
+    directory is created without its parents: a run removed meanwhile (``rollscope rm``) is not recreated."""
+    try:
+        (directory / REPLACED_DIR).mkdir(exist_ok=True)
+    except FileNotFoundError:  # the run was removed: nothing left to move
+        return 0
+    moved = 0
+    for name in names:
+        try:
+            os.utime(directory / name)
+            os.rename(directory / name, replaced_path(directory / name))
+            moved += 1
+        except FileNotFoundError:  # moved or deleted already (an older rollscope's sweep)
+            continue
+    return moved
+
+
+def settle(directory: Path, stop: threading.Event | None = None) -> int:
+    """Finish what an interrupted compaction left: move aside every listed file that a listed merged file
+    names, each before any merged file that names it (after ``RETIRE_AFTER_S``, as a merge does). Returns the
+    number moved (0: nothing was left, the usual case, which costs one listing and no wait)."""
     files = {p.name: p for p in _published(directory)}
     replaced: set[str] = set()
     for name, path in files.items():
-        if name.startswith("cmp-") and _mtime(path) <= now - grace_seconds:
-            replaced |= _sources_of(str(path)) & files.keys()
-    deleted = 0
+        if name.startswith("cmp-"):
+            replaced |= sources(path) & files.keys()
+    if not replaced or not _pause(RETIRE_AFTER_S, stop):
+        return 0
+    moved = 0
     while replaced:
-        ready = [n for n in replaced if not (n.startswith("cmp-") and _sources_of(str(files[n])) & replaced)]
-        for name in ready:
-            files[name].unlink(missing_ok=True)
-        replaced -= set(ready)
-        deleted += len(ready)
+        ready = [n for n in replaced if not (sources(files[n]) & replaced)]
         if not ready:  # a cycle cannot happen (a merged file is newer than its sources); never loop forever
             break
+        moved += retire(directory, sorted(ready))
+        replaced -= set(ready)
+    return moved
+
+
+def sweep(directory: Path, grace_seconds: float, now: float | None = None) -> int:
+    """Delete the files moved aside at least ``grace_seconds`` ago, and writers' long-dead temporary files."""
+    now = time.time() if now is None else now
+    deleted = 0
+    try:
+        entries = list(os.scandir(directory / REPLACED_DIR))
+    except FileNotFoundError:
+        entries = []
+    for entry in entries:
+        try:
+            if entry.stat().st_mtime <= now - grace_seconds:
+                os.unlink(entry.path)
+                deleted += 1
+        except FileNotFoundError:
+            continue
     _delete_stale_tmp(directory, now)
     return deleted
 
@@ -347,9 +462,14 @@ def compact(
     grace_seconds: float = REPLACED_GRACE_S,
     mode: str = "full",
 ) -> CompactResult:
-    """Merge each run's segments (every dataset); waits for a compactor already working on a partition."""
+    """Merge each run's segments (every dataset); waits for a compactor already working on a partition.
+
+    The replaced files move aside once for the whole store, a second after the last merge; then what is older
+    than ``grace_seconds`` goes (with 0, everything this call replaced)."""
     root = require_store(store)
     result = CompactResult()
+    retirements = Retirements()
+    compacted = []
     for dataset in DATASETS:
         for run in [run_id] if run_id else run_ids(root, dataset):
             directory = partition_dir(root, dataset, run)
@@ -362,9 +482,14 @@ def compact(
                 grace_seconds=grace_seconds,
                 target_rows=target_rows,
                 result=result,
+                retirements=retirements,
             )
+            compacted.append(directory)
             if run not in result.runs:
                 result.runs.append(run)
+    retirements.finish()
+    for directory in compacted:
+        result.deleted += sweep(directory, grace_seconds)
     return result
 
 

@@ -76,7 +76,7 @@ from rollscope.store import layout
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
 FORMAT = (
-    7  # bump when a table's definition or the layout changes: manifests of an older format are derived again
+    8  # bump when a table's definition or the layout changes: manifests of an older format are derived again
 )
 GRACE_S = 300.0  # how long a retired part stays on disk for readers that listed it
 PARTS = "parts"  # parts/<table>/b=<block>/<name>.parquet, immutable, shared by the generations naming them
@@ -314,13 +314,8 @@ TABLES: tuple[Table, ...] = (
     Table(
         "open_rollouts", ("rollout_id",), "_open_rollouts_src($run)", "rollouts in flight", scope="rollout"
     ),
-    Table(
-        "scoring",
-        ("rollout_id", "start_ns"),
-        "_scoring_src($run)",
-        "each scoring call's latency",
-        scope="rollout",
-    ),
+    # One narrow row per scoring call in step order, like rollout_tails (exact latency percentiles).
+    Table("scoring", ("step",), "_scoring_src($run)", "each scoring call's latency", scope="step"),
     Table(
         "trainer_goodput",
         ("step",),
@@ -353,6 +348,74 @@ TABLES: tuple[Table, ...] = (
         "device-seconds on rollouts never used, per step and environment",
         scope="run",
         refresh="rederive",
+    ),
+    # Is it learning, and the advisor (queries/sql/analyses/macros/09_learning.sql): per step like the aggregates
+    # above. Groups are judged over the whole run, as funnel_sums' nonzero_signal is; a catch-up's scope holds
+    # every member of a scoped rollout's group, and a member consumed at a step outside the scope brings that
+    # step in (queries/sql/raw/scope.sql), so replacing the scoped steps' rows keeps them exact.
+    Table(
+        "reward_counts",
+        ("step", "environment", "task", "reward"),
+        "_reward_counts_src($run)",
+        "scored rollouts per step, environment, task and reward value",
+        scope="step",
+    ),
+    Table(
+        "zero_signal_sums",
+        ("step", "environment", "task", "group_id", "kind"),
+        "_zero_signal_sums_src($run)",
+        "rollouts lost for no signal per step, environment, task, group and its kind",
+        scope="step",
+    ),
+    Table(
+        "mismatch_sums",
+        ("step", "environment"),
+        "_mismatch_sums_src($run)",
+        "train-inference mismatch counts, sums and maxima per step and environment",
+        scope="step",
+    ),
+    Table(
+        "staleness_timing",
+        ("step", "all_environments", "environment"),
+        "_staleness_timing_src($run)",
+        "staleness in flight and queued per step, over all environments and per environment",
+        scope="step",
+    ),
+    Table(
+        "stale_bias_sums",
+        ("step", "environment", "kept", "reward"),
+        "_stale_bias_sums_src($run)",
+        "kept and stale-dropped rollouts per step, environment and reward",
+        scope="step",
+    ),
+    Table(
+        "advice_group_sums",
+        ("step", "group_id"),
+        "_advice_group_sums_src($run)",
+        "each group's members per outcome per step, for the advisor",
+        scope="step",
+    ),
+    Table(
+        "judge_sums",
+        ("step", "environment", "judge_failed"),
+        "_judge_sums_src($run)",
+        "judge calls and seconds on completed rollouts per step",
+        scope="step",
+    ),
+    Table(
+        "advice_spec_sums",
+        (
+            "step",
+            "environment",
+            "spec_k",
+            "length_bucket",
+            "drafter_version",
+            "drafter_policy_version",
+            "since",
+        ),
+        "_advice_spec_sums_src($run)",
+        "fully drafting turn groups' sums per step and key, for the advisor",
+        scope="step",
     ),
 )
 TABLE_NAMES = tuple(t.name for t in TABLES)

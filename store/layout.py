@@ -4,15 +4,20 @@ Layout (Hive-style, so Spark/Trino/ClickHouse read the same files)::
 
     STORE/<dataset>/run_id=<run>/seg-<ms>-<writer>-<seq>.parquet   one batch from one writer
     STORE/<dataset>/run_id=<run>/cmp-<ms>-<writer>.parquet          a compaction of earlier segments
+    STORE/<dataset>/run_id=<run>/.replaced/<name>.parquet           what a compaction replaced (grace period)
 
 Why this shape: a DuckDB file admits one writer process and no concurrent reader, while immutable Parquet
 segments written under a temporary name and published with ``os.replace`` let any number of writers and
 readers work at once. A segment is visible whole or not at all. A compacted segment names the segments it
 replaces in its footer (``rollscope.sources``); readers skip every segment so named, which makes the switch
-atomic: before the compacted file is published readers use the sources, after it they use it alone. The
-sources stay on disk for a grace period (deleted by a later compaction), so a reader that listed them just
-before the switch can still finish its query. Compaction itself (by `rollscope compact`, and by the writers
-while a run is live) is ``rollscope.store.compaction``.
+atomic: before the compacted file is published readers use the sources, after it they use it alone. A second
+after publishing (``RETIRE_AFTER_S``), the compactor renames the sources into ``run_id=<run>/.replaced/`` (a
+hidden directory nobody lists), so a partition holds only what is live and listing it costs what is live, not
+what is kept for slow readers. The footer rule covers the moments in between (and a compactor killed there);
+the second covers listings, which are not snapshots (see ``_published``). Replaced files stay in
+``.replaced/`` for a grace period: a reader that listed a file just before it moved finds it there
+(:func:`resolve`) and reads the same rows, or lists again. Compaction itself (by `rollscope compact`, and by
+the writers while a run is live) is ``rollscope.store.compaction``.
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ SOURCES_KEY = b"rollscope.sources"
 PARTITION_PREFIX = "run_id="
 COMPACT_TARGET_ROWS = 2_000_000
 REPLACED_GRACE_S = 300.0
+REPLACED_DIR = ".replaced"  # inside a run partition: files a merged file replaced, kept for the grace period
+RETIRE_AFTER_S = 1.0  # a merged file's sources are moved aside this long after it appeared ...
+SLOW_LISTING_S = RETIRE_AFTER_S / 2  # ... so a listing that took longer than this is taken again
+LISTING_TRIES = 4
 
 
 def check_run_id(run_id: str) -> str:
@@ -164,20 +173,71 @@ def run_of(segment: Path | str) -> str:
 
 
 def _published(directory: Path) -> list[Path]:
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
+    """The partition's published files, from one listing that took less than ``SLOW_LISTING_S``.
+
+    A directory listing is not a snapshot: it is read in pieces, and a file added or removed meanwhile may be
+    missed. A listing that missed both a merged file that appeared and a source moved aside after it would
+    have a gap; sources move ``RETIRE_AFTER_S`` after their merged file appears, so only a listing that took
+    longer than that can; a slow one is taken again."""
+    for _ in range(LISTING_TRIES):
+        started = time.monotonic()
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return []
+        if time.monotonic() - started < SLOW_LISTING_S:
+            break
     return [directory / n for n in names if n.endswith(".parquet") and not n.startswith(".")]
 
 
 @lru_cache(maxsize=65536)
 def _sources_of(path: str) -> frozenset[str]:
-    """Names of the segments a compacted segment replaces (immutable once published, so cached)."""
-    try:
-        meta = pq.read_metadata(path).metadata or {}
-    except (FileNotFoundError, OSError):
-        return frozenset()
+    """Names of the segments a compacted segment replaces (immutable once published, so cached); read where
+    the file is now, in place or moved aside. FileNotFoundError (not cached) when it is gone from both."""
+    for candidate in (path, str(replaced_path(path))):
+        try:
+            return _footer_sources(candidate)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):  # not Parquet (a foreign or damaged file): it replaces nothing
+            return frozenset()
+    raise FileNotFoundError(path)
+
+
+# KeyValue{1: key, 2: value} in Parquet's footer (Thrift compact protocol): field 1, a string of 17 bytes.
+_SOURCES_FIELD = b"\x18" + bytes([len(SOURCES_KEY)]) + SOURCES_KEY + b"\x18"
+
+
+def _footer_sources(path: str) -> frozenset[str]:
+    """The ``rollscope.sources`` entry of a Parquet footer, picked out of its bytes.
+
+    A fresh reader reads the footer of every merged file of a run, hundreds of files of 2M spans after a
+    week: ``pq.read_metadata`` parses each row group's statistics too (8 ms for a 2M-span file on the shared
+    test machine), reading the bytes and finding the entry costs 0.1 ms. Anything unexpected (the entry
+    absent, twice, or not JSON) falls back to the full parse."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(size - 8, 0))
+        tail = f.read(8)
+        length = int.from_bytes(tail[:4], "little")
+        if tail[4:] != b"PAR1" or not 0 < length <= size - 12:
+            raise ValueError(f"{path} is not a Parquet file")
+        f.seek(size - 8 - length)
+        footer = f.read(length)
+    at = footer.find(_SOURCES_FIELD)
+    if at >= 0 and footer.find(_SOURCES_FIELD, at + 1) < 0:
+        start = at + len(_SOURCES_FIELD)
+        length = shift = 0
+        while start < len(footer):  # the value's length, a varint
+            byte = footer[start]
+            length |= (byte & 0x7F) << shift
+            start, shift = start + 1, shift + 7
+            if not byte & 0x80:
+                try:
+                    return frozenset(json.loads(footer[start : start + length]))
+                except ValueError:
+                    break
+    meta = pq.read_metadata(path).metadata or {}
     return frozenset(json.loads(meta.get(SOURCES_KEY, b"[]")))
 
 
@@ -185,22 +245,59 @@ def sources(segment: Path | str) -> frozenset[str]:
     """The names of the files a compacted segment (``cmp-…``) replaces, in its own directory; empty for others.
 
     A reader that finds new compacted segments whose sources are exactly the segments that went away can keep
-    what it derived from them: the rows are the same."""
-    return _sources_of(str(segment)) if Path(segment).name.startswith("cmp-") else frozenset()
+    what it derived from them: the rows are the same. A file gone for good (past the grace period) replaces
+    nothing any listing still holds: empty."""
+    try:
+        return _replaced_by(Path(segment))
+    except FileNotFoundError:
+        return frozenset()
+
+
+def _replaced_by(segment: Path) -> frozenset[str]:
+    return _sources_of(str(segment)) if segment.name.startswith("cmp-") else frozenset()
 
 
 def segments(store: Path | str, dataset: str = "spans", run_id: str | None = None) -> list[Path]:
     """The segments a reader should read now: published ones, minus those a compaction replaced."""
     runs = [run_id] if run_id is not None else run_ids(store, dataset)
-    chosen: list[Path] = []
-    for run in runs:
-        files = _published(partition_dir(store, dataset, run))
+    return sorted(f for run in runs for f in _live(partition_dir(store, dataset, run)))
+
+
+def _live(directory: Path) -> list[Path]:
+    """One listing of a partition minus what its merged files replace. A merged file gone from both its
+    places by the time its footer is read belongs to a listing older than the grace period: list again."""
+    for _ in range(LISTING_TRIES):
+        files = _published(directory)
         replaced: set[str] = set()
-        for f in files:
-            if f.name.startswith("cmp-"):
-                replaced |= _sources_of(str(f))
-        chosen.extend(f for f in files if f.name not in replaced)
-    return sorted(chosen)
+        try:
+            for f in files:
+                replaced |= _replaced_by(f)
+        except FileNotFoundError:
+            continue
+        break
+    return [f for f in files if f.name not in replaced]
+
+
+def replaced_path(segment: Path | str) -> Path:
+    """Where a compaction moves ``segment`` once a merged file replaces it (kept there for the grace period)."""
+    segment = Path(segment)
+    return segment.parent / REPLACED_DIR / segment.name
+
+
+def resolve(listed: list[Path | str]) -> list[Path] | None:
+    """The files of an earlier listing where they are now: in place, or moved aside by a compaction.
+
+    The same files, so the same rows: a reader whose query failed because a compaction moved a file it had
+    listed reads its listing again from here. None when one of them is gone for good (deleted after the grace
+    period, or the run was removed): list again with :func:`segments`."""
+    found = []
+    for path in map(Path, listed):
+        if not path.exists():
+            path = replaced_path(path)
+            if not path.exists():
+                return None
+        found.append(path)
+    return found
 
 
 def require_store(store: Path | str) -> Path:

@@ -298,7 +298,7 @@ def test_rollouts_page_finds_rollouts_and_opens_one_as_a_waterfall(sample_store,
 def test_compare_page_puts_two_reports_side_by_side(sample_store, con):
     at = open_page(sample_store, "compare")
     assert_clean(at)
-    expected = data.report_table({RUN: report(con, RUN), "exp-8": report(con, "exp-8")})
+    expected = data.report_table(con, {RUN: report(con, RUN), "exp-8": report(con, "exp-8")})
     shown = at.dataframe[0].value
     assert shown["figure"].tolist() == expected["figure"].tolist()
     for column in (RUN, "exp-8", "change"):  # numbers to 0.5 %: compute_terms' busy time wobbles (see report)

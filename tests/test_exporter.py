@@ -161,3 +161,51 @@ def test_a_forked_child_publishes_its_own_spans_and_not_its_parents(attached, st
     rl.shutdown()
     rows = sql_json(store, "SELECT count(*) AS n, count(DISTINCT turn_index) AS distinct_turns FROM turns")
     assert rows == [{"n": 150, "distinct_turns": 150}]
+
+
+def _records(rl, n: int, first_id: int = 1):
+    """n finished spans as records (what a bulk producer like the TRL adapter queues), one trace."""
+    from rollscope.collectors.rows import SpanRecords
+
+    records = SpanRecords()
+    scope, resource = rl.tracer._instrumentation_scope, rl.provider.resource
+    for i in range(n):
+        attributes = {"rl.turn.index": i, "gen_ai.response.finish_reasons": ["stop"]}
+        records.add(7, first_id + i, None, "rl.turn", 1_000 + i, 2_000 + i, attributes, scope, resource)
+    return records
+
+
+def test_records_queued_in_bulk_are_bounded_and_every_one_accounted_for(attached, store):
+    rl = attached(max_queue_size=100, schedule_delay_millis=60_000)
+    rl.processor.on_end_records(_records(rl, 150))  # 100 fit the queue, 50 do not
+    assert rl.force_flush() is True
+    rl.shutdown()
+    rl.processor.on_end_records(_records(rl, 5, first_id=1_000))  # after shutdown: counted, not silent
+    assert (rl.stats["spans_exported"], rl.stats["spans_dropped"]) == (100, 55)
+    assert _stored(store) == 100
+
+
+def test_a_span_queued_as_a_record_is_stored_as_the_sdk_span_would_be(attached, tmp_path):
+    """Same ids, times and attributes through the SDK span path and the record path: identical rows."""
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
+
+    stores = {path: tmp_path / path for path in ("sdk", "records")}
+    one = {"service.instance.id": "one"}
+    sdk = attached(store=stores["sdk"], run_id="same", resource_attributes=one)
+    parent = set_span_in_context(NonRecordingSpan(SpanContext(7, 99, False, TraceFlags(TraceFlags.SAMPLED))))
+    sdk.tracer.id_generator.generate_span_id = lambda: 1
+    attributes = {"rl.turn.index": 0, "gen_ai.response.finish_reasons": ["stop"], "custom": 1.5}
+    sdk.tracer.start_span("rl.turn", parent, attributes=attributes, start_time=1_000).end(end_time=2_000)
+    sdk.force_flush()
+    rec = attached(store=stores["records"], run_id="same", resource_attributes=one)
+    records = _records(rec, 0)
+    scope, resource = rec.tracer._instrumentation_scope, rec.provider.resource
+    records.add(7, 1, 99, "rl.turn", 1_000, 2_000, dict(attributes), scope, resource)
+    rec.processor.on_end_records(records)
+    rec.force_flush()
+    rows = {
+        path: sql_json(store, "SELECT * EXCLUDE (resource_attributes) FROM spans")
+        for path, store in stores.items()
+    }
+    assert len(rows["sdk"]) == 1
+    assert rows["records"] == rows["sdk"]

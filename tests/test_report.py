@@ -48,6 +48,15 @@ def test_json_report_holds_the_ground_truth(sample):
             run["compute"]["device_seconds"][term], rel=0.01
         )
     assert report["compute"]["env_cpu_seconds"] == pytest.approx(run["compute"]["env_cpu_seconds"], rel=0.01)
+    # C_total is the accelerator terms' sum (never C_env, CPU time), and a term's share is its part of it
+    accelerators = ("rollout", "train", "teacher", "judge")
+    for measure in ("flops", "device_seconds"):
+        total = sum(run["compute"][measure][t] for t in accelerators)
+        assert report["compute"][measure]["total"] == pytest.approx(total, rel=0.01)
+    flops_total = sum(run["compute"]["flops"][t] for t in accelerators)
+    assert report["compute"]["flops_share"] == pytest.approx(
+        {t: run["compute"]["flops"][t] / flops_total for t in accelerators}, rel=0.01
+    )
     assert report["prefill_decode"]["ratio"] == pytest.approx(run["prefill_decode"]["ratio"], rel=0.01)
     assert report["prefill_decode"]["cache_hit_rate"] == pytest.approx(
         run["prefill_decode"]["cache_hit_rate"]

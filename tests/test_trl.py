@@ -298,11 +298,14 @@ def test_a_failing_adapter_is_logged_and_counted_never_raised(tmp_path, caplog):
     trainer = trl_tiny.trainer(tmp_path / "out", max_steps=3)
     inst = instrument(trainer, store=tmp_path / "store", run_id="broken")
 
-    def broken(*args, **kwargs):
-        raise RuntimeError("exporter on fire")
+    real = inst._out.span
 
-    inst.rl.rollout = broken
-    inst.rl.train_step = broken
+    def broken(name, *args, **kwargs):  # rollouts and train steps cannot be recorded; the rest can
+        if name in ("rl.rollout", "rl.train_step"):
+            raise RuntimeError("exporter on fire")
+        return real(name, *args, **kwargs)
+
+    inst._out.span = broken
     with caplog.at_level(logging.WARNING, logger="rollscope.integrations.trl"):
         trainer.train()
     assert trainer.state.global_step == 3
@@ -310,3 +313,54 @@ def test_a_failing_adapter_is_logged_and_counted_never_raised(tmp_path, caplog):
     warnings = [r for r in caplog.records if "training goes on" in r.getMessage()]
     assert len(warnings) == 2  # once per hook, not once per step
     inst.rl.shutdown()
+
+
+@pytest.mark.slow
+def test_the_adapters_own_records_are_the_spans_the_sdk_path_writes(tmp_path):
+    """By default the adapter queues its spans as records (no SDK span objects: a tenth of the CPU); given
+    a provider of the job's own it goes through the SDK instead. Same run, same seed: the same spans."""
+    _needs_trl()
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from rollscope.integrations.trl import _Records, _SDKSpans, instrument
+
+    stores = {}
+    for path, provider in (("records", None), ("sdk", TracerProvider())):
+        trainer = trl_tiny.trainer(tmp_path / path, max_steps=3)
+        given = {"tracer_provider": provider} if provider is not None else {}
+        inst = instrument(trainer, store=tmp_path / path / "store", run_id="same", **given)
+        assert type(inst._out) is (_Records if provider is None else _SDKSpans)
+        trainer.train()
+        inst.close()
+        assert inst.stats["failures"] == {}
+        inst.rl.shutdown()
+        stores[path] = _spans_in_order(tmp_path / path / "store")
+    assert len(stores["sdk"]) == 3 * 41  # 8 rollouts, 8 turns, 16 rewards, 8 samples, 1 train step a step
+    assert stores["records"] == stores["sdk"]
+
+
+def _spans_in_order(store) -> list[dict]:
+    """Every span as written, in the order written; ids and rollout ids replaced by their order of appearance
+    (the two runs draw different random ids); times and the resource left out (the runs differ in them)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rollscope.store.layout import segments
+
+    table = pa.concat_tables(pq.read_table(f) for f in sorted(segments(store, "spans"), key=lambda f: f.name))
+    timed = ["start_ns", "end_ns", "train_wait_s"]
+    resource = ["service_name", "instance_id", "role", "devices", "model_name", "model_parameters"]
+    resource += ["algorithm", "staleness_bound", "resource_attributes"]
+    rows = table.drop_columns(timed + resource).to_pylist()
+    order: dict = {}
+
+    def seen(value):
+        return None if value is None else order.setdefault(value, len(order))
+
+    return [
+        {
+            **{k: v for k, v in row.items() if v is not None},
+            **{k: seen(row[k]) for k in ("trace_id", "span_id", "parent_span_id", "rollout_id")},
+        }
+        for row in rows
+    ]

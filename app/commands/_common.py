@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from collections.abc import Callable, Iterable
 
 from rollscope.collectors.settings import default_store
 
@@ -11,6 +13,41 @@ from rollscope.collectors.settings import default_store
 def add_store(parser, *, default: str = "$ROLLSCOPE_STORE or ./runs") -> None:
     """The one --store option of every command; ``default`` says what an omitted one means."""
     parser.add_argument("--store", default=None, metavar="DIR", help=f"store directory (default: {default})")
+
+
+def add_run(parser, *, help: str = "run id (`rollscope runs` lists them)") -> None:
+    """The --run option of the commands that read or change one run."""
+    parser.add_argument("--run", required=True, metavar="ID", help=help)
+
+
+def step_range(text: str) -> tuple[int, int]:
+    """``--steps A:B``: train steps A to B, both included."""
+    lo, sep, hi = text.partition(":")
+    try:
+        steps = int(lo), int(hi)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A:B (two train steps), not {text!r}") from None
+    if not sep or steps[0] > steps[1]:
+        raise argparse.ArgumentTypeError(f"expected A:B with A <= B, not {text!r}")
+    return steps
+
+
+def name_value(names: Callable[[], Iterable[str]]) -> Callable[[str], tuple[str, float]]:
+    """The argparse type of a repeatable ``NAME=VALUE`` setting (``--threshold``, ``--what-if``): NAME one
+    of ``names()`` (called when an argument is parsed, so that starting the CLI imports no queries), VALUE a
+    number."""
+
+    def parse(text: str) -> tuple[str, float]:
+        allowed = list(names())
+        name, sep, value = text.partition("=")
+        if not sep or name not in allowed:
+            raise argparse.ArgumentTypeError(f"expected NAME=VALUE with NAME one of {', '.join(allowed)}")
+        try:
+            return name, float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}: {value!r} is not a number") from None
+
+    return parse
 
 
 def store_of(args):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
 from rollscope.app import formats as fmt
-from rollscope.app.commands._common import add_store, store_of
+from rollscope.app.commands._common import add_run, add_store, name_value, step_range, store_of
 from rollscope.app.pages import TITLES
 
 LEVER_KEYS = (
@@ -26,41 +25,26 @@ def register(sub) -> None:
         "by their estimated gain in usable rollouts per device-second, each with its evidence and what-if.",
     )
     add_store(p)
-    p.add_argument("--run", required=True, metavar="ID", help="run id (`rollscope runs` lists them)")
-    p.add_argument("--steps", type=_steps, metavar="A:B", help="only rollouts consumed by train steps A..B")
+    add_run(p)
+    p.add_argument(
+        "--steps", type=step_range, metavar="A:B", help="only rollouts consumed by train steps A..B"
+    )
     p.add_argument(
         "--what-if",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        type=_what_if,
+        type=name_value(_what_ifs),
         help="change a what-if setting, e.g. target_nonzero_signal=0.9 (repeatable; see docs/advisor.md)",
     )
     p.add_argument("--json", action="store_true", help="print a JSON object (keys in docs/advisor.md)")
     p.set_defaults(func=run)
 
 
-def _steps(text: str) -> tuple[int, int]:
-    lo, sep, hi = text.partition(":")
-    try:
-        steps = int(lo), int(hi)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected A:B (two train steps), not {text!r}") from None
-    if not sep or steps[0] > steps[1]:
-        raise argparse.ArgumentTypeError(f"expected A:B with A <= B, not {text!r}")
-    return steps
-
-
-def _what_if(text: str) -> tuple[str, float]:
+def _what_ifs():
     from rollscope.queries.analyses import ADVICE_DEFAULTS
 
-    name, sep, value = text.partition("=")
-    if not sep or name not in ADVICE_DEFAULTS:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with NAME one of {', '.join(ADVICE_DEFAULTS)}")
-    try:
-        return name, float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{name}: {value!r} is not a number") from None
+    return ADVICE_DEFAULTS
 
 
 def run(args) -> int:

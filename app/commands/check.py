@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-
-from rollscope.app.commands._common import add_store, store_of
+from rollscope.app.commands._common import add_run, add_store, name_value, store_of
 
 
 def register(sub) -> None:
@@ -15,13 +13,13 @@ def register(sub) -> None:
         "collapse, dropped spans, stalls. One PASS/FAIL line per rule; exit status 1 when any fails.",
     )
     add_store(p)
-    p.add_argument("--run", required=True, metavar="ID", help="run id (`rollscope runs` lists them)")
+    add_run(p)
     p.add_argument(
         "--threshold",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        type=_threshold,
+        type=name_value(_thresholds),
         help="change one rule's threshold, e.g. acceptance-drift=15 (repeatable; see docs/report.md)",
     )
     p.add_argument(
@@ -34,16 +32,10 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _threshold(text: str) -> tuple[str, float]:
+def _thresholds():
     from rollscope.queries.checks import THRESHOLDS
 
-    name, sep, value = text.partition("=")
-    if not sep or name not in THRESHOLDS:
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with NAME one of {', '.join(THRESHOLDS)}")
-    try:
-        return name, float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{name}: {value!r} is not a number") from None
+    return THRESHOLDS
 
 
 def run(args) -> int:

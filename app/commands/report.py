@@ -6,7 +6,7 @@ import json
 import sys
 
 from rollscope.app import formats as fmt
-from rollscope.app.commands._common import add_store, store_of
+from rollscope.app.commands._common import add_run, add_store, store_of
 from rollscope.queries.funnel_stages import RATES, STAGES
 
 
@@ -17,7 +17,7 @@ def register(sub) -> None:
         description="Print a run's headline figures (every key of --json is documented in docs/report.md).",
     )
     add_store(p)
-    p.add_argument("--run", required=True, metavar="ID", help="run id (`rollscope runs` lists them)")
+    add_run(p)
     p.add_argument("--json", action="store_true", help="print the stable JSON object instead of text")
     p.set_defaults(func=run)
 
@@ -168,7 +168,7 @@ def staleness_rows(staleness: dict) -> list[tuple[str, str]]:
         (
             "beyond the bound",
             f"{fmt.count(staleness['beyond_bound'])} samples "
-            f"({fmt.count(staleness['beyond_bound'] - staleness['used_beyond_bound'])} not used by the trainer)",
+            f"({fmt.count(staleness['unused_beyond_bound'])} not used by the trainer)",
         ),
         (
             "used beyond the bound",

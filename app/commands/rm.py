@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rollscope.app.commands._common import add_store, store_of
+from rollscope.app.commands._common import add_run, add_store, store_of
 from rollscope.errors import RollscopeError, UnknownRunError
 
 
@@ -14,7 +14,7 @@ def register(sub) -> None:
         "readers of them, are not affected; a reader of the deleted run then reports it unknown.",
     )
     add_store(p)
-    p.add_argument("--run", required=True, metavar="ID", help="the run to delete")
+    add_run(p, help="the run to delete")
     p.set_defaults(func=run)
 
 

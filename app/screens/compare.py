@@ -3,7 +3,7 @@
 import streamlit as st
 
 from rollscope.app import charts, data
-from rollscope.queries import analyses, report
+from rollscope.queries import analyses
 
 
 def pick_other(filters: data.Filters) -> str:
@@ -14,9 +14,7 @@ def pick_other(filters: data.Filters) -> str:
 
 
 def figures(filters: data.Filters, other: str) -> None:
-    runs = (filters.run_id, other)
-    reports = {run: data.analysis(report.report, filters, run_id=run) for run in runs}
-    table = data.report_table(reports)
+    table = data.compare(filters, other)
     shown = table.drop(columns=["key"])
 
     def highlight(row):  # the better run's cell, where better is plain (more usable, less waste, ...)

@@ -4,14 +4,14 @@ import pandas as pd
 import streamlit as st
 
 from rollscope.app import charts, data
-from rollscope.queries import analyses, report
+from rollscope.queries import analyses
 
 MEASURES = {"device-seconds": ("device_seconds", "device-seconds"), "FLOPs": ("flops", "FLOP")}
 TERMS = ["rollout", "train", "teacher", "judge"]
 
 
 def totals(filters: data.Filters, work: dict) -> None:
-    table = data.analysis(report.compute_table, filters).set_index("term")
+    table = data.analysis(analyses.compute_terms, filters).set_index("term")
     c_total = table.iloc[0]  # flops_total and device_seconds_total are on every row
     row = st.columns(4)
     row[0].metric(

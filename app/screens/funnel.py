@@ -6,7 +6,6 @@ from rollscope.app import charts, data
 from rollscope.queries import analyses
 from rollscope.queries.funnel_stages import STAGE_RATES
 
-ROLLING_STEPS = 10
 WHAT_IF_STEP_POINTS = 20  # the first view raises the weakest stage by this many points (README: 60 % → 80 %)
 RATE_LABELS = {rate: charts.label(rate).capitalize() for rate in STAGE_RATES}  # "Nonzero signal"
 
@@ -27,21 +26,15 @@ def by_step(filters: data.Filters) -> None:
     frame = data.analysis(analyses.funnel, filters, by="step").dropna(subset=["step"])
     if frame.empty:
         return
+    frame = data.per_step(filters, frame, list(charts.RATES))
     st.plotly_chart(
-        charts.lines(
-            frame,
-            "step",
-            list(charts.RATES),
-            "Stage rates per consuming train step",
-            "train step",
-            "rate",
-            percent=True,
-            rolling=ROLLING_STEPS,
+        charts.per_step(
+            frame, list(charts.RATES), "Stage rates per consuming train step", "rate", percent=True
         ),
         key="rates-by-step",
     )
     st.caption(
-        f"Each step's rate (pale) and its mean over {ROLLING_STEPS} steps. What to look for: a rate falling "
+        f"Each step's rate (pale) and its mean over {charts.ROLLING_STEPS} steps. What to look for: a rate falling "
         "as training goes on; nonzero signal falls as tasks get solved."
     )
 

@@ -7,7 +7,6 @@ from rollscope.queries import analyses
 from rollscope.queries.analyses import SUCCESS_THRESHOLD
 from rollscope.queries.checks import THRESHOLDS
 
-ROLLING_STEPS = 10
 KIND_COLORS = {
     "all_wrong_rollouts": "#dc2626",
     "all_right_rollouts": "#16a34a",
@@ -63,60 +62,49 @@ def rewards(filters: data.Filters) -> None:
     if by_step.empty:
         st.info("No scored rollouts consumed by a train step in this selection yet.")
         return
-    fig = charts.lines(
-        by_step,
-        "step",
-        ["reward_mean"],
-        "Reward per step",
-        "train step",
-        "reward (score)",
-        names=["mean reward"],
-        rolling=ROLLING_STEPS,
+    by_step = data.per_step(filters, by_step, ["reward_mean", "success_rate"])
+    fig = charts.per_step(
+        by_step, ["reward_mean"], "Reward per step", "reward (score)", names=["mean reward"]
     )
     for column, name in (("reward_p10", "p10"), ("reward_p50", "median"), ("reward_p90", "p90")):
+        xs, values = charts.thinned(by_step["step"], by_step[column])
         fig.add_scatter(
-            x=by_step["step"].tolist(),
-            y=by_step[column].tolist(),
+            x=xs,
+            y=values,
             name=name,
             mode="lines",
             line={"width": 1, "dash": "dot"},
         )
     st.plotly_chart(fig, key="reward")
     st.caption(
-        f"Pale: each step's mean; dark: the mean of the last {ROLLING_STEPS} steps; dotted: p10, median, p90 "
+        f"Pale: each step's mean; dark: the mean of the last {charts.ROLLING_STEPS} steps; dotted: p10, median, p90 "
         "(with 0/1 rewards they sit at 0 or 1). What to look for: a rising mean; p90 at the top while p10 stays "
         "at 0 is learning on the easy tasks only; a flat mean for many steps, a policy that stopped improving."
     )
     st.plotly_chart(
-        charts.lines(
+        charts.per_step(
             by_step,
-            "step",
             ["success_rate"],
             "Success rate per step",
-            "train step",
             "share of scored rollouts succeeding",
             percent=True,
-            rolling=ROLLING_STEPS,
         ),
         key="success",
     )
     st.caption(
-        f"Pale: each step; dark: the mean of the last {ROLLING_STEPS} steps. What to look for: a rising mean; "
+        f"Pale: each step; dark: the mean of the last {charts.ROLLING_STEPS} steps. What to look for: a rising mean; "
         "near 100 % the tasks are too easy and groups stop carrying signal."
     )
     per_env = data.analysis(analyses.learning, filters, by="step_environment")
     wide = per_env.pivot(index="step", columns="environment", values="success_rate").reset_index()
     envs = [c for c in wide.columns if c != "step"]
     st.plotly_chart(
-        charts.lines(
-            wide,
-            "step",
+        charts.per_step(
+            data.per_step(filters, wide, envs),
             envs,
             "Success rate per step, by environment",
-            "train step",
             "share of scored rollouts succeeding",
             percent=True,
-            rolling=ROLLING_STEPS,
         ),
         key="success-env",
     )
@@ -130,14 +118,11 @@ def loss(filters: data.Filters) -> None:
         st.caption("The trainer records no rl.train.loss.")
         return
     st.plotly_chart(
-        charts.lines(
-            steps,
-            "step",
+        charts.per_step(
+            data.per_step(filters, steps, ["train_loss"]),
             ["train_loss"],
             "Train loss per step",
-            "train step",
             "loss (as the trainer reports it)",
-            rolling=ROLLING_STEPS,
         ),
         key="loss",
     )

@@ -6,7 +6,6 @@ from rollscope.app import charts, data
 from rollscope.queries import analyses, report
 from rollscope.queries.funnel_stages import RATES
 
-ROLLING_STEPS = 10
 PERCENT = {"nonzero_signal_rate", "acceptance_rate", "trainer_idle_fraction"}
 TRENDS = {
     "reward_mean": "Mean reward per step (score)",
@@ -72,12 +71,12 @@ def checks(filters: data.Filters) -> None:
 def trends(filters: data.Filters) -> None:
     st.subheader("Trends")
     st.caption(
-        f"Per consuming train step: each step's value (pale) and its rolling mean over {ROLLING_STEPS} steps "
+        f"Per consuming train step: each step's value (pale) and its rolling mean over {charts.ROLLING_STEPS} steps "
         "(dark). What to look for: a rate sliding step after step (the workload drifting as the policy learns)."
     )
     columns = st.columns(3)
     for i, (metric, title) in enumerate(TRENDS.items()):
-        series = data.analysis(analyses.trend, filters, metric=metric, rolling=ROLLING_STEPS)
+        series = data.analysis(analyses.trend, filters, metric=metric, rolling=charts.ROLLING_STEPS)
         with columns[i % 3]:
             if series.empty:
                 st.caption(f"{title}: no steps yet")

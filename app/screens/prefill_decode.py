@@ -78,20 +78,18 @@ def by_turn(filters: data.Filters) -> None:
 def by_step(filters: data.Filters) -> None:
     frame = data.analysis(analyses.prefill_decode, filters, by="step").dropna(subset=["step"])
     if not frame.empty:
+        frame = data.per_step(filters, frame, ["prefill_decode_ratio"])
         st.plotly_chart(
-            charts.lines(
+            charts.per_step(
                 frame,
-                "step",
                 ["prefill_decode_ratio"],
                 "New prefill : decode per step",
-                "train step",
                 "new prefill tokens per decoded token",
-                rolling=10,
             ),
             key="pd-step",
         )
         st.caption(
-            "Each step's ratio (pale) and its mean over 10 steps. What to look for: a stable ratio is what "
+            f"Each step's ratio (pale) and its mean over {charts.ROLLING_STEPS} steps. What to look for: a stable ratio is what "
             "makes a fixed prefill/decode split pay."
         )
 

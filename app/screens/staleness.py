@@ -27,7 +27,7 @@ def staleness(filters: data.Filters) -> None:
         "Beyond the bound",
         charts.count(summary["beyond_bound"]),
         help=f"Consumed samples more than {bound} versions behind, used or not (staleness.beyond_bound); "
-        f"{charts.count(summary['beyond_bound'] - summary['used_beyond_bound'])} of them were not used.",
+        f"{charts.count(summary['unused_beyond_bound'])} of them were not used.",
     )
     cols[4].metric(
         "Used beyond the bound",
@@ -117,21 +117,19 @@ def trainer(filters: data.Filters, figures: dict) -> None:
     # train steps belong to no environment: only the step range applies
     frame = data.call(filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps)
     if not frame.empty:
+        frame = data.per_step(filters, frame, ["trainer_idle_fraction"])
         st.plotly_chart(
-            charts.lines(
+            charts.per_step(
                 frame,
-                "step",
                 ["trainer_idle_fraction"],
                 "Trainer idle fraction per step",
-                "train step",
                 "share of the step spent waiting",
                 percent=True,
-                rolling=10,
             ),
             key="idle-by-step",
         )
         st.caption(
-            "Each step's idle fraction (pale) and its mean over 10 steps. What to look for: a trainer waiting "
+            f"Each step's idle fraction (pale) and its mean over {charts.ROLLING_STEPS} steps. What to look for: a trainer waiting "
             "for data means rollouts are the bottleneck."
         )
 

@@ -53,6 +53,9 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
+from rollscope.collectors import semconv
+from rollscope.collectors.spans import attributes_from_fields
+
 log = logging.getLogger("rollscope.integrations.trl")
 
 _SAMPLE_KEY = "_rollscope_sample"  # rides along TRL's buffered batch; removed before compute_loss
@@ -79,7 +82,7 @@ def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) 
         attach_kwargs.setdefault(key, value)
     rl = attach(store=store, run_id=run_id, **attach_kwargs)
     _private_ids(rl)
-    inst = TRLInstrumentation(trainer, rl)
+    inst = TRLInstrumentation(trainer, rl, _Records(rl) if _private_provider(rl) else _SDKSpans(rl))
     inst.install()
     trainer._rollscope_instrumentation = inst
     return inst
@@ -124,6 +127,86 @@ def _private_ids(rl) -> None:
         rl.provider.id_generator = ids
 
 
+def _private_provider(rl) -> bool:
+    """True when attach() made the adapter's provider and nothing but the store exporter reads its spans
+    (the default, ``set_global=False``): then the adapter may queue its spans as records (``_Records``)."""
+    processors = getattr(getattr(rl.provider, "_active_span_processor", None), "_span_processors", None)
+    return bool(getattr(rl.provider, "_rollscope_made", False)) and tuple(processors or ()) == (rl.processor,)
+
+
+def _attributes(fields: dict, extra: dict | None = None, rollout_id: str | None = None) -> dict:
+    """A span's attributes as the span helpers (``rl.rollout`` ...) build them: raw ``extra`` first, then
+    the column-named ``fields``, then the enclosing rollout's id."""
+    attributes = {**extra, **attributes_from_fields(fields)} if extra else attributes_from_fields(fields)
+    if rollout_id is not None:
+        attributes.setdefault(semconv.ROLLOUT_ID, rollout_id)
+    return attributes
+
+
+class _Records:
+    """The adapter's spans as store records, handed to attach()'s processor in one call per batch.
+
+    Why not SDK spans: the adapter writes its spans after the fact, thousands a step, and an SDK span (its
+    sampler, attribute checks, context and a dozen objects, read back by the processor at once) cost ~50 us
+    of CPU each, competing with training for the same cores; a record costs a few. The records carry what
+    the SDK path would (same ids from a private generator, scope, resource, kind and status: the rows are
+    equal, tested), and go through the same processor queue, bound and drop accounting, exporter and store.
+    Used only when the provider is attach()'s own and the store exporter its only reader (``_SDKSpans``
+    otherwise, so a job's own processors still see every span).
+    """
+
+    def __init__(self, rl):
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        from rollscope.collectors.rows import SpanRecords
+
+        self._new = SpanRecords
+        self._records = SpanRecords()
+        self._processor = rl.processor
+        self._scope = getattr(rl.tracer, "_instrumentation_scope", None) or InstrumentationScope("rollscope")
+        self._resource = rl.provider.resource
+        self._rng = random.Random(os.urandom(16))
+
+    def span(self, name: str, attributes: dict, start: int, end: int, parent=None):
+        """Record a finished span; returns the handle its children take as ``parent``."""
+        span_id = self._rng.getrandbits(64) or 1
+        if parent is None:
+            trace_id, parent_id = self._rng.getrandbits(128) or 1, None
+        else:
+            trace_id, parent_id = parent
+        self._records.add(
+            trace_id, span_id, parent_id, name, start, end, attributes, self._scope, self._resource
+        )
+        return trace_id, span_id
+
+    def flush(self) -> None:
+        """Hand what was recorded to the processor (one queue operation for the whole batch)."""
+        records, self._records = self._records, self._new()
+        if len(records):
+            self._processor.on_end_records(records)
+
+
+class _SDKSpans:
+    """The same spans through the SDK's tracer, for a provider other processors read too."""
+
+    def __init__(self, rl):
+        from opentelemetry.context import Context
+        from opentelemetry.trace import set_span_in_context
+
+        self._tracer = rl.tracer
+        self._root = Context()
+        self._child = set_span_in_context
+
+    def span(self, name: str, attributes: dict, start: int, end: int, parent=None):
+        context = self._root if parent is None else self._child(parent, self._root)
+        span = self._tracer.start_span(name, context=context, attributes=attributes, start_time=start)
+        span.end(end_time=end)
+        return span
+
+    def flush(self) -> None:
+        pass
+
+
 @dataclass
 class _Batch:
     """One generation round on this process: what TRL generated and scored, until its samples are consumed."""
@@ -163,9 +246,10 @@ class TRLInstrumentation:
     bookkeeping took on the training thread (wall and CPU), CPU seconds its span thread took, and the store
     exporter's counters."""
 
-    def __init__(self, trainer, rl):
+    def __init__(self, trainer, rl, out=None):
         self.trainer = trainer
         self.rl = rl
+        self._out = out or _SDKSpans(rl)  # where spans go: _Records or _SDKSpans
         self.counts: Counter = Counter()
         self.failures: Counter = Counter()
         self.seconds = 0.0  # spent in the adapter's own bookkeeping, on the training thread
@@ -532,28 +616,28 @@ class TRLInstrumentation:
         if b is not None:
             self._submit("samples", self._emit_samples, b, time.time_ns())
 
-    # --- spans --------------------------------------------------------------------------------------------
+    # --- spans (on the adapter's thread) ------------------------------------------------------------------
 
     def _emit_samples(self, b: _Batch, now: int) -> None:
+        out = self._out
         for i, rollout_id in enumerate(b.rollout_ids):
             if i not in b.first_step:
                 continue  # never trained on (training stopped first)
-            with self.rl.sample(
-                rollout_id,
-                b.first_step[i],
-                b.decisions[i],
+            fields = dict(
+                rollout_id=rollout_id,
+                train_step=b.first_step[i],
+                sample_decision=b.decisions[i],
                 sample_staleness=b.first_step[i] - b.policy_version,
                 sample_tokens=b.prompt_lengths[i] + b.completion_lengths[i],
-                attributes={"rl.sample.uses": b.uses[i], "rl.sample.last_step": b.last_step[i]},
-                start_time=b.end_ns,
-                end_time=now,
-            ):
-                pass
+            )
+            extra = {"rl.sample.uses": b.uses[i], "rl.sample.last_step": b.last_step[i]}
+            out.span(semconv.SAMPLE, _attributes(fields, extra), b.end_ns, now)
             self.counts["rl.sample"] += 1
+        out.flush()
 
     def _emit_rollouts(self, b: _Batch) -> None:
         self._score(b)
-        t = self.trainer
+        t, out = self.trainer, self._out
         names = list(getattr(t, "reward_func_names", [])) or [
             f"reward_{j}" for j in range(len(b.rewards_per_func[0]))
         ]
@@ -562,28 +646,28 @@ class TRLInstrumentation:
         gen_start = b.gen_start_ns or b.start_ns
         gen_end = b.gen_end_ns or b.end_ns
         for i, example in enumerate(b.inputs):
-            group = (b.global_offset + i) // generations
             rollout_id = b.rollout_ids[i]
-            with self.rl.rollout(
-                rollout_id,
+            fields = dict(
                 task_id=_task_id(example),
-                group_id=f"{run}/r{b.round}/g{group}",
+                group_id=f"{run}/r{b.round}/g{(b.global_offset + i) // generations}",
                 environment=_environment(example),
                 policy_version=b.policy_version,
                 rollout_status="ok",
                 reward=b.combined[i],
-                start_time=b.start_ns,
-                end_time=b.end_ns,
-            ):
-                self._emit_turns(b, i, gen_start, gen_end)
-                for j, value in enumerate(b.rewards_per_func[i]):
-                    start, end = b.reward_calls.get(j, (b.reward_start_ns, b.reward_end_ns))
-                    with self.rl.reward(reward_name=names[j], reward=value, start_time=start, end_time=end):
-                        pass
+            )
+            rollout = out.span(
+                semconv.ROLLOUT, _attributes(fields, {semconv.ROLLOUT_ID: rollout_id}), b.start_ns, b.end_ns
+            )
+            self._emit_turns(b, i, gen_start, gen_end, rollout, rollout_id)
+            for j, value in enumerate(b.rewards_per_func[i]):
+                start, end = b.reward_calls.get(j, (b.reward_start_ns, b.reward_end_ns))
+                fields = dict(reward_name=names[j], reward=value)
+                out.span(semconv.REWARD, _attributes(fields, None, rollout_id), start, end, rollout)
+        out.flush()
         self.counts["rl.rollout"] += len(b.inputs)
         self.counts["rl.reward"] += len(b.inputs) * len(names)
 
-    def _emit_turns(self, b: _Batch, i: int, gen_start: int, gen_end: int) -> None:
+    def _emit_turns(self, b: _Batch, i: int, gen_start: int, gen_end: int, rollout, rollout_id: str) -> None:
         """One ``rl.turn`` per model call of sample i, then the tool calls made between them."""
         segments = b.segments[i] if i < len(b.segments) else [(True, b.completion_lengths[i])]
         if not any(is_model for is_model, _ in segments):
@@ -598,9 +682,7 @@ class TRLInstrumentation:
                 context += n
                 continue
             last = k == len(decoded) - 1
-            attributes = {
-                FINISH_REASONS: (["length"] if b.truncated[i] else ["stop"]) if last else ["tool_calls"]
-            }
+            extra = {FINISH_REASONS: (["length"] if b.truncated[i] else ["stop"]) if last else ["tool_calls"]}
             if len(decoded) == 1:
                 start, end = gen_start, gen_end
             elif timed:
@@ -608,23 +690,19 @@ class TRLInstrumentation:
             else:
                 start, cursor = cursor, cursor + (gen_end - gen_start) * (n or 1) // total
                 end = gen_end if last else cursor
-                attributes[TIMING] = "apportioned"
-            with self.rl.turn(
-                k,
-                input_tokens=context,
-                output_tokens=n,
-                policy_version=b.policy_version,
-                attributes=attributes,
-                start_time=start,
-                end_time=end,
-            ):
-                pass
+                extra[TIMING] = "apportioned"
+            fields = dict(
+                turn_index=k, input_tokens=context, output_tokens=n, policy_version=b.policy_version
+            )
+            self._out.span(semconv.TURN, _attributes(fields, extra, rollout_id), start, end, rollout)
             self.counts["rl.turn"] += 1
             context += n
             k += 1
         for name, start, end, failed in b.tool_calls.get(i, ()):
-            with self.rl.tool(name, tool_exit_code=1 if failed else 0, start_time=start, end_time=end):
-                pass
+            fields = dict(tool_name=name, tool_exit_code=1 if failed else 0)
+            extra = {semconv.OPERATION_NAME: semconv.TOOL_PREFIX}
+            span_name = f"{semconv.TOOL_PREFIX} {name}"
+            self._out.span(span_name, _attributes(fields, extra, rollout_id), start, end, rollout)
             self.counts["execute_tool"] += 1
 
     def _emit_step(self, state) -> None:
@@ -636,21 +714,20 @@ class TRLInstrumentation:
         self._step_start_ns = None
 
     def _emit_step_span(self, step: int, start: int, end: int, samples: int, tokens: int, wait_s: float):
-        with self.rl.train_step(
-            step,
+        fields = dict(
+            train_step=step,
             policy_version=step + 1,
             train_samples=samples,
             train_tokens=tokens,
             train_wait_s=wait_s,
-            start_time=start,
-            end_time=end,
-        ):
-            pass
+        )
+        self._out.span(semconv.TRAIN_STEP, _attributes(fields), start, end)
+        self._out.flush()
         self.counts["rl.train_step"] += 1
 
     def _emit_sync(self, version: int, started: int, ended: int) -> None:
-        with self.rl.weight_sync(version, start_time=started, end_time=ended):
-            pass
+        self._out.span(semconv.WEIGHT_SYNC, _attributes(dict(policy_version=version)), started, ended)
+        self._out.flush()
         self.counts["rl.weight_sync"] += 1
 
     def _step_begin(self) -> None:

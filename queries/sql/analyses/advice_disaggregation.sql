@@ -1,5 +1,5 @@
 -- Advisor lever "prefill-decode disaggregation" (docs/advisor.md). The reference's conditions, read from the
--- turn sums: new-prefill : decode ≥ $min_ratio, stable across ≥ $min_steps consumed steps (coefficient of
+-- turn sums per step (_prefill_sums): new-prefill : decode ≥ $min_ratio, stable across ≥ $min_steps consumed steps (coefficient of
 -- variation ≤ $max_step_cv), mean turn latency (prefill + decode) ≥ $min_turn_latency_s, ≥ $min_turns_per_rollout
 -- turns per rollout, and a model of ≥ $min_model_parameters parameters (2·P·tokens = the generation FLOPs).
 -- Only where all hold is there an estimate, and it is an upper bound: decoding requests no longer wait behind
@@ -7,10 +7,14 @@
 --   Δwork_rollout = − $stall_share × prefill seconds
 -- (KV transfer and pool balancing cost nothing in it). usable is unchanged.
 WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
-sums AS (
-    SELECT step, turns, new_prefill_tokens, decode_tokens, prefill_ns, decode_ns
-    FROM _turn_sums($run_id)
-    WHERE step IS NOT NULL AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
+sums AS (  -- the turns' sums per step (_prefill_sums over environments)
+    SELECT
+        step, sum(turns) AS turns, sum(new_prefill_tokens) AS new_prefill_tokens,
+        sum(decode_tokens) AS decode_tokens, sum(prefill_ns) AS prefill_ns, sum(decode_ns) AS decode_ns
+    FROM _prefill_sums($run_id)
+    WHERE NOT per_turn_index AND step IS NOT NULL
+      AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
+    GROUP BY step
 ),
 per_step AS (
     SELECT step, sum(new_prefill_tokens) / nullif(sum(decode_tokens), 0) AS ratio FROM sums GROUP BY step

@@ -7,16 +7,15 @@
 --                   built of decode seconds × (E / E0 − 1)
 -- E0 is measured (tokens per verify step) over the turns of the latest drafter's first $fresh_versions policy
 -- versions, per environment, k and rollout-length bucket (else per environment and k). usable is unchanged.
+-- Summed per turn group as Σ decode seconds × E / E0 − Σ decode seconds (weighted_s, macros/09_learning.sql).
 -- Does not apply without speculative decoding, or when acceptance has not fallen since the last refresh.
 WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
-rows AS (
+rows AS (  -- turn groups in which every turn drafted (_advice_spec_sums)
     SELECT
-        environment, spec_k, length_bucket, drafter_version, drafter_policy_version,
-        policy_version - drafter_policy_version AS since,
-        decode_tokens, verify_steps, decode_ns, drafted, accepted
-    FROM _turn_sums($run_id)
-    WHERE spec_turns = turns AND spec_turns > 0 AND verify_steps > 0 AND drafter_policy_version IS NOT NULL
-      AND step IS NOT NULL
+        environment, spec_k, length_bucket, drafter_version, drafter_policy_version, since,
+        decode_tokens, verify_steps, decode_ns, drafted, accepted, weighted_s
+    FROM _advice_spec_sums($run_id)
+    WHERE drafter_policy_version IS NOT NULL AND step IS NOT NULL
       AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
 ),
 latest AS (
@@ -34,14 +33,20 @@ e0_env AS (
            sum(accepted) / nullif(sum(drafted), 0) AS fresh_acceptance
     FROM fresh GROUP BY ALL
 ),
-later AS (
+later_sums AS (  -- the later turn groups summed per environment, k and length bucket, the keys of E0
     SELECT
-        r.*, coalesce(eb.e0, ee.e0) AS e0,
-        r.decode_ns / 1e9 * ((r.decode_tokens / r.verify_steps) / coalesce(eb.e0, ee.e0) - 1) AS d_s
-    FROM rows AS r
+        environment, spec_k, length_bucket,
+        sum(decode_tokens) AS decode_tokens, sum(verify_steps) AS verify_steps, sum(decode_ns) AS decode_ns,
+        sum(drafted) AS drafted, sum(accepted) AS accepted, sum(weighted_s) AS weighted_s
+    FROM rows
+    WHERE since >= $fresh_versions
+    GROUP BY ALL
+),
+later AS (
+    SELECT l.*, l.weighted_s / coalesce(eb.e0, ee.e0) - l.decode_ns / 1e9 AS d_s
+    FROM later_sums AS l
     JOIN e0_env AS ee USING (environment, spec_k)
     LEFT JOIN e0_bucket AS eb USING (environment, spec_k, length_bucket)
-    WHERE r.since >= $fresh_versions
 ),
 est AS (
     SELECT

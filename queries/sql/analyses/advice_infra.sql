@@ -1,31 +1,26 @@
 -- Advisor lever "infrastructure" (docs/advisor.md): infra errors and aborts removed, the completion rate c → 1.
 -- Every member of a group then completes and is scored at the scoring rate s; a group with more scored
 -- members more often has rewards that vary: with n(m) the nonzero-signal rate of a group of m scored members
--- in its environment, fitted to the run (a beta-binomial, macros/07_advice.sql),
+-- in its environment, fitted to the run (a beta-binomial, macros/10_advice.sql),
 --   usable_after = Σ_groups m'_g · n(m'_g) × f,  m'_g = round(dispatched_g × s), f the freshness rate
 -- Completed, each would do the work of a completed rollout of its environment instead of the part it did:
 --   Δwork_rollout = Σ_env (s/token)_env × (failed_env × mean decoded tokens of a completed rollout − decoded
 --                   tokens of the failed ones)
 --   Δwork_judge / Δwork_teacher = Σ_env failed_env × mean judge / teacher seconds per completed rollout
--- with (s/token)_env the environment's generation seconds per decoded token (_step_sums / _rollout_work).
+-- with (s/token)_env the environment's generation seconds per decoded token (_step_sums / _funnel_sums).
 -- Evidence: the device-seconds the failed rollouts burned. Does not apply when every rollout completed.
 WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
-kept AS (
-    SELECT s.environment, s.completed, coalesce(w.generated, 0) AS generated
-    FROM rollout_stages($run_id) AS s
-    LEFT JOIN _rollout_work($run_id) AS w USING (rollout_id)
-    WHERE s.step IS NOT NULL
-      AND ($step_lo IS NULL OR s.step >= $step_lo) AND ($step_hi IS NULL OR s.step <= $step_hi)
-),
-per_env AS (
+per_env AS (  -- from the rollouts per step and funnel outcome, with their decoded tokens (_funnel_sums)
     SELECT
         environment,
-        count(*) FILTER (NOT completed) AS failed,
-        count(*) FILTER (completed) AS completed,
+        coalesce(sum(rollouts) FILTER (NOT completed), 0)::BIGINT AS failed,
+        coalesce(sum(rollouts) FILTER (completed), 0)::BIGINT AS completed,
         sum(generated) AS generated,
         sum(generated) FILTER (NOT completed) AS failed_generated,
-        avg(generated) FILTER (completed) AS completed_mean_generated
-    FROM kept
+        sum(generated) FILTER (completed) / sum(rollouts) FILTER (completed) AS completed_mean_generated
+    FROM _funnel_sums($run_id)
+    WHERE step IS NOT NULL
+      AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
     GROUP BY environment
 ),
 sums AS (

@@ -4,16 +4,16 @@
 --   Δwork_rollout = − Σ_env re-prefill waste tokens_env × prefill seconds_env / new prefill tokens_env
 -- usable is unchanged. Does not apply to single-turn runs or when no turn re-prefilled its history.
 WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
-per_env AS (
+per_env AS (  -- the turns' sums per step and environment (and turn index: per_turn_index), _prefill_sums
     SELECT
         environment,
-        sum(reprefill_waste_tokens) AS waste,
-        sum(new_prefill_tokens) AS new_prefill,
-        sum(cached_prefill_tokens) AS cached,
-        sum(input_tokens) AS input_tokens,
-        sum(prefill_ns) / 1e9 AS prefill_s,
-        max(turn_index) AS max_turn_index
-    FROM _turn_sums($run_id)
+        sum(reprefill_waste_tokens) FILTER (NOT per_turn_index) AS waste,
+        sum(new_prefill_tokens) FILTER (NOT per_turn_index) AS new_prefill,
+        sum(cached_prefill_tokens) FILTER (NOT per_turn_index) AS cached,
+        sum(input_tokens) FILTER (NOT per_turn_index) AS input_tokens,
+        sum(prefill_ns) FILTER (NOT per_turn_index) / 1e9 AS prefill_s,
+        max(turn_index) FILTER (per_turn_index) AS max_turn_index
+    FROM _prefill_sums($run_id)
     WHERE step IS NOT NULL AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
     GROUP BY environment
 ),

@@ -1,16 +1,17 @@
 -- Advisor lever "scoring" (docs/advisor.md): judge timeouts and verifier errors fixed, the scoring rate s → 1.
 -- Every completed member of a group then has a reward, and a group with more scored members more often has
 -- rewards that vary: with n(m) the nonzero-signal rate of a group of m scored members in its environment,
--- fitted to the run (a beta-binomial, macros/07_advice.sql),
+-- fitted to the run (a beta-binomial, macros/10_advice.sql),
 --   usable_after = Σ_groups completed_g · n(completed_g) × f,  f the freshness rate
 -- A timed-out judge call held its judge for its whole timeout; fixed, it takes as long as a judge call that
 -- returned:  Δwork_judge = failed_judges × (mean seconds of a judge call that returned) − Σ seconds of the
--- failed ones. The trainer's work grows with the samples (macros/07_advice.sql).
+-- failed ones. The trainer's work grows with the samples (macros/10_advice.sql).
 -- Does not apply when every completed rollout was scored.
 WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
 kept AS (
-    SELECT rollout_id, environment, scored, lost_reason IN ('judge timeout', 'judge error') AS judge_failed
-    FROM rollout_stages($run_id)
+    SELECT
+        coalesce(sum(rollouts) FILTER (NOT scored), 0)::BIGINT AS unscored
+    FROM _funnel_sums($run_id)
     WHERE completed AND step IS NOT NULL
       AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
 ),
@@ -20,19 +21,19 @@ after AS (
     FROM _advice_groups($run_id, $step_lo, $step_hi) AS g
     JOIN _advice_signal_fit($run_id, $step_lo, $step_hi) AS f USING (environment), b
 ),
-judging AS (
+judging AS (  -- judge calls on completed rollouts, whether their scoring failed for the judge (_judge_sums)
     SELECT
-        count(*) FILTER (k.judge_failed) AS failed_judges,
-        coalesce(sum(w.end_ns - w.start_ns) FILTER (k.judge_failed), 0) / 1e9 AS failed_judge_s,
-        count(*) FILTER (NOT k.judge_failed) AS ok_judges,
-        sum(w.end_ns - w.start_ns) FILTER (NOT k.judge_failed) / 1e9 AS ok_judge_s
-    FROM _compute_work($run_id) AS w
-    JOIN kept AS k USING (rollout_id)
-    WHERE w.term = 'judge'
+        coalesce(sum(calls) FILTER (judge_failed), 0)::BIGINT AS failed_judges,
+        coalesce(sum(judge_ns) FILTER (judge_failed), 0) / 1e9 AS failed_judge_s,
+        coalesce(sum(calls) FILTER (NOT judge_failed), 0)::BIGINT AS ok_judges,
+        sum(judge_ns) FILTER (NOT judge_failed) / 1e9 AS ok_judge_s
+    FROM _judge_sums($run_id)
+    WHERE step IS NOT NULL
+      AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
 ),
 est AS (
     SELECT
-        (SELECT count(*) FILTER (NOT scored) FROM kept) AS unscored,
+        (SELECT unscored FROM kept) AS unscored,
         j.failed_judges,
         j.failed_judge_s / nullif(j.failed_judges, 0) AS failed_judge_mean_s,
         j.ok_judge_s / nullif(j.ok_judges, 0) AS ok_judge_mean_s,

@@ -8,14 +8,13 @@
 -- over the groups where that is a saving (acceptance high enough). usable is unchanged.
 -- Does not apply without speculative decoding or long rollouts, or where no group would save.
 WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
-rows AS (
+rows AS (  -- turn groups in which every turn drafted (_advice_spec_sums)
     SELECT
-        environment, spec_k, length_bucket, policy_version - drafter_policy_version AS since,
+        environment, spec_k, length_bucket, since,
         sum(decode_tokens) AS decode_tokens, sum(verify_steps) AS verify_steps, sum(decode_ns) AS decode_ns,
         sum(accepted) AS accepted, sum(drafted) AS drafted
-    FROM _turn_sums($run_id)
-    WHERE spec_turns = turns AND spec_turns > 0 AND verify_steps > 0 AND spec_k > 0 AND step IS NOT NULL
-      AND length_bucket >= $long_tokens
+    FROM _advice_spec_sums($run_id)
+    WHERE spec_k > 0 AND step IS NOT NULL AND length_bucket >= $long_tokens
       AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
     GROUP BY ALL
 ),

@@ -6,19 +6,15 @@
 -- more off-policy samples; a tighter bound would instead cost trainer idle time (evidence: the trainer's idle
 -- fraction). Does not apply when the run declares no bound or nothing was beyond it.
 WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
-kept AS (
-    SELECT staleness, staleness_bound AS bound
-    FROM rollout_stages($run_id)
-    WHERE nonzero_signal AND step IS NOT NULL
-      AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
-),
 counts AS (
     SELECT
         max(bound) AS bound,
-        count(*) AS nonzero_signal,
-        count(*) FILTER (staleness > bound) AS beyond_bound,
-        count(*) FILTER (staleness <= bound + 1) AS within_looser
-    FROM kept
+        coalesce(sum(samples), 0)::BIGINT AS nonzero_signal,
+        coalesce(sum(samples) FILTER (staleness > bound), 0)::BIGINT AS beyond_bound,
+        coalesce(sum(samples) FILTER (staleness <= bound + 1), 0)::BIGINT AS within_looser
+    FROM _staleness_sums($run_id)
+    WHERE nonzero_signal AND step IS NOT NULL
+      AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
 ),
 idle AS (
     SELECT sum(coalesce(train_wait_s, 0)) / nullif(sum(duration_s), 0) AS trainer_idle_fraction

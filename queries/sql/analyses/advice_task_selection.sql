@@ -2,18 +2,15 @@
 -- right or all wrong, raising the nonzero-signal rate n to $target_nonzero_signal (the reference's realistic
 -- setting: 0.60 → 0.80). Dispatched work is unchanged, so
 --   usable_after = usable × target / n
--- and only the trainer's work grows (with the samples it trains on; macros/07_advice.sql).
+-- and only the trainer's work grows (with the samples it trains on; macros/10_advice.sql).
 -- Evidence: all-equal groups split into all-right (every reward > 0) and all-wrong, and the tasks saturated in
 -- every group they had (per-task saturation). Does not apply when no group has two scored attempts or n is
 -- already at the target.
 WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
 groups AS (
-    SELECT group_id, any_value(task_id) AS task_id, min(reward) AS lo, max(reward) AS hi
-    FROM rollout_stages($run_id)
-    WHERE scored AND reward IS NOT NULL AND group_id IS NOT NULL AND step IS NOT NULL
-      AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
-    GROUP BY group_id
-    HAVING count(*) >= 2
+    SELECT group_id, task AS task_id, reward_lo AS lo, reward_hi AS hi
+    FROM _advice_groups($run_id, $step_lo, $step_hi)
+    WHERE rewarded >= 2
 ),
 tasks AS (
     SELECT task_id, bool_and(lo = hi) AS saturated FROM groups GROUP BY task_id

@@ -9,6 +9,9 @@
 -- Per-step sums kept ahead of time, plus the pending work they do not hold (macros/04). Busy time per process
 -- is kept ahead too (_compute_busy, macros/04): per step or for the whole run, per environment or over all;
 -- only the whole run over a step range is swept here, from the busy islands of the steps in the range.
+-- C_total (flops_total, device_seconds_total, on every row of its step or of the run) is the sum of the
+-- accelerator terms (rollout, train, teacher, judge; never env, which is CPU); flops_share and
+-- device_seconds_share are each term's share of it (NULL for env, and while C_total is 0).
 WITH pending AS MATERIALIZED (
     SELECT term, role, instance_id, devices, start_ns, end_ns, step, environment, flops
     FROM _pending_work($run_id)
@@ -106,27 +109,55 @@ keys AS (
     SELECT DISTINCT key FROM kept_sums
     UNION
     SELECT NULL WHERE $by IS NULL
+),
+per_term AS (
+    SELECT
+        k.key AS step,
+        t.term,
+        t.ord,
+        CASE
+            WHEN t.term = 'env' OR (t.term = 'train' AND $environment IS NOT NULL) THEN NULL
+            ELSE coalesce(f.flops, 0)
+        END AS flops,
+        CASE
+            WHEN t.term = 'env' THEN coalesce(f.span_seconds, 0)
+            WHEN t.term = 'train' AND $environment IS NOT NULL THEN NULL
+            ELSE coalesce(b.device_seconds, 0)
+        END AS device_seconds,
+        CASE
+            WHEN t.term = 'env' THEN coalesce(f.span_seconds, 0)
+            WHEN t.term = 'train' AND $environment IS NOT NULL THEN NULL
+            ELSE coalesce(b.busy_s, 0)
+        END AS busy_s,
+        coalesce(b.processes, 0) AS processes
+    FROM keys AS k
+    CROSS JOIN terms AS t
+    LEFT JOIN flops AS f ON f.term = t.term AND f.key IS NOT DISTINCT FROM k.key
+    LEFT JOIN busy AS b ON b.term = t.term AND b.key IS NOT DISTINCT FROM k.key
+),
+-- C_total added up term by term in a fixed order, so the same run gives the same bits every time (a window
+-- sum adds in whatever order its threads meet the rows).
+totals AS (
+    SELECT
+        step,
+        coalesce(any_value(flops) FILTER (term = 'rollout'), 0)
+            + coalesce(any_value(flops) FILTER (term = 'train'), 0)
+            + coalesce(any_value(flops) FILTER (term = 'teacher'), 0)
+            + coalesce(any_value(flops) FILTER (term = 'judge'), 0) AS flops_total,
+        coalesce(any_value(device_seconds) FILTER (term = 'rollout'), 0)
+            + coalesce(any_value(device_seconds) FILTER (term = 'train'), 0)
+            + coalesce(any_value(device_seconds) FILTER (term = 'teacher'), 0)
+            + coalesce(any_value(device_seconds) FILTER (term = 'judge'), 0) AS device_seconds_total
+    FROM per_term
+    GROUP BY step
 )
 SELECT
-    k.key AS step,
-    t.term,
-    CASE
-        WHEN t.term = 'env' OR (t.term = 'train' AND $environment IS NOT NULL) THEN NULL
-        ELSE coalesce(f.flops, 0)
-    END AS flops,
-    CASE
-        WHEN t.term = 'env' THEN coalesce(f.span_seconds, 0)
-        WHEN t.term = 'train' AND $environment IS NOT NULL THEN NULL
-        ELSE coalesce(b.device_seconds, 0)
-    END AS device_seconds,
-    CASE
-        WHEN t.term = 'env' THEN coalesce(f.span_seconds, 0)
-        WHEN t.term = 'train' AND $environment IS NOT NULL THEN NULL
-        ELSE coalesce(b.busy_s, 0)
-    END AS busy_s,
-    coalesce(b.processes, 0) AS processes
-FROM keys AS k
-CROSS JOIN terms AS t
-LEFT JOIN flops AS f ON f.term = t.term AND f.key IS NOT DISTINCT FROM k.key
-LEFT JOIN busy AS b ON b.term = t.term AND b.key IS NOT DISTINCT FROM k.key
-ORDER BY k.key NULLS LAST, t.ord
+    p.step, p.term, p.flops, p.device_seconds, p.busy_s, p.processes,
+    CASE WHEN p.term <> 'env' THEN p.flops / nullif(t.flops_total, 0) END AS flops_share,
+    CASE WHEN p.term <> 'env' THEN p.device_seconds / nullif(t.device_seconds_total, 0) END
+        AS device_seconds_share,
+    t.flops_total,
+    t.device_seconds_total
+FROM per_term AS p
+JOIN totals AS t ON t.step IS NOT DISTINCT FROM p.step
+ORDER BY p.step NULLS LAST, p.ord

@@ -2,20 +2,59 @@
 -- mean reward and its 10th / 50th / 90th percentiles (linear interpolation, numpy's default), and the success
 -- rate: the share whose reward is at least $success_threshold (docs/semconv.md, "Success"). For the run, or
 -- per consuming step, environment or both ($by: step | environment | step_environment); the other key stays NULL.
+-- Counted from the scored rollouts per step, environment, task and reward value kept ahead (_reward_counts,
+-- macros/09_learning.sql). A percentile is exact: with n values in order, q's is the value at position
+-- h = (n − 1)·q (from 0), interpolated between the values at floor(h) and ceil(h), as quantile_cont takes it;
+-- the value at position i is the lowest whose running count passes i.
+WITH kept AS (
+    SELECT
+        CASE WHEN $by IN ('step', 'step_environment') THEN step END AS step,
+        CASE WHEN $by IN ('environment', 'step_environment') THEN environment END AS environment,
+        reward,
+        scored
+    FROM _reward_counts($run_id)
+    WHERE ($step_lo IS NULL OR step >= $step_lo)
+      AND ($step_hi IS NULL OR step <= $step_hi)
+      AND ($environment IS NULL OR environment = $environment)
+      AND ($by NOT IN ('step', 'step_environment') OR step IS NOT NULL)
+),
+counted AS (
+    SELECT
+        step, environment, reward, sum(scored) AS n,
+        sum(sum(scored)) OVER (PARTITION BY step, environment ORDER BY reward ROWS UNBOUNDED PRECEDING) AS upto,
+        sum(sum(scored)) OVER (PARTITION BY step, environment) AS total
+    FROM kept
+    GROUP BY step, environment, reward
+),
+picked AS (
+    SELECT
+        step, environment, q,
+        (any_value(total) - 1) * q AS h,
+        min(reward) FILTER (upto > floor((total - 1) * q)) AS below,
+        min(reward) FILTER (upto > ceil((total - 1) * q)) AS above
+    FROM counted, (VALUES (0.1), (0.5), (0.9)) AS p(q)
+    GROUP BY step, environment, q
+),
+percentiles AS (
+    SELECT
+        step, environment,
+        any_value(below + (above - below) * (h - floor(h))) FILTER (q = 0.1) AS reward_p10,
+        any_value(below + (above - below) * (h - floor(h))) FILTER (q = 0.5) AS reward_p50,
+        any_value(below + (above - below) * (h - floor(h))) FILTER (q = 0.9) AS reward_p90
+    FROM picked
+    GROUP BY step, environment
+),
+figures AS (
+    SELECT
+        step, environment,
+        sum(n)::BIGINT AS scored,
+        sum(reward * n) / sum(n) AS reward_mean,
+        coalesce(sum(n) FILTER (reward >= $success_threshold), 0) / sum(n) AS success_rate
+    FROM counted
+    GROUP BY step, environment
+)
 SELECT
-    CASE WHEN $by IN ('step', 'step_environment') THEN step END AS step,
-    CASE WHEN $by IN ('environment', 'step_environment') THEN environment END AS environment,
-    count(*) AS scored,
-    avg(reward) AS reward_mean,
-    quantile_cont(reward, 0.1) AS reward_p10,
-    quantile_cont(reward, 0.5) AS reward_p50,
-    quantile_cont(reward, 0.9) AS reward_p90,
-    avg(CASE WHEN reward >= $success_threshold THEN 1.0 ELSE 0.0 END) AS success_rate
-FROM rollout_stages($run_id)
-WHERE scored AND reward IS NOT NULL
-  AND ($step_lo IS NULL OR step >= $step_lo)
-  AND ($step_hi IS NULL OR step <= $step_hi)
-  AND ($environment IS NULL OR environment = $environment)
-  AND ($by NOT IN ('step', 'step_environment') OR step IS NOT NULL)
-GROUP BY ALL
+    f.step, f.environment, f.scored, f.reward_mean, p.reward_p10, p.reward_p50, p.reward_p90, f.success_rate
+FROM figures AS f
+JOIN percentiles AS p ON p.step IS NOT DISTINCT FROM f.step AND p.environment IS NOT DISTINCT FROM f.environment
 ORDER BY ALL NULLS LAST

@@ -2,7 +2,7 @@
 -- verify step, and Leviathan et al.'s expected tokens per verify step (1 - α^(k+1)) / (1 - α), for the run or
 -- per policy version, drafter version, versions since the drafter's refresh, environment, rollout-length
 -- bucket (the rollout's decoded tokens, rounded down to a power of two) or consuming step ($by), over the
--- turns that drafted. Summed from the turn sums (macros/06); k is the budget most of those turns used.
+-- turns that drafted. Summed from the turn sums (macros/06); k is the budget most of those turns used (the larger on a tie).
 -- effective_speedup = (accepted + verify steps) / verify steps: the tokens each target-model verify step
 -- yields (its accepted draft tokens and the one it decodes itself) against one token per step without a
 -- drafter; the drafter's own cost is not counted. The turns that drafted are read summed per step,
@@ -40,7 +40,7 @@ grouped AS (
         sum(drafted)::BIGINT AS drafted,
         sum(accepted)::BIGINT AS accepted,
         sum(verify_steps)::BIGINT AS verify_steps,
-        arg_max(spec_k, turns) FILTER (spec_k IS NOT NULL) AS k
+        arg_max(spec_k, [turns, spec_k]) FILTER (spec_k IS NOT NULL) AS k  -- on a tie, the larger k: order-free
     FROM per_k
     GROUP BY ALL
 ),

@@ -1,6 +1,7 @@
 -- Drafter drift: per drafter version, acceptance over the first $baseline_versions policy versions it served
 -- (its baseline) against the latest $baseline_versions, the drop in percentage points, and whether the drop
--- exceeds $drop_points. Summed from the turns that drafted, per step, environment, drafter and policy version
+-- exceeds $drop_points; max_drop_points, on every row, is the largest drop of any drafter (the report's
+-- spec_decode.max_drift_points). Summed from the turns that drafted, per step, environment, drafter and policy version
 -- (_spec_sums, macros/07).
 WITH kept AS (
     SELECT drafter_version, policy_version, drafted, accepted
@@ -38,6 +39,7 @@ compared AS (
 SELECT
     *,
     100 * (baseline_acceptance - latest_acceptance) AS drop_points,
-    coalesce(100 * (baseline_acceptance - latest_acceptance) > $drop_points, false) AS flagged
+    coalesce(100 * (baseline_acceptance - latest_acceptance) > $drop_points, false) AS flagged,
+    max(100 * (baseline_acceptance - latest_acceptance)) OVER () AS max_drop_points
 FROM compared
 ORDER BY first_policy_version, drafter_version

@@ -1,7 +1,7 @@
 -- Staleness over every consumed sample of the selection (docs/report.md): the mean and largest number of policy
 -- versions behind, the share within rl.staleness.bound, the samples beyond it and how many of those the
--- trainer used anyway (the violations proper), and the run's declared bound, known before any sample is
--- consumed. freshness_rate and violations are the older names of within_bound_share and beyond_bound.
+-- trainer used anyway (the violations proper) or not (unused_beyond_bound), and the run's declared bound,
+-- known before any sample is consumed. freshness_rate and violations are the older names of within_bound_share and beyond_bound.
 -- Counted from the consumed rollouts per step, environment, staleness and decision kept ahead (_staleness_sums,
 -- macros/07), the rows consumed_samples (macros/03) would give.
 WITH c AS (
@@ -24,6 +24,7 @@ figures AS (
 )
 SELECT
     f.*,
+    f.beyond_bound - f.used_beyond_bound AS unused_beyond_bound,
     (SELECT max(bound) FROM _staleness_sums($run_id)) AS bound,
     f.within_bound_share AS freshness_rate,
     f.beyond_bound AS violations

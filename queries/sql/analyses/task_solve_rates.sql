@@ -2,15 +2,16 @@
 -- solve rate, the first and last consuming step it was attempted at, the solve rate early and late in its
 -- attempts (early: attempts at steps before which it had had fewer than half of its attempts; late: the rest;
 -- did training move it?), and its curriculum status: 'always solved' (every scored attempt succeeded: too easy,
--- no signal), 'never solved' (none did: too hard, no signal) or 'mixed'.
+-- no signal), 'never solved' (none did: too hard, no signal) or 'mixed'. Counted from the scored rollouts per
+-- step, task and reward value kept ahead (_reward_counts, macros/09_learning.sql).
 WITH per_step AS (  -- a task's attempts come in groups: one row per task and step first
     SELECT
-        task_id AS task,
+        task,
         step,
-        count(*) AS attempts,
-        count(*) FILTER (reward >= $success_threshold) AS successes
-    FROM rollout_stages($run_id)
-    WHERE scored AND reward IS NOT NULL AND task_id IS NOT NULL
+        sum(scored) AS attempts,
+        coalesce(sum(scored) FILTER (reward >= $success_threshold), 0) AS successes
+    FROM _reward_counts($run_id)
+    WHERE task IS NOT NULL
       AND ($step_lo IS NULL OR step >= $step_lo)
       AND ($step_hi IS NULL OR step <= $step_hi)
       AND ($environment IS NULL OR environment = $environment)

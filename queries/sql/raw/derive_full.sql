@@ -35,3 +35,12 @@ INSERT INTO _trainer_goodput_mat SELECT $run, * FROM _trainer_goodput_src($run);
 INSERT INTO _rollout_goodput_mat SELECT $run, * FROM _rollout_goodput_src($run);
 INSERT INTO _rollout_devices_mat SELECT $run, * FROM _rollout_devices_src($run);
 INSERT INTO _wasted_sums_mat SELECT $run, * FROM _wasted_sums_src($run);
+-- Is it learning and the advisor's per-step tables (macros/09_learning.sql) read the tables above.
+INSERT INTO _reward_counts_mat SELECT $run, * FROM _reward_counts_src($run);
+INSERT INTO _zero_signal_sums_mat SELECT $run, * FROM _zero_signal_sums_src($run);
+INSERT INTO _mismatch_sums_mat SELECT $run, * FROM _mismatch_sums_src($run);
+INSERT INTO _staleness_timing_mat SELECT $run, * FROM _staleness_timing_src($run);
+INSERT INTO _stale_bias_sums_mat SELECT $run, * FROM _stale_bias_sums_src($run);
+INSERT INTO _advice_group_sums_mat SELECT $run, * FROM _advice_group_sums_src($run);
+INSERT INTO _judge_sums_mat SELECT $run, * FROM _judge_sums_src($run);
+INSERT INTO _advice_spec_sums_mat SELECT $run, * FROM _advice_spec_sums_src($run);

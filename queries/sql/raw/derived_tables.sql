@@ -42,3 +42,12 @@ CREATE TABLE _trainer_goodput_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _tra
 CREATE TABLE _rollout_goodput_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_goodput_src('') LIMIT 0;
 CREATE TABLE _rollout_devices_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_devices_src('') LIMIT 0;
 CREATE TABLE _wasted_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _wasted_sums_src('') LIMIT 0;
+-- Is it learning, and the advisor's per-step tables (queries/sql/analyses/macros/09_learning.sql).
+CREATE TABLE _reward_counts_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _reward_counts_src('') LIMIT 0;
+CREATE TABLE _zero_signal_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _zero_signal_sums_src('') LIMIT 0;
+CREATE TABLE _mismatch_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _mismatch_sums_src('') LIMIT 0;
+CREATE TABLE _staleness_timing_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _staleness_timing_src('') LIMIT 0;
+CREATE TABLE _stale_bias_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _stale_bias_sums_src('') LIMIT 0;
+CREATE TABLE _advice_group_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _advice_group_sums_src('') LIMIT 0;
+CREATE TABLE _judge_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _judge_sums_src('') LIMIT 0;
+CREATE TABLE _advice_spec_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _advice_spec_sums_src('') LIMIT 0;

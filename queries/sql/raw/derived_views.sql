@@ -58,3 +58,19 @@ CREATE OR REPLACE MACRO _rollout_devices(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _rollout_devices_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _wasted_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _wasted_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _reward_counts(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _reward_counts_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _zero_signal_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _zero_signal_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _mismatch_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _mismatch_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _staleness_timing(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _staleness_timing_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _stale_bias_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _stale_bias_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _advice_group_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _advice_group_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _judge_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _judge_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _advice_spec_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _advice_spec_sums_mat WHERE run_id = run;

@@ -8,7 +8,7 @@ LEFT JOIN (SELECT rollout_id, step FROM rollout_steps(run)) AS c USING (rollout_
 WHERE t.run_id = run;
 -- _turn_sums_src(run, steps): the turns' tokens, times and speculative-decoding counts summed per consuming
 -- step, environment, turn index, policy and drafter versions, speculative budget k and rollout-length bucket
--- (the rollout's decoded tokens rounded down to a power of two): every key prefill_decode.sql, spec_decode.sql,
+-- (the rollout's decoded tokens rounded down to a power of two), with the largest model: every key prefill_decode.sql, spec_decode.sql,
 -- spec_drift.sql and disaggregation.sql group or filter turns by, so they read thousands of rows, not millions
 -- of turns. Speculative sums count turns that drafted (spec_draft_tokens set), as α = accepted / drafted does.
 -- steps: a list of consuming steps, NULL for all; the pending turns (step NULL) always come too, as every
@@ -29,7 +29,8 @@ SELECT
     count(t.spec_draft_tokens) AS spec_turns,
     sum(t.spec_draft_tokens) AS drafted,
     sum(t.spec_accepted_tokens) FILTER (t.spec_draft_tokens IS NOT NULL) AS accepted,
-    sum(t.spec_verify_steps) FILTER (t.spec_draft_tokens IS NOT NULL) AS verify_steps
+    sum(t.spec_verify_steps) FILTER (t.spec_draft_tokens IS NOT NULL) AS verify_steps,
+    max(t.model_parameters) AS model_parameters
 FROM (
     -- a rollout's turns share its step, so the selected steps hold every turn of their rollouts
     SELECT

@@ -7,25 +7,29 @@
 -- analyses read (a reader points it at the store's derived table).
 
 -- _funnel_sums_src(run): rollouts per step, environment, task and funnel outcome (the stage flags of
--- rollout_stages, scored-in-groups, the stage lost at and why, as funnel_losses.sql names it).
+-- rollout_stages, scored-in-groups, the stage lost at and why, as funnel_losses.sql names it), and the tokens
+-- they decoded (the advisor's infrastructure lever).
 CREATE OR REPLACE MACRO _funnel_sums_src(run) AS TABLE
 SELECT
-    step, environment, task_id AS task, completed, scored, nonzero_signal, fresh, usable,
-    scored AND group_scored >= 2 AS in_groups,
-    lost_at,
+    s.step, s.environment, s.task_id AS task, s.completed, s.scored, s.nonzero_signal, s.fresh, s.usable,
+    s.scored AND s.group_scored >= 2 AS in_groups,
+    s.lost_at,
     CASE
-        WHEN lost_reason = 'group too small' AND group_id IS NULL THEN 'no group_id'
-        WHEN lost_reason = 'group too small' THEN 'only scored attempt in its group'
-        ELSE lost_reason
+        WHEN s.lost_reason = 'group too small' AND s.group_id IS NULL THEN 'no group_id'
+        WHEN s.lost_reason = 'group too small' THEN 'only scored attempt in its group'
+        ELSE s.lost_reason
     END AS reason,
-    count(*) AS rollouts
-FROM rollout_stages(run)
+    count(*) AS rollouts,
+    sum(coalesce(w.generated, 0))::BIGINT AS generated
+FROM rollout_stages(run) AS s
+LEFT JOIN _rollout_work(run) AS w USING (rollout_id)
 GROUP BY ALL;
 CREATE OR REPLACE MACRO _funnel_sums(run) AS TABLE SELECT * FROM _funnel_sums_src(run);
 
--- _staleness_sums_src(run): rollouts per step, environment, staleness, trainer decision and the run's bound.
+-- _staleness_sums_src(run): rollouts per step, environment, staleness, trainer decision, the run's bound and
+-- whether they carried a signal (the advisor's staleness lever counts those).
 CREATE OR REPLACE MACRO _staleness_sums_src(run) AS TABLE
-SELECT step, environment, staleness, decision, staleness_bound AS bound, count(*) AS samples
+SELECT step, environment, staleness, decision, staleness_bound AS bound, nonzero_signal, count(*) AS samples
 FROM rollout_stages(run)
 GROUP BY ALL;
 CREATE OR REPLACE MACRO _staleness_sums(run) AS TABLE SELECT * FROM _staleness_sums_src(run);
@@ -76,22 +80,24 @@ SELECT step, environment, duration_s
 FROM _turns_stepped(run);
 CREATE OR REPLACE MACRO _turn_latency(run) AS TABLE SELECT * FROM _turn_latency_src(run);
 
--- _prefill_sums_src(run): the turns' tokens and times (as _turn_sums sums them) per step and environment
--- (per_turn_index false) and per step, environment and turn index (per_turn_index true), with the largest
--- model: prefill_decode.sql and disaggregation.sql.
+-- _prefill_sums_src(run): the turns' tokens and times per step and environment (per_turn_index false) and per
+-- step, environment and turn index (per_turn_index true), with the largest model: prefill_decode.sql,
+-- disaggregation.sql and the advisor's prefix-reuse and disaggregation levers. Summed from the turn sums
+-- (macros/06), which hold the same integer sums at a finer key; one step's sums fit in BIGINT, which reads twice
+-- as fast as the DECIMAL(38, 0) a HUGEINT sum is stored as.
 CREATE OR REPLACE MACRO _prefill_sums_src(run) AS TABLE
 SELECT
     t.step, t.environment, CASE WHEN g.per_turn_index THEN t.turn_index END AS turn_index, g.per_turn_index,
-    count(*) AS turns,
-    sum(t.new_input_tokens) AS new_prefill_tokens,
-    sum(t.cached_input_tokens) AS cached_prefill_tokens,
-    sum(t.input_tokens) AS input_tokens,
-    sum(t.output_tokens) AS decode_tokens,
-    sum(greatest(0, coalesce(t.context_tokens, 0) - coalesce(t.cached_input_tokens, 0))) AS reprefill_waste_tokens,
-    sum(CAST(round(t.prefill_time_s * 1e9) AS BIGINT)) AS prefill_ns,
-    sum(CAST(round(t.decode_time_s * 1e9) AS BIGINT)) AS decode_ns,
+    sum(t.turns)::BIGINT AS turns,
+    sum(t.new_prefill_tokens)::BIGINT AS new_prefill_tokens,
+    sum(t.cached_prefill_tokens)::BIGINT AS cached_prefill_tokens,
+    sum(t.input_tokens)::BIGINT AS input_tokens,
+    sum(t.decode_tokens)::BIGINT AS decode_tokens,
+    sum(t.reprefill_waste_tokens)::BIGINT AS reprefill_waste_tokens,
+    sum(t.prefill_ns)::BIGINT AS prefill_ns,
+    sum(t.decode_ns)::BIGINT AS decode_ns,
     max(t.model_parameters) AS model_parameters
-FROM _turns_stepped(run) AS t CROSS JOIN (VALUES (false), (true)) AS g(per_turn_index)
+FROM _turn_sums(run) AS t CROSS JOIN (VALUES (false), (true)) AS g(per_turn_index)
 GROUP BY ALL;
 CREATE OR REPLACE MACRO _prefill_sums(run) AS TABLE SELECT * FROM _prefill_sums_src(run);
 

@@ -32,20 +32,17 @@ ANTI JOIN (SELECT rollout_id FROM rollouts WHERE run_id = run) AS r ON r.rollout
 WHERE s.run_id = run AND s.rollout_id IS NOT NULL AND s.name NOT IN ('rl.rollout', 'rl.sample')
 GROUP BY s.rollout_id;
 
--- _scoring_src(run): one row per scoring call — an rl.reward span (kind 'verifier') or an rl.judge span
--- (kind 'judge') — with its latency, whether it timed out (rl.judge.status = 'timeout'), its rollout's
--- environment and consuming train step (NULL until a step consumes it).
+-- _scoring_src(run): one narrow row per scoring call, stored in step order like _rollout_tails (a percentile needs
+-- every value): an rl.reward span (kind 'verifier') or an rl.judge span (kind 'judge'), its latency, whether it
+-- timed out (rl.judge.status = 'timeout'), its rollout's environment and consuming train step (NULL until a step
+-- consumes it).
 CREATE OR REPLACE MACRO _scoring_src(run) AS TABLE
 SELECT
-    s.rollout_id,
-    CASE WHEN s.name = 'rl.judge' THEN 'judge' ELSE 'verifier' END AS kind,
-    r.environment,
     c.step,
+    r.environment,
+    CASE WHEN s.name = 'rl.judge' THEN 'judge' ELSE 'verifier' END AS kind,
     (s.end_ns - s.start_ns) / 1e9 AS duration_s,
-    coalesce(s.judge_status = 'timeout', false) AS timed_out,
-    s.start_ns,
-    s.end_ns,
-    s.instance_id
+    coalesce(s.judge_status = 'timeout', false) AS timed_out
 FROM raw_spans AS s
 LEFT JOIN (SELECT rollout_id, environment FROM rollouts WHERE run_id = run) AS r USING (rollout_id)
 LEFT JOIN (SELECT rollout_id, step FROM rollout_steps(run)) AS c USING (rollout_id)

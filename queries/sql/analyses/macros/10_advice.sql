@@ -7,19 +7,19 @@
 --   D_after = D + Σ u_term · Δwork_term,  gain = (usable_after / D_after) / (usable / D) − 1.
 -- The trainer's work follows the samples it trains on: Δwork_train = slope · Δusable · tokens per usable, the
 -- slope a least-squares fit of each train step's compute seconds on its train tokens.
--- Everything is read from per-rollout and per-step derived tables: rollout_stages, _compute_busy, _step_sums,
--- train_steps.
+-- Everything is read from per-step derived tables: _funnel_sums, _compute_busy, _step_sums, train_steps and the
+-- advisor's own (macros/09_learning.sql), so the advisor costs the same whatever the run's length.
 
 -- _advice_base(run, step_lo, step_hi): one row of the measured figures every lever starts from.
 CREATE OR REPLACE MACRO _advice_base(run, step_lo, step_hi) AS TABLE
 WITH stages AS (
     SELECT
-        count(*) AS dispatched,
-        count(*) FILTER (completed) AS completed,
-        count(*) FILTER (scored) AS scored,
-        count(*) FILTER (nonzero_signal) AS nonzero_signal,
-        count(*) FILTER (usable) AS usable
-    FROM rollout_stages(run)
+        coalesce(sum(rollouts), 0)::BIGINT AS dispatched,
+        coalesce(sum(rollouts) FILTER (completed), 0)::BIGINT AS completed,
+        coalesce(sum(rollouts) FILTER (scored), 0)::BIGINT AS scored,
+        coalesce(sum(rollouts) FILTER (nonzero_signal), 0)::BIGINT AS nonzero_signal,
+        coalesce(sum(rollouts) FILTER (usable), 0)::BIGINT AS usable
+    FROM _funnel_sums(run)
     WHERE step IS NOT NULL AND (step_lo IS NULL OR step >= step_lo) AND (step_hi IS NULL OR step <= step_hi)
 ),
 busy AS (
@@ -121,21 +121,25 @@ SELECT
     (usable_after / nullif(device_seconds_after, 0)) / nullif(usable / nullif(device_seconds, 0), 0) - 1 AS gain
 FROM a;
 
--- _advice_groups(run, step_lo, step_hi): per group of consumed rollouts, its environment, its dispatched,
--- completed and scored members, the scored ones that succeeded (reward ≥ 0.5, rewards in [0, 1]) and the
--- nonzero-signal ones.
+-- _advice_groups(run, step_lo, step_hi): per group of consumed rollouts, its environment and task, its
+-- dispatched, completed and scored members, those with a reward, the scored ones that succeeded (reward ≥ 0.5,
+-- rewards in [0, 1]), the nonzero-signal ones and its scored members' lowest and highest reward: the per-step
+-- group rows kept ahead (_advice_group_sums, macros/09_learning.sql) summed over the steps read.
 CREATE OR REPLACE MACRO _advice_groups(run, step_lo, step_hi) AS TABLE
 SELECT
     group_id,
     any_value(environment) AS environment,
-    count(*) AS dispatched,
-    count(*) FILTER (completed) AS completed,
-    count(*) FILTER (scored) AS scored,
-    count(*) FILTER (scored AND reward >= 0.5) AS successes,
-    count(*) FILTER (nonzero_signal) AS signal
-FROM rollout_stages(run)
-WHERE group_id IS NOT NULL AND step IS NOT NULL
-  AND (step_lo IS NULL OR step >= step_lo) AND (step_hi IS NULL OR step <= step_hi)
+    any_value(task) AS task,
+    sum(dispatched)::BIGINT AS dispatched,
+    sum(completed)::BIGINT AS completed,
+    sum(scored)::BIGINT AS scored,
+    sum(rewarded)::BIGINT AS rewarded,
+    sum(successes)::BIGINT AS successes,
+    sum(signal)::BIGINT AS signal,
+    min(reward_lo) AS reward_lo,
+    max(reward_hi) AS reward_hi
+FROM _advice_group_sums(run)
+WHERE step IS NOT NULL AND (step_lo IS NULL OR step >= step_lo) AND (step_hi IS NULL OR step <= step_hi)
 GROUP BY group_id;
 -- _advice_signal_fit(run, step_lo, step_hi): a group's rewards vary unless all its m scored attempts succeed or
 -- all fail. With a task's success probability p ~ Beta(a, b) over an environment's tasks (a beta-binomial,
