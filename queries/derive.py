@@ -24,10 +24,12 @@ import dataclasses
 import logging
 import math
 import os
+import re
 import secrets
 import shutil
 import time
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 import duckdb
@@ -56,6 +58,27 @@ class Fallback(Exception):
 def sql_list(paths) -> str:
     """A literal SQL list of file paths (views cannot take parameters)."""
     return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+
+
+_MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
+
+
+@cache
+def analysis_macros(*, definitions: bool) -> tuple[str, ...]:
+    """The statements of ``sql/analyses/macros`` to run after ``raw/derived_views.sql``: all but the macros
+    the derived views define (they read the derived tables instead), and with ``definitions`` False also
+    without the definitions over raw spans (``*_src``, ``*_staged``), which only a derivation runs."""
+    replaced = set(_MACRO.findall(sqlfiles.load("raw/derived_views")))
+    kept = []
+    for name in sqlfiles.folder("analyses/macros"):
+        for statement, _, _ in sqlfiles.statements(name):
+            match = _MACRO.search(statement)
+            macro = match.group(1) if match else None
+            if macro is None or not (
+                macro in replaced or (not definitions and macro.endswith(("_src", "_staged")))
+            ):
+                kept.append(statement)
+    return tuple(kept)
 
 
 def raw_views(con, spans: list, collector_stats: list) -> None:
@@ -120,7 +143,15 @@ def _clear(staging: Path) -> None:
 
 
 @contextmanager
-def _connection(staging: Path):
+def _connection(staging: Path, schemas: dict | None = None):
+    """A DuckDB database with the definitions and the empty derived tables (``_<table>_mat``).
+
+    DuckDB binds a table macro when it is created, through every view and macro it reads: creating the
+    definitions over raw spans, then the empty tables typed by them, costs seconds (most of an incremental
+    catch-up's fixed cost). Given ``schemas`` (each table's columns and types, kept in the manifest by the full
+    derivation), the tables are created from them, the derived views over them first, and then the macros the
+    derived views do not replace (``analysis_macros``), which bind against the tables, not the definitions
+    beneath them: the same definitions in the end, at a fraction of the binding."""
     from rollscope.queries.reader import schema_file
 
     work = staging / ".work"
@@ -139,9 +170,17 @@ def _connection(staging: Path):
         # the raw views at the run's segments.
         raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.run_folder(con, "views")
-        sqlfiles.run_folder(con, "analyses/macros")
-        sqlfiles.execute(con, "raw/derived_tables")
-        sqlfiles.execute(con, "raw/derived_views")
+        if schemas is None:
+            sqlfiles.run_folder(con, "analyses/macros")
+            sqlfiles.execute(con, "raw/derived_tables")
+            sqlfiles.execute(con, "raw/derived_views")
+        else:
+            for name, columns in schemas.items():
+                typed = ", ".join(f'"{c.replace(chr(34), chr(34) * 2)}" {t}' for c, t in columns)
+                con.execute(f"CREATE TABLE _{name}_mat ({typed})")
+            sqlfiles.execute(con, "raw/derived_views")
+            for statement in analysis_macros(definitions=True):
+                con.execute(statement)
         sqlfiles.execute(con, "raw/trace_index")
         yield con
     finally:
@@ -161,6 +200,7 @@ def derive_full(job: Job) -> Result:
             sqlfiles.execute(con, "raw/derive_index", run=run).astype(object).iloc[0]
         )
         ranges = _ranges(con, job.live)
+        schemas = _schemas(con)
         tables = {}
         for table in TABLES:
             relation = f"_{table.name}_mat"
@@ -171,6 +211,7 @@ def derive_full(job: Job) -> Result:
         for name in INDEX:
             tables[name] = [_write_whole(con, name, f"{name}_mat", job.staging)]
     meta = {
+        "schemas": schemas,
         "bound": None if pd.isna(bound) else int(bound),
         "samples": bool(samples),
         "orphans": int(orphans),
@@ -178,6 +219,18 @@ def derive_full(job: Job) -> Result:
         "ranges": ranges,
     }
     return Result(tables, meta, "full")
+
+
+def _schemas(con) -> dict[str, list[list[str]]]:
+    """Every derived table's columns and DuckDB types (HUGEINT, not the DECIMAL it is stored as), for the
+    manifest: the next incremental catch-up creates its tables from them (``_connection``)."""
+    return {
+        t.name: [
+            list(c)
+            for c in con.execute(f"SELECT column_name, column_type FROM (DESCRIBE _{t.name}_mat)").fetchall()
+        ]
+        for t in TABLES
+    }
 
 
 def _ranges(con, segments: list[Path]) -> dict[str, list[int]]:
@@ -260,7 +313,11 @@ def derive_scoped(job: Job) -> Result:
     added = sum(pq.read_metadata(p).num_rows for p in new)
     if added > meta["spans"]:
         raise Fallback("more new spans than derived ones")
-    with _connection(job.staging) as con:
+    schemas = meta.get("schemas")
+    if not isinstance(schemas, dict) or set(schemas) != {t.name for t in TABLES}:
+        schemas = None  # a state from before schemas were kept: every definition bound, once
+    with _connection(job.staging, schemas) as con:
+        schemas = schemas or _schemas(con)
         for name in (*INDEX, "train_steps", "process_activity"):
             _view(con, f"_old_{name}", parts[name], schema=f"_{name.lstrip('_')}_mat")
         raw_views(con, [*map(str, new), schema_file("spans")], [schema_file("collector_stats")])
@@ -280,7 +337,7 @@ def derive_scoped(job: Job) -> Result:
         )
         _scope_and_derive(con, job, parts, ranges, params)
         tables = _merge(con, job, parts)
-    meta = {**meta, "spans": meta["spans"] + added, "ranges": ranges}
+    meta = {**meta, "spans": meta["spans"] + added, "ranges": ranges, "schemas": schemas}
     return Result(tables, meta, "incremental")
 
 
@@ -419,10 +476,7 @@ def _merge(con, job: Job, parts: dict[str, list[Path]]) -> dict[str, list[Path]]
     """Every table's parts after the catch-up, in TABLES order (a "rederive" table reads earlier ones)."""
     blocks = _blocks(con)
     tables: dict[str, list[Path]] = {}
-    con.execute(
-        "CREATE OR REPLACE TABLE _traces_mat AS SELECT * FROM _idx; "
-        "CREATE OR REPLACE TABLE _train_spans_mat AS SELECT * FROM _train_all"
-    )
+    con.execute("CREATE OR REPLACE TABLE _train_spans_mat AS SELECT * FROM _train_all")
     for table in TABLES:
         started = time.perf_counter()
         if table.blocked:
@@ -440,9 +494,38 @@ def _merge(con, job: Job, parts: dict[str, list[Path]]) -> dict[str, list[Path]]
         else:
             tables[table.name] = _rederive(con, job, table, tables)
         log.debug("run %s: %s in %.2f s", job.run_id, table.name, time.perf_counter() - started)
-    for name in INDEX:
-        tables[name] = [_write_whole(con, name, f"{name}_mat", job.staging)]
+    tables["_traces"] = _index_parts(con, job, parts["_traces"])
+    tables["_train_spans"] = [_write_whole(con, "_train_spans", "_train_spans_mat", job.staging)]
     return tables
+
+
+def _index_parts(con, job: Job, old: list[Path]) -> list[Path]:
+    """The trace index's parts after a catch-up: the previous ones, and one of the traces the new spans touched
+    (their rows over old and new spans, which supersede the earlier rows: scope_seed.sql takes each trace's
+    earliest start and latest end over every part). Not the index rewritten whole, which grows with the run.
+    Parts are merged tier by tier like the blocked tables' (a part of ``rows`` rows is in tier
+    ``floor(log_FANOUT(rows))``; ``FANOUT`` of one tier become one), so the index keeps under ``FANOUT`` parts
+    per tier and a row is rewritten at most ``log_FANOUT(rows)`` times."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _idx_delta AS SELECT * FROM _idx "
+        "SEMI JOIN (SELECT DISTINCT trace_id FROM _new) AS n USING (trace_id)"
+    )
+    parts = [*old, _write_whole(con, "_traces", "_idx_delta", job.staging)]
+    while True:
+        tiers: dict[int, list[Path]] = {}
+        for part in parts:
+            rows = max(pq.read_metadata(part).num_rows, 1)
+            tiers.setdefault(int(math.log(rows, FANOUT) + 1e-9), []).append(part)
+        full = next((group[:FANOUT] for group in tiers.values() if len(group) >= FANOUT), None)
+        if full is None:
+            return parts
+        _view(con, "_idx_merging", full, schema="_idx")
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _idx_merged AS SELECT trace_id, rollout_id, max(group_id) AS group_id, "
+            "min(lo_ns) AS lo_ns, max(hi_ns) AS hi_ns FROM _idx_merging GROUP BY trace_id, rollout_id"
+        )
+        merged = _write_whole(con, "_traces", "_idx_merged", job.staging)
+        parts = [p for p in parts if p not in full] + [merged]
 
 
 def _replace_rows(con, job: Job, name: str, parts: list[Path], blocks: set[str]) -> list[Path]:

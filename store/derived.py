@@ -12,8 +12,10 @@ can open a run of any length without holding it in memory, and published atomica
 A table of scope "rollout", "trace" or "step" is kept as one part per block of ``BLOCK_STEPS`` consuming
 steps (``b=<step // BLOCK_STEPS>``) and one for what no step has consumed yet (``b=p``); a "run" table as one
 part (``b=all``). The manifest also keeps what an incremental catch-up builds on: the derived index (``_traces``:
-per trace and rollout its time range and group; ``_train_spans``: the raw train step and weight sync spans),
-each segment's time range, the run's staleness bound and whether its trainer records rl.sample decisions.
+per trace and rollout its time range and group, one part per catch-up of the traces it touched, merged tier by
+tier; ``_train_spans``: the raw train step and weight sync spans), each segment's time range, the run's
+staleness bound, whether its trainer records rl.sample decisions, and every table's columns and types (the
+next catch-up creates its tables from them rather than binding every definition, seconds of fixed cost).
 
 A reader reads ``manifest.json``, which names every part and the raw span segments they were derived from.
 The manifest is replaced with ``os.replace`` only after every part it names is in place, so a reader sees a
