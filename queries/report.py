@@ -35,7 +35,7 @@ def report(con, run_id: str, steps=None, environment=None) -> dict:
         "staleness": analyses.staleness_summary(con, run_id, **filters),
         "trainer": _trainer(con, run_id, filters),
         "throughput": _throughput(con, run_id, filters),
-        "staleness_timing": _staleness_timing(con, run_id, filters),
+        "staleness_timing": analyses.staleness_timing_summary(con, run_id, **filters),
         "stale_bias": _stale_bias(con, run_id, filters),
         "learning": _learning(con, run_id, filters),
         "zero_signal": analyses.zero_signal_summary(con, run_id, **filters),
@@ -65,16 +65,6 @@ def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _staleness_timing(con, run_id: str, filters: dict) -> dict:
-    """The per-step split of staleness, over the whole selection (means weighted by samples)."""
-    frame = analyses.staleness_timing(con, run_id, **filters)
-    keys = ("in_flight_s_mean", "queued_s_mean", "in_flight_versions_mean", "queued_versions_mean")
-    n = int(frame["samples"].sum())
-    if not n:
-        return {"samples": 0, **dict.fromkeys(keys)}
-    return {"samples": n, **{k: float((frame[k] * frame["samples"]).sum() / n) for k in keys}}
-
-
 def _stale_bias(con, run_id: str, filters: dict) -> dict:
     frame = analyses.stale_bias(con, run_id, **filters).set_index("samples")
     keys = ("rollouts", "decoded_tokens_mean", "duration_s_mean", "reward_mean", "success_rate")
@@ -89,23 +79,20 @@ def _stale_bias(con, run_id: str, filters: dict) -> dict:
 
 def _learning(con, run_id: str, filters: dict) -> dict:
     row = analyses.record(analyses.learning(con, run_id, **filters))
-    tasks = analyses.task_solve_rates(con, run_id, **filters)
+    tasks = analyses.task_solve_summary(con, run_id, **filters)
     losses = analyses.trainer_steps(con, run_id, filters["steps"])["train_loss"].dropna()
     return {
         **{k: row.get(k) for k in ("scored", "reward_mean", "reward_p10", "reward_p50", "reward_p90")},
         "success_rate": row.get("success_rate"),
         "success_threshold": analyses.SUCCESS_THRESHOLD,
         "train_loss_last": analyses.plain(losses.iloc[-1]) if len(losses) else None,
-        "tasks_attempted": len(tasks),
-        "tasks_always_solved": int((tasks["status"] == "always solved").sum()),
-        "tasks_never_solved": int((tasks["status"] == "never solved").sum()),
+        **{k: tasks[k] for k in ("tasks_attempted", "tasks_always_solved", "tasks_never_solved")},
     }
 
 
 def _mismatch(con, run_id: str, filters: dict) -> dict:
     row = analyses.record(analyses.mismatch(con, run_id, **filters))
-    by_step = analyses.mismatch(con, run_id, "step", **filters)
-    worst = by_step["mismatch_kl_mean"].max() if len(by_step) else None
+    steps = analyses.mismatch_steps(con, run_id, **filters)
     keys = (
         "mismatch_kl_mean",
         "mismatch_kl_max",
@@ -116,7 +103,7 @@ def _mismatch(con, run_id: str, filters: dict) -> dict:
     return {
         "samples": row.get("samples", 0),
         **{k: row.get(k) for k in keys},
-        "worst_step_mismatch_kl": analyses.plain(worst),
+        "worst_step_mismatch_kl": steps["worst_step_mismatch_kl"],
     }
 
 
@@ -246,14 +233,14 @@ def health(con, run_id: str, now_ns: int | None = None) -> dict:
     """Is it stuck: rollouts in flight and the oldest, the most silent process, scoring latency over the run.
     As of ``now_ns``, else of the end of the run's newest span (docs/report.md)."""
     flying = analyses.in_flight(con, run_id, now_ns=now_ns)
+    oldest = analyses.in_flight_summary(con, run_id, now_ns=now_ns)
     quiet = analyses.liveness(con, run_id, now_ns=now_ns)
     scoring = analyses.scoring_latency(con, run_id, by=None).set_index("kind")
-    oldest = flying.iloc[0] if len(flying) else None
     return {
         "as_of_ns": analyses.plain(quiet["as_of_ns"].iloc[0]) if len(quiet) else None,
-        "in_flight": int(flying["in_flight"].sum()),
-        "oldest_in_flight_s": analyses.plain(oldest["oldest_age_s"]) if oldest is not None else None,
-        "oldest_in_flight_rollout": oldest["oldest_rollout_id"] if oldest is not None else None,
+        "in_flight": oldest["in_flight"],
+        "oldest_in_flight_s": oldest["oldest_age_s"],
+        "oldest_in_flight_rollout": oldest["oldest_rollout_id"],
         "in_flight_by_environment": [
             {
                 "environment": r.environment,

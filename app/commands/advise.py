@@ -78,9 +78,7 @@ def advise(con, run_id: str, steps=None, what_if: dict | None = None) -> dict:
         "baseline": {
             "usable": base.get("usable"),
             "device_seconds": base.get("device_seconds"),
-            "usable_per_device_s": (base["usable"] / base["device_seconds"])
-            if base.get("device_seconds")
-            else None,
+            "usable_per_device_s": base.get("usable_per_device_s"),
             "rates": {
                 k: base.get(f"{k}_rate") for k in ("completion", "scoring", "nonzero_signal", "freshness")
             },
