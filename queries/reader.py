@@ -206,8 +206,9 @@ class Reader:
             [*raw["collector_stats"], schema_file("collector_stats")],
         )
         template = sqlfiles.load("raw/derived_files")
+        published = [s.files() for _, s in sorted(states.items())]  # once per run, not once per table
         for name in derived.TABLE_NAMES:
-            files = [str(s.files()[name]) for _, s in sorted(states.items())]
+            files = [str(tables[name]) for tables in published]
             table = f"_{name}_mat"
             files = files or [str(_empty_dir() / f"{name}.parquet")]  # no run has it: empty, typed
             cur.execute(template.replace("@table", table).replace("@files", sql_list(files)))
