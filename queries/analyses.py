@@ -15,10 +15,13 @@ asked for again with the same parameters is not run again (a report, the checks 
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from typing import TypeVar
 
 import duckdb
 import pandas as pd
@@ -28,6 +31,10 @@ from rollscope.queries import sqlfiles
 
 SUCCESS_THRESHOLD = 0.5  # a scored rollout succeeded when its reward is at least this (docs/semconv.md)
 ROLLING_STEPS = 10  # the window of every per-step rolling mean, in train steps (pages' legends name it)
+# Queries ``together`` runs at once: one per core, at least two (DuckDB plans on the calling thread while its
+# own threads execute another query), at most four (each query in flight holds its buffers: ~15 MB more each).
+QUERY_THREADS = min(4, max(2, os.cpu_count() or 2))
+T = TypeVar("T")
 _MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
 
 
@@ -130,8 +137,8 @@ class Memo:
             while len(self._slots) > self.MAX_RESULTS:
                 del self._slots[next(iter(self._slots))]
         with slot.lock:
-            if slot.frame is None:
-                slot.frame = compute(self._cursor())
+            if slot.frame is None:  # on a cursor of its own: analyses asked for ``together`` run at once
+                slot.frame = compute(self._cursor().cursor())
             return slot.frame.copy()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -153,6 +160,22 @@ class _Slot:
     def __init__(self):
         self.lock = threading.Lock()
         self.frame: pd.DataFrame | None = None
+
+
+def together(calls: dict[str, Callable[[], T]]) -> dict[str, T]:
+    """Each of ``calls`` (independent figures read from one Memo) computed at once on a few threads; the answers
+    in ``calls``' order, and the first error in that order raised as if they had run one after the other.
+
+    DuckDB parses, binds and plans a query on the calling thread, most of the time of the small queries over
+    per-step tables that a report or the advisor runs a dozen of, and releases the GIL meanwhile: together they
+    take about the time of the longest few, not the sum (``rollscope advise`` at 10M spans, issue 15). The
+    Memo still computes an analysis two calls share once."""
+    workers = min(len(calls), QUERY_THREADS)
+    if workers <= 1:
+        return {name: call() for name, call in calls.items()}
+    with ThreadPoolExecutor(workers, thread_name_prefix="rollscope-query") as pool:
+        futures = {name: pool.submit(call) for name, call in calls.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def memo(con) -> Memo:
@@ -662,7 +685,12 @@ def advise(con, run_id: str, steps=None, **what_if_) -> pd.DataFrame:
     """Every lever, ranked by its estimated gain in usable rollouts per device-second (those that apply first);
     one row per lever with ``evidence``, a one-line reading of its measured inputs (docs/advisor.md)."""
     con = memo(con)
-    rows = [advice_lever(con, run_id, lever, steps, **what_if_) for lever in ADVICE_LEVERS]
+    require_run(con, run_id)
+    levers = {
+        lever: (lambda lever=lever: advice_lever(con, run_id, lever, steps, **what_if_))
+        for lever in ADVICE_LEVERS
+    }
+    rows = list(together(levers).values())
     for row in rows:
         row["applies"] = bool(row.get("applies"))
         row["gain"] = row["gain"] if row["applies"] else None

@@ -50,7 +50,10 @@ def run_checks(
     limits = {**THRESHOLDS, **(thresholds or {}), "now_ns": now_ns}
     con = analyses.memo(con)  # rules reading one analysis (or a shared report's) run it once
     analyses.require_run(con, run_id)
-    return [rule(con, run_id, limits) for rule in RULES]
+    answers = analyses.together(
+        {rule.__name__: (lambda rule=rule: rule(con, run_id, limits)) for rule in RULES}
+    )
+    return list(answers.values())
 
 
 def drafter_logprobs(con, run_id: str, limits: dict) -> CheckResult:

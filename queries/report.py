@@ -2,8 +2,9 @@
 
 Keys are stable and documented in docs/report.md; a figure that cannot be computed (no turns with
 speculative decoding, no trainer spans yet) is ``None``, never missing. Every analysis runs once per report
-(``analyses.Memo``); hand it a Memo to share them with the checks and other pages too. ``headline`` is
-the part the dashboard's Overview shows, built by the same functions, so it costs only what it shows.
+(``analyses.Memo``) and independent sections at once (``analyses.together``); hand it a Memo to share them
+with the checks and other pages too. ``headline`` is the part the dashboard's Overview shows, built by the same
+functions, so it costs only what it shows.
 """
 
 from __future__ import annotations
@@ -21,28 +22,30 @@ def report(con, run_id: str, steps=None, environment=None) -> dict:
     con = analyses.memo(con)
     analyses.require_run(con, run_id)
     filters = {"steps": steps, "environment": environment}
-    return {
-        "run_id": run_id,
-        "steps": _steps(con, run_id),
-        "environments": analyses.environments(con, run_id),
-        "funnel": {**_funnel(con, run_id, filters), "losses": _losses(con, run_id, filters)},
-        "compute": _compute(con, run_id, filters),
-        "prefill_decode": {
-            **_prefill_decode(con, run_id, filters),
-            "disaggregation": _disaggregation(con, run_id, filters),
-        },
-        "spec_decode": _spec_decode(con, run_id, filters),
-        "staleness": analyses.staleness_summary(con, run_id, **filters),
-        "trainer": _trainer(con, run_id, filters),
-        "throughput": _throughput(con, run_id, filters),
-        "staleness_timing": analyses.staleness_timing_summary(con, run_id, **filters),
-        "stale_bias": _stale_bias(con, run_id, filters),
-        "learning": _learning(con, run_id, filters),
-        "zero_signal": analyses.zero_signal_summary(con, run_id, **filters),
-        "mismatch": _mismatch(con, run_id, filters),
-        "health": health(con, run_id),
-        "goodput": analyses.goodput(con, run_id, **filters),
-    }
+    sections = analyses.together(
+        {
+            "steps": lambda: _steps(con, run_id),
+            "environments": lambda: analyses.environments(con, run_id),
+            "funnel": lambda: {**_funnel(con, run_id, filters), "losses": _losses(con, run_id, filters)},
+            "compute": lambda: _compute(con, run_id, filters),
+            "prefill_decode": lambda: {
+                **_prefill_decode(con, run_id, filters),
+                "disaggregation": _disaggregation(con, run_id, filters),
+            },
+            "spec_decode": lambda: _spec_decode(con, run_id, filters),
+            "staleness": lambda: analyses.staleness_summary(con, run_id, **filters),
+            "trainer": lambda: _trainer(con, run_id, filters),
+            "throughput": lambda: _throughput(con, run_id, filters),
+            "staleness_timing": lambda: analyses.staleness_timing_summary(con, run_id, **filters),
+            "stale_bias": lambda: _stale_bias(con, run_id, filters),
+            "learning": lambda: _learning(con, run_id, filters),
+            "zero_signal": lambda: analyses.zero_signal_summary(con, run_id, **filters),
+            "mismatch": lambda: _mismatch(con, run_id, filters),
+            "health": lambda: health(con, run_id),
+            "goodput": lambda: analyses.goodput(con, run_id, **filters),
+        }
+    )
+    return {"run_id": run_id, **sections}
 
 
 def changes(con, first: dict, second: dict) -> pd.DataFrame:
@@ -113,14 +116,16 @@ def headline(con, run_id: str, steps=None, environment=None) -> dict:
     con = analyses.memo(con)
     analyses.require_run(con, run_id)
     filters = {"steps": steps, "environment": environment}
-    return {
-        "run_id": run_id,
-        "funnel": _funnel(con, run_id, filters),
-        "compute": _compute(con, run_id, filters),
-        "prefill_decode": _prefill_decode(con, run_id, filters),
-        "spec_decode": _spec_decode(con, run_id, filters),
-        "trainer": _trainer(con, run_id, filters),
-    }
+    sections = analyses.together(
+        {
+            "funnel": lambda: _funnel(con, run_id, filters),
+            "compute": lambda: _compute(con, run_id, filters),
+            "prefill_decode": lambda: _prefill_decode(con, run_id, filters),
+            "spec_decode": lambda: _spec_decode(con, run_id, filters),
+            "trainer": lambda: _trainer(con, run_id, filters),
+        }
+    )
+    return {"run_id": run_id, **sections}
 
 
 def _steps(con, run_id: str) -> dict:

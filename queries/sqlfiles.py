@@ -98,6 +98,8 @@ def folder(name: str) -> list[str]:
 
 
 def run_folder(con, name: str) -> None:
-    """Run every file of a folder in order (views, macros: statements without parameters)."""
+    """Run every file of a folder in order (views, macros: statements without parameters). Each file goes to
+    DuckDB whole, not split first: without parameters there is nothing to bind per statement, and splitting
+    (a parse of its own) cost a reader's open 0.03 s of CPU for the views alone."""
     for item in folder(name):
-        execute(con, item)
+        con.execute(load(item))
