@@ -70,7 +70,7 @@ def query(con, name: str, run_id: str, rolling: tuple[str, ...] = (), over: str 
     values = {"run_id": run_id, **params}
     outer = None
     if over:
-        outer = (f"analyses/{over}", "NULL")
+        outer = (f"analyses/{over}", None)
     elif rolling:
         outer = _rolling_over(params.get("by"))
         values = {"rolling_columns": list(rolling), "rolling_window": ROLLING_STEPS, **values}
@@ -704,15 +704,10 @@ def advise(con, run_id: str, steps=None, **what_if_) -> pd.DataFrame:
 def realized_gain(con, run_before: str, run_after: str, steps=None) -> float | None:
     """The realized change in usable rollouts per device-second from ``run_before`` to ``run_after`` (the same
     run with a lever pulled), with each term's device-seconds at ``run_before``'s utilization, as the advisor
-    costs them (docs/advisor.md)."""
-    a, b = advice_base(con, run_before, steps), advice_base(con, run_after, steps)
-    device_s = 0.0
-    for term in ("rollout", "train", "judge", "teacher"):
-        work = a[f"{term}_work_s"] or 0.0
-        device_s += (a[f"{term}_device_s"] or 0.0) * ((b[f"{term}_work_s"] or 0.0) / work if work else 0.0)
-    if not a["usable"] or not a["device_seconds"] or not device_s:
-        return None
-    return (b["usable"] / device_s) / (a["usable"] / a["device_seconds"]) - 1
+    costs them (``analyses/advice_realized.sql``, docs/advisor.md)."""
+    require_run(con, run_after)
+    filters = {"run_after": run_after, **_filters(steps, None)}
+    return record(query(con, "advice_realized", require_run(con, run_before), **filters))["realized_gain"]
 
 
 def _evidence(r: dict) -> str:
@@ -829,18 +824,17 @@ def wasted_devices(con, run_id: str, steps=None, environment=None) -> pd.DataFra
 
 
 def goodput(con, run_id: str, steps=None, environment=None) -> dict:
-    """Run (or step range) totals of the three goodput analyses, and the shares a page headlines."""
-    trainer = trainer_goodput(con, run_id, steps).drop(columns=["step", "computing_share"]).sum()
-    fleet = rollout_goodput(con, run_id, steps)
-    fleet = fleet.drop(columns=["step", "generating_share"]).sum()
-    wasted = wasted_devices(con, run_id, steps, environment).drop(columns=["step"]).sum(min_count=1)
-    out = {f"trainer_{k}": plain(v) for k, v in trainer.items()}
-    out.update({f"rollout_{k}": plain(v) for k, v in fleet.items()})
-    out.update({f"wasted_{k}": (None if pd.isna(v) else plain(v)) for k, v in wasted.items()})
-    out["trainer_computing_share"] = _share(trainer.get("computing_s"), trainer.get("window_s"))
-    out["rollout_generating_share"] = _share(fleet.get("generating_device_s"), fleet.sum())
-    return out
-
-
-def _share(part, whole) -> float | None:
-    return None if not whole or part is None or pd.isna(part) else float(part / whole)
+    """Run (or step range) totals of the three goodput analyses, and the shares a page headlines
+    (``analyses/trainer_goodput_total.sql``, ``rollout_goodput_total.sql``, ``wasted_devices_total.sql``; the
+    trainer and the fleet belong to no environment: only the step range applies to them)."""
+    require_run(con, run_id)
+    totals = {
+        "trainer_goodput": _filters(steps, None),
+        "rollout_goodput": _filters(steps, None),
+        "wasted_devices": _filters(steps, environment),
+    }
+    out = {}
+    for name, filters in totals.items():
+        out.update(record(query(con, name, run_id, over=f"{name}_total", **filters)))
+    shares = {k: out.pop(k) for k in ("trainer_computing_share", "rollout_generating_share")}
+    return {**out, **shares}  # the shares last, as the report has always listed them

@@ -35,12 +35,16 @@ _ROWS = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)  # statement
 Statement = tuple[str, frozenset[str], bool]
 
 
+Over = tuple[str, str | None]  # (outer file, series): see ``statements``
+
+
 @cache
-def statements(name: str, over: tuple[str, str] | None = None) -> tuple[Statement, ...]:
+def statements(name: str, over: Over | None = None) -> tuple[Statement, ...]:
     """The statements of one file, each with the names of the ``$parameters`` it uses (DuckDB's parse) and
     whether it answers with rows. With ``over=(outer, series)`` the last one, a query, is read by the file
-    ``outer``'s query as ``analysis``, with ``_series`` (the column ``series``, or NULL) and ``_position`` (its
-    row's place in the result) added: ``WITH analysis AS (...) <outer>``, one statement."""
+    ``outer``'s query as ``analysis``: ``WITH analysis AS (...) <outer>``, one statement. With a ``series`` (a
+    column name, or "NULL"), ``analysis`` also has ``_series`` (that column) and ``_position`` (the row's place
+    in the result), for a figure computed along each series in order (``analyses/rolling_mean.sql``)."""
     parsed = tuple(
         (s.query, frozenset(s.named_parameters), s.type in _ROWS)
         for s in duckdb.extract_statements(load(name))
@@ -48,20 +52,21 @@ def statements(name: str, over: tuple[str, str] | None = None) -> tuple[Statemen
     if over is None:
         return parsed
     outer, series = over
-    if not (series == "NULL" or series.isidentifier()):
+    if not (series is None or series == "NULL" or series.isidentifier()):
         raise ValueError(f"series must be a column name or NULL, not {series!r}")
     (*first, (last, used, _)), (wrapper,) = parsed, statements(outer)
-    inner = f"SELECT *, {series} AS _series, row_number() OVER () AS _position FROM ({last})"
-    return (*first, (f"WITH analysis AS ({inner})\n{wrapper[0]}", used | wrapper[1], True))
+    if series is not None:
+        last = f"SELECT *, {series} AS _series, row_number() OVER () AS _position FROM ({last})"
+    return (*first, (f"WITH analysis AS ({last})\n{wrapper[0]}", used | wrapper[1], True))
 
 
-def parameters(name: str, over: tuple[str, str] | None = None) -> frozenset[str]:
+def parameters(name: str, over: Over | None = None) -> frozenset[str]:
     """Every ``$parameter`` the file's statements use (``over``: as in ``statements``)."""
     return frozenset().union(*(used for _, used, _ in statements(name, over)))
 
 
 def run(
-    con, name: str, /, *, title: str = "Query failed", over: tuple[str, str] | None = None, **params
+    con, name: str, /, *, title: str = "Query failed", over: Over | None = None, **params
 ) -> pd.DataFrame | None:
     """Run the file's statements in order on ``con``, each given the parameters it names (a name it uses
     that ``params`` lacks is NULL; the others are not passed, DuckDB refuses extra ones). Returns the last
@@ -76,7 +81,7 @@ def run(
         raise QueryError(title, first_line(e), sql=sql, params=bound) from e
 
 
-def execute(con, name: str, /, over: tuple[str, str] | None = None, **params) -> pd.DataFrame | None:
+def execute(con, name: str, /, over: Over | None = None, **params) -> pd.DataFrame | None:
     """``run`` without the QueryError: DuckDB's own errors, for the store's internals that act on them (a
     reader lists segments again on an IOException, racing macro creators ignore a TransactionException)."""
     frame = None
