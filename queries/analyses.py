@@ -32,7 +32,8 @@ from rollscope.queries import sqlfiles
 SUCCESS_THRESHOLD = 0.5  # a scored rollout succeeded when its reward is at least this (docs/semconv.md)
 ROLLING_STEPS = 10  # the window of every per-step rolling mean, in train steps (pages' legends name it)
 # Queries ``together`` runs at once: one per core, at least two (DuckDB plans on the calling thread while its
-# own threads execute another query), at most four (each query in flight holds its buffers: ~15 MB more each).
+# own threads execute another query), at most four (each query in flight holds its own buffers: two at once
+# raised `rollscope advise`'s peak memory at 10M spans from ~250 MB to ~300 MB).
 QUERY_THREADS = min(4, max(2, os.cpu_count() or 2))
 T = TypeVar("T")
 _MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
