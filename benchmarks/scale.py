@@ -179,11 +179,11 @@ elif kind == "baseline":
         "SELECT count(*), count(*) FILTER (coalesce(rollout_status, 'ok') = 'ok') FROM read_parquet(?) "
         "WHERE name = 'rl.rollout'", [files]).fetchall()
     out["seconds"] = time.perf_counter() - t
-    stages = str(derived.current(store, run).files()["rollout_stages"])
+    stages = [str(p) for p in derived.current(store, run).files()["rollout_stages"]]
     t = time.perf_counter()
     con.execute("SELECT count(*), count(*) FILTER (completed) FROM read_parquet(?)", [stages]).fetchall()
     out["derived_seconds"] = time.perf_counter() - t
-    sums = str(derived.current(store, run).files()["funnel_sums"])
+    sums = [str(p) for p in derived.current(store, run).files()["funnel_sums"]]
     t = time.perf_counter()
     con.execute(
         "SELECT sum(rollouts), sum(rollouts) FILTER (completed) FROM read_parquet(?)", [sums]).fetchall()
