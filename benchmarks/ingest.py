@@ -14,7 +14,11 @@ The receiver's cost per span is its process CPU time (all threads: HTTP, decode,
 stored, counted from its first answer to /health (start-up imports are paid once, not per span); "per core" is spans per receiver CPU-second, which stays meaningful on a shared machine where wall
 time does not. Peak memory is the receiver's VmHWM. Every run checks that the store holds every span sent.
 
-Usage: python benchmarks/ingest.py [--spans 100000] [--batch 512] [--clients 8]
+With ``--compare PYTHON`` (another checkout's interpreter, e.g. ``../main/.venv/bin/python``) each end-to-end
+run is repeated, in the same run and alternating, with the receiver that interpreter imports: a before/after
+figure on a shared machine, where two runs minutes apart can differ by a fifth.
+
+Usage: python benchmarks/ingest.py [--spans 100000] [--batch 512] [--clients 8] [--compare PYTHON]
 """
 
 from __future__ import annotations
@@ -200,11 +204,25 @@ def pipeline_per_span(payloads: list[bytes], n_spans: int, batch_requests: int) 
 # --- the receiver as a subprocess -----------------------------------------------------------------------------
 
 
-def start_receiver(store: Path, grpc: bool = False) -> tuple[subprocess.Popen, int]:
+def start_receiver(
+    store: Path, grpc: bool = False, python: str | None = None
+) -> tuple[subprocess.Popen, int]:
     """A `rollscope collect` subprocess, once it answers /health (its start-up imports are not ingest); its
-    HTTP port, or its gRPC port with ``grpc``."""
-    cmd = [sys.executable, "-m", "rollscope.app.cli", "collect", "--store", str(store), "--port", "0"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    HTTP port, or its gRPC port with ``grpc``. ``python``: another checkout's interpreter (run outside this
+    tree, writing no bytecode there)."""
+    cmd = [
+        python or sys.executable,
+        "-m",
+        "rollscope.app.cli",
+        "collect",
+        "--store",
+        str(store),
+        "--port",
+        "0",
+    ]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"} if python else None
+    cwd = store.parent if python else ROOT
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     grpc_port = int(line.split(" and ")[1].split(" ")[0].rsplit(":", 1)[1]) if grpc else None
     port = int(line.split("http://")[1].split("/")[0].rsplit(":", 1)[1])
@@ -302,11 +320,13 @@ def send_all_grpc(port: int, payloads: list[bytes], clients: int) -> None:
     _run_clients(client, clients, errors, "calls")
 
 
-def end_to_end(payloads: list[bytes], content_type: str, n_spans: int, clients: int) -> dict:
+def end_to_end(
+    payloads: list[bytes], content_type: str, n_spans: int, clients: int, python: str | None = None
+) -> dict:
     """``content_type`` "grpc" sends over OTLP/gRPC, else over OTLP/HTTP with that Content-Type."""
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
-        proc, port = start_receiver(store, grpc=content_type == "grpc")
+        proc, port = start_receiver(store, grpc=content_type == "grpc", python=python)
         try:
             started = cpu0 = proc_cpu(proc.pid)
             t0 = time.perf_counter()
@@ -331,6 +351,9 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=512, help="spans per request (the SDK's default 512)")
     parser.add_argument("--clients", type=int, default=8, help="concurrent keep-alive connections")
+    parser.add_argument(
+        "--compare", metavar="PYTHON", help="also run the receiver another checkout's python imports"
+    )
     args = parser.parse_args()
 
     spans = rl_spans(args.spans)
@@ -374,6 +397,13 @@ def main() -> None:
             f"{r['rss_mib']:.0f} MiB; {r['segments']} segments; {args.clients} clients; start-up before the "
             f"first request {r['startup_cpu_s']:.2f} CPU-s (not counted)"
         )
+        if args.compare:
+            other = end_to_end(payloads, content_type, n, args.clients, python=args.compare)
+            theirs = other["cpu_s"] / n * 1e6
+            print(
+                f"    compared {label:8s}: {n / other['cpu_s']:8.0f} spans per receiver CPU-second, "
+                f"{theirs:5.1f} us/span with {args.compare}; this tree's is {per_span / theirs:4.2f} x that"
+            )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,14 @@ its encoded ``KeyValue`` and its decoded ``(key, value)`` is cached by those byt
 repeat across spans. An attribute not in the cache is parsed directly when it has the plain layout SDKs write
 for a string, int, double or bool, and by the official ``KeyValue`` class otherwise, which is what rejects a
 malformed one.
+
+Most values do not repeat, though (timings, token counts, ids), so a scope with many spans is read in bulk
+(``span_attributes``): the request is parsed a second time with a schema that merges the scope's spans into
+one message, so its keys and its string, int, double and bool values arrive as one list each from protobuf's
+C parser, and numpy, reading the encoded attributes, says which list each value comes from and checks that each
+attribute is laid out plainly; a scope where one is not takes the per-attribute path. OTLP/JSON scopes are read
+a column at a time in the same spirit (``_plain_json_columns``). ``tests/test_receiver_attributes.py`` holds
+the bulk readers to what the official classes read.
 """
 
 from __future__ import annotations
@@ -21,8 +29,12 @@ import binascii
 import json
 import struct
 from collections.abc import Callable
+from functools import partial
+from itertools import chain, islice, repeat
+from operator import attrgetter, itemgetter, methodcaller
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
@@ -67,6 +79,7 @@ _KeyValue = common_pb2.KeyValue
 _SPAN_KINDS = {0: "unspecified", 1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 _STATUS_CODES = {0: "unset", 1: "ok", 2: "error"}
 _INT64_MAX = 2**63 - 1
+_UINT64_MAX = 2**64 - 1
 
 
 # --- AnyValue into Python values (the SDK's types; arrays and kvlists become lists and dicts) -------------
@@ -225,6 +238,158 @@ class _StatusCache(dict):
 _STATUSES = _StatusCache()
 
 
+# --- a scope's attributes at once: protobuf reads the values, numpy checks the layout ---------------------
+#
+# Most attribute values never repeat (timings, token counts, request ids), so most lookups in the cache above
+# miss, and a miss costs a microsecond of Python. A request with many attributes is therefore parsed a second
+# time, with a schema in which every span of a scope is one message and every attribute one ``KeyValue``
+# (protobuf merges repeated occurrences of a singular message field), so that one scope's keys, strings, ints,
+# doubles and bools arrive as five lists, each in order, read by protobuf's C parser. Which list each attribute
+# takes its value from is read off the encoded attributes by numpy, which also checks that each holds exactly
+# one key and one value laid out as SDKs write them; a scope with any other attribute (an array, a long key,
+# two values) takes the per-attribute path, which is what rejects a malformed one.
+
+_BULK_MIN = 64  # fewer attributes than this: numpy's per-call cost is more than it saves
+_MERGED_MIN_SPANS = 8  # fewer spans than this: a second parse costs more than it saves
+_PAD = bytes(
+    512
+)  # zero bytes after the last KeyValue: reading at a start plus two length bytes stays in bounds
+
+
+def _merged_schema() -> descriptor_pool.DescriptorPool:
+    """Request -> ResourceSpans -> ScopeSpans as in OTLP; below that, a scope's spans merge into one Span
+    whose ``attributes`` merge into one KeyValue of repeated keys and one AnyValue of repeated values."""
+    f = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(
+        name="rollscope/otlp_merged.proto", package="rollscope", syntax="proto3"
+    )
+    messages = {
+        "Request": [(1, "resource_spans", "Resource", True)],
+        "Resource": [(2, "scope_spans", "Scope", True)],
+        "Scope": [(2, "spans", "Span", False)],
+        "Span": [
+            (9, "attributes", "KeyValue", False),
+            (11, "events", f.TYPE_BYTES, True),
+            (15, "status", f.TYPE_BYTES, True),
+        ],
+        "KeyValue": [(1, "key", f.TYPE_STRING, True), (2, "value", "AnyValue", False)],
+        "AnyValue": [
+            (1, "string_value", f.TYPE_STRING, True),
+            (2, "bool_value", f.TYPE_BOOL, True),
+            (3, "int_value", f.TYPE_INT64, True),
+            (4, "double_value", f.TYPE_DOUBLE, True),
+        ],
+    }
+    for name, fields in messages.items():
+        message = file.message_type.add(name=name)
+        for number, field_name, kind, repeated in fields:
+            field = message.field.add(name=field_name, number=number)
+            field.label = f.LABEL_REPEATED if repeated else f.LABEL_OPTIONAL
+            if isinstance(kind, str):
+                field.type, field.type_name = f.TYPE_MESSAGE, f".rollscope.{kind}"
+            else:
+                field.type = kind
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return pool
+
+
+_MERGED_REQUEST = message_factory.GetMessageClass(_merged_schema().FindMessageTypeByName("rollscope.Request"))
+
+
+class _Merged:
+    """The request parsed with the merged schema, once and only when a scope has enough spans."""
+
+    def __init__(self, body: bytes):
+        self.body = body
+        self.request = None
+
+    def scope(self, resource: int, scope: int):
+        """That scope's merged Span (its attributes, every event and every non-empty status), or None when
+        the merged parse fails (invalid UTF-8, say)."""
+        if self.request is None:
+            try:
+                self.request = _MERGED_REQUEST.FromString(self.body)
+            except DecodeError:
+                self.request = False
+        if self.request is False:
+            return None
+        return self.request.resource_spans[resource].scope_spans[scope].spans
+
+
+def span_attributes(per_span: list, merged=None) -> list[dict]:
+    """Each span's encoded KeyValues (``Span.attributes`` as declared above) into its attribute dict: the
+    same dicts, keys in the same order, as ``dict(map(_KEY_VALUES.__getitem__, encoded))``. ``merged``: the
+    scope's merged Span (``_Merged.scope``), or None."""
+    flat = list(chain.from_iterable(per_span))
+    pairs = None
+    if len(flat) >= _BULK_MIN and merged is not None:
+        pairs = _bulk_key_values(flat, merged)
+    if pairs is None:
+        pair = _KEY_VALUES.__getitem__
+        return [dict(map(pair, encoded)) for encoded in per_span]
+    return list(map(dict, map(islice, repeat(zip(*pairs, strict=True)), map(len, per_span))))
+
+
+def _bulk_key_values(flat: list[bytes], merged) -> tuple[list, list] | None:
+    """Keys and values of encoded KeyValues, in their order, or None when one is not laid out plainly."""
+    n = len(flat)
+    lengths = np.fromiter(map(len, flat), np.int64, n)
+    starts = np.cumsum(lengths) - lengths
+    blob = np.frombuffer(b"".join(flat) + _PAD, np.uint8)
+    key_size = blob[starts + 1].astype(np.int64)
+    p = starts + 2 + key_size  # the value's tag
+    value_size = blob[p + 1].astype(np.int64)  # the AnyValue's, its tag included
+    tag, q, size = (
+        blob[p + 2],
+        p + 3,
+        value_size - 1,
+    )  # the AnyValue's tag, where its payload starts, its size
+    if not (
+        (lengths >= 5)
+        & (blob[starts] == _TAG_KEY)
+        & (key_size < _ONE_BYTE_LENGTH)
+        & (blob[p] == _TAG_VALUE)
+        & (value_size >= 2)
+        & (value_size < _ONE_BYTE_LENGTH)
+        & (lengths == key_size + value_size + 4)
+    ).all():
+        return None
+    is_string, is_bool, is_int, is_double = (
+        tag == _TAG_STRING,
+        tag == _TAG_BOOL,
+        tag == _TAG_INT,
+        tag == _TAG_DOUBLE,
+    )
+    # each AnyValue is its tag and exactly one value: a string's length is the rest, a double is 8 bytes, a
+    # varint ends on the AnyValue's last byte (and its earlier bytes all continue it)
+    last = blob[q + size - 1]
+    one_value = (
+        (is_string & (blob[q] == size - 1))
+        | (is_double & (size == 8))
+        | ((is_bool | is_int) & (size <= 10) & (last < 0x80))
+    )
+    for i in range(int(size[is_bool | is_int].max(initial=1)) - 1):
+        one_value &= ~(is_bool | is_int) | (size - 1 <= i) | (blob[q + i] >= 0x80)
+    if not one_value.all():
+        return None
+    kv = merged.attributes
+    if len(kv.key) != n:
+        return None
+    value = kv.value
+    values = np.empty(n, object)
+    for is_type, merged_values in (
+        (is_string, value.string_value),
+        (is_bool, value.bool_value),
+        (is_int, value.int_value),
+        (is_double, value.double_value),
+    ):
+        if len(merged_values) != np.count_nonzero(is_type):
+            return None
+        values[is_type] = list(merged_values)
+    return list(kv.key), values.tolist()
+
+
 # --- one request's spans ------------------------------------------------------------------------------------
 
 _REASONS = {
@@ -351,7 +516,8 @@ def decode_protobuf(body: bytes, default_run_id: str | None = None) -> Decoded:
     except DecodeError as e:
         raise MalformedPayload(f"body is not a protobuf ExportTraceServiceRequest: {e}") from None
     decoded = Decoded(sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans))
-    for resource_spans in request.resource_spans:
+    merged = _Merged(body)
+    for i, resource_spans in enumerate(request.resource_spans):
         attributes = dict(map(_KEY_VALUES.__getitem__, resource_spans.resource.attributes))
         count = sum(len(ss.spans) for ss in resource_spans.scope_spans)
         resource = _resource(attributes, default_run_id, decoded, count)
@@ -359,19 +525,19 @@ def decode_protobuf(body: bytes, default_run_id: str | None = None) -> Decoded:
             for scope_spans in resource_spans.scope_spans:
                 _read_attributes(scope_spans.spans)
             continue
-        for scope_spans in resource_spans.scope_spans:
-            _protobuf_spans(decoded, resource, scope_spans.spans, scope_spans.scope.name or None)
+        for j, scope_spans in enumerate(resource_spans.scope_spans):
+            scope_name = scope_spans.scope.name or None
+            _protobuf_spans(decoded, resource, scope_spans.spans, scope_name, partial(merged.scope, i, j))
     return decoded
 
 
-def _protobuf_spans(decoded: Decoded, resource: ResourceRow, spans, scope_name: str | None) -> None:
-    """The hot loop, one comprehension per field: a scope's spans into a ``Part``."""
+def _protobuf_spans(
+    decoded: Decoded, resource: ResourceRow, spans, scope_name: str | None, merged=None
+) -> None:
+    """The hot loop, one comprehension per field: a scope's spans into a ``Part``. ``merged`` gives the
+    scope's spans as one merged Span (``_Merged.scope``); not when some of its spans were left out."""
     spans = list(spans)  # one Python wrapper per span, not one per field read
-    trace_ids = [s.trace_id for s in spans]
-    span_ids = [s.span_id for s in spans]
-    parents = [s.parent_span_id for s in spans]
-    starts = [s.start_time_unix_nano for s in spans]
-    ends = [s.end_time_unix_nano for s in spans]
+    trace_ids, span_ids, parents, starts, ends = (list(map(get, spans)) for get in _ID_AND_TIME_FIELDS)
     if not (
         _valid_ids(trace_ids, span_ids, parents)
         and max(starts, default=0) <= _INT64_MAX
@@ -379,25 +545,35 @@ def _protobuf_spans(decoded: Decoded, resource: ResourceRow, spans, scope_name: 
     ):
         return _protobuf_spans(decoded, resource, _keep_valid(decoded, resource, spans), scope_name)
     from_bytes = int.from_bytes
-    kinds = _SPAN_KINDS
-    statuses = list(map(_STATUSES.__getitem__, [s.status for s in spans]))
+    merged = merged() if merged is not None and len(spans) >= _MERGED_MIN_SPANS else None
+    if merged is not None and not merged.status:  # no span has a status: all unset
+        statuses = [_STATUSES[b""]] * len(spans)
+    else:
+        statuses = list(map(_STATUSES.__getitem__, map(_STATUS, spans)))
     fixed = {
         "trace_id": trace_ids,
-        "span_id": [from_bytes(b, "big") for b in span_ids],
+        "span_id": list(map(from_bytes, span_ids, repeat("big"))),
         "parent_span_id": [from_bytes(b, "big") if b else None for b in parents],
-        "name": [s.name for s in spans],
-        "span_kind": [kinds.get(s.kind, "unspecified") for s in spans],
+        "name": list(map(_NAME, spans)),
+        "span_kind": list(map(_SPAN_KINDS.get, map(_KIND, spans), repeat("unspecified"))),
         "start_ns": starts,
         "end_ns": ends,
-        "status_code": [st[0] for st in statuses],
-        "status_message": [st[1] for st in statuses],
+        "status_code": list(map(itemgetter(0), statuses)),
+        "status_message": list(map(itemgetter(1), statuses)),
         "scope_name": [scope_name] * len(spans),
     }
-    decoded_pair = _KEY_VALUES.__getitem__
-    attributes = [dict(map(decoded_pair, s.attributes)) for s in spans]
-    events = {i: [_protobuf_event(e) for e in s.events] for i, s in enumerate(spans) if s.events}
+    attributes = span_attributes(list(map(_ATTRIBUTES, spans)), merged)
+    events = {}
+    if merged is None or merged.events:
+        events = {i: [_protobuf_event(e) for e in s.events] for i, s in enumerate(spans) if s.events}
     if spans:
         decoded.parts.append(Part(resource, fixed, attributes, events))
+
+
+_ID_AND_TIME_FIELDS = tuple(
+    map(attrgetter, ("trace_id", "span_id", "parent_span_id", "start_time_unix_nano", "end_time_unix_nano"))
+)
+_STATUS, _NAME, _KIND, _ATTRIBUTES = map(attrgetter, ("status", "name", "kind", "attributes"))
 
 
 def _read_attributes(spans) -> None:
@@ -456,25 +632,182 @@ def decode_json(body: bytes, default_run_id: str | None = None) -> Decoded:
             _object(rs.get("resource", {}), f"{where}.resource"), f"{where}.resource"
         )
         resources.append((attributes, _json_scopes(rs, where)))
-    decoded = Decoded(sum(len(spans) for _, spans in resources))
-    for attributes, spans in resources:
-        resource = _resource(attributes, default_run_id, decoded, len(spans))
-        if resource is not None:
-            _json_add(decoded, resource, spans)
+    decoded = Decoded(sum(len(chunk) for _, chunks in resources for chunk in chunks))
+    for attributes, chunks in resources:
+        resource = _resource(attributes, default_run_id, decoded, sum(map(len, chunks)))
+        if resource is None:
+            continue
+        for chunk in chunks:
+            if isinstance(chunk, _JsonColumns):
+                decoded.parts.append(Part(resource, chunk.fixed, chunk.attributes, {}))
+            else:
+                _json_add(decoded, resource, chunk)
     return decoded
 
 
-def _json_scopes(rs: dict, where: str) -> list[dict]:
-    spans = []
+def _json_scopes(rs: dict, where: str) -> list:
+    """Each scope's spans: a ``_JsonColumns`` when they could be read a column at a time, else span dicts."""
+    chunks = []
     for j, ss in enumerate(_list(rs, "scopeSpans", where)):
         here = f"{where}.scopeSpans[{j}]"
         ss = _object(ss, here)
         scope_name = _string(_object(ss.get("scope", {}), f"{here}.scope"), "name", f"{here}.scope") or None
-        spans += [
-            _plain_json_span(span, scope_name) or _json_span(span, scope_name, f"{here}.spans[{k}]")
-            for k, span in enumerate(_list(ss, "spans", here))
-        ]
-    return spans
+        spans = _list(ss, "spans", here)
+        columns = _plain_json_columns(spans, scope_name) if len(spans) >= _JSON_COLUMNS_MIN else None
+        if columns is not None:
+            chunks.append(columns)
+            continue
+        chunks.append(
+            [
+                _plain_json_span(span, scope_name) or _json_span(span, scope_name, f"{here}.spans[{k}]")
+                for k, span in enumerate(spans)
+            ]
+        )
+    return chunks
+
+
+# A scope's spans as SDKs write them are read a column at a time: each field of every span by one ``map`` in
+# C, checked by the set of its types, rather than span by span. Anything else (events, string enums, ids or
+# times out of range, an attribute that is not a plain string, int, double or bool) returns None, and the
+# scope is read span by span, which rejects or stores each as before.
+
+_JSON_COLUMNS_MIN = 16
+_PLAIN_JSON_VALUES = {
+    ("stringValue", str),
+    ("intValue", str),
+    ("intValue", int),
+    ("doubleValue", float),
+    ("boolValue", bool),
+}
+
+
+class _JsonColumns(NamedTuple):
+    """A scope's spans, all storable: ``Part`` columns and attribute dicts."""
+
+    fixed: dict[str, list]
+    attributes: list[dict]
+
+    def __len__(self) -> int:
+        return len(self.attributes)
+
+
+def _column(spans: list, name: str, default: object) -> list:
+    return list(map(dict.get, spans, repeat(name), repeat(default)))
+
+
+def _only(values: list, *types: type) -> bool:
+    return set(map(type, values)) <= set(types)
+
+
+def _plain_json_columns(spans: list, scope_name: str | None) -> _JsonColumns | None:
+    """The scope's spans read a column at a time, or None when one is not as SDKs write it (or not valid:
+    the span-by-span path then rejects it with its reason)."""
+    if not _only(spans, dict) or any(_column(spans, "events", None)):
+        return None
+    ids = [_column(spans, key, "") for key in ("traceId", "spanId", "parentSpanId")]
+    names, kinds = _column(spans, "name", ""), _column(spans, "kind", 0)
+    statuses, attributes = _column(spans, "status", {}), _column(spans, "attributes", [])
+    if not (
+        all(_only(column, str) for column in ids)
+        and _only(names, str)
+        and _only(kinds, int)
+        and set(kinds) <= _SPAN_KINDS.keys()
+        and _only(statuses, dict)
+        and _only(attributes, list)
+    ):
+        return None
+    codes, messages = _column(statuses, "code", 0), _column(statuses, "message", "")
+    starts, ends = (
+        _json_uints(_column(spans, "startTimeUnixNano", 0)),
+        _json_uints(_column(spans, "endTimeUnixNano", 0)),
+    )
+    if not (_only(codes, int) and set(codes) <= _STATUS_CODES.keys() and _only(messages, str)) or None in (
+        starts,
+        ends,
+    ):
+        return None
+    try:
+        trace_ids, span_ids, parents = (list(map(bytes.fromhex, column)) for column in ids)
+    except ValueError:
+        return None
+    if not (
+        _valid_ids(trace_ids, span_ids, parents) and max(starts) <= _INT64_MAX and max(ends) <= _INT64_MAX
+    ):
+        return None
+    pairs = _json_key_values(list(chain.from_iterable(attributes)))
+    if pairs is None:
+        return None
+    pairs = zip(*pairs, strict=True)
+    from_bytes = int.from_bytes
+    fixed = {
+        "trace_id": trace_ids,
+        "span_id": list(map(from_bytes, span_ids, repeat("big"))),
+        "parent_span_id": [from_bytes(b, "big") if b else None for b in parents],
+        "name": names,
+        "span_kind": list(map(_SPAN_KINDS.__getitem__, kinds)),
+        "start_ns": starts,
+        "end_ns": ends,
+        "status_code": list(map(_STATUS_CODES.__getitem__, codes)),
+        "status_message": [m or None for m in messages],
+        "scope_name": [scope_name] * len(spans),
+    }
+    return _JsonColumns(fixed, list(map(dict, map(islice, repeat(pairs), map(len, attributes)))))
+
+
+def _json_uints(values: list) -> list[int] | None:
+    """Timestamps as SDKs write them (decimal strings, or JSON integers) within uint64, else None."""
+    if _only(values, str):
+        if not (all(map(str.isascii, values)) and all(map(str.isdigit, values))):
+            return None
+        values = list(map(int, values))
+    elif not _only(values, int):
+        return None
+    return values if not values or (min(values) >= 0 and max(values) <= _UINT64_MAX) else None
+
+
+def _json_key_values(kvs: list) -> tuple[list, list] | None:
+    """Keys and values of ``{"key": k, "value": {"<kind>Value": v}}`` attributes as SDKs write a string,
+    int, double or bool (what ``_plain_json_attribute`` reads), or None when one is not."""
+    if not (_only(kvs, dict) and set(map(len, kvs)) <= {2}):
+        return None
+    try:
+        keys, values = list(map(_KEY, kvs)), list(map(_VALUE, kvs))
+    except KeyError:
+        return None
+    if not (_only(keys, str) and _only(values, dict) and set(map(len, values)) <= {1}):
+        return None
+    if not values:
+        return keys, []
+    items = list(map(dict.popitem, values))  # each value's one (kind, value); put back if not read here
+    kinds, raw = zip(*items, strict=True)
+    shapes = set(zip(kinds, map(type, raw), strict=True))
+    raw = _json_plain_values(list(raw), kinds, shapes) if shapes <= _PLAIN_JSON_VALUES else None
+    if raw is None:
+        for value, (kind, v) in zip(values, items, strict=True):
+            value[kind] = v
+    return None if raw is None else (keys, raw)
+
+
+_KEY, _VALUE = itemgetter("key"), itemgetter("value")
+
+
+def _json_plain_values(raw: list, kinds: tuple, shapes: set) -> list | None:
+    """``raw`` with int64 strings turned into ints; None when one is not a decimal int64/uint64."""
+    if ("intValue", str) in shapes:
+        where = [i for i, v in enumerate(raw) if type(v) is str and kinds[i] == "intValue"]
+        text = [raw[i] for i in where]
+        if not (
+            all(map(str.isascii, text))
+            and all(map(str.isdigit, map(methodcaller("removeprefix", "-"), text)))
+        ):
+            return None
+        for i, number in zip(where, map(int, text), strict=True):
+            raw[i] = number
+    if ("intValue", str) in shapes or ("intValue", int) in shapes:
+        ints = [v for v, kind in zip(raw, kinds, strict=True) if kind == "intValue"]
+        if min(ints) < -(2**63) or max(ints) > _UINT64_MAX:
+            return None
+    return raw
 
 
 def _plain_json_span(span: object, scope_name: str | None) -> dict | None:
