@@ -316,15 +316,6 @@ def analysis(function: Callable, filters: Filters, run_id: str | None = None, **
     return call(filters.store, function, run_id or filters.run_id, **scope, **options)
 
 
-def per_step(filters: Filters, frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """``frame`` (one row per train step) with each of ``columns``' rolling mean over ``charts.ROLLING_STEPS``
-    steps beside it (``analyses.rolling_mean``), for ``charts.per_step``."""
-    from rollscope.app.charts import ROLLING_STEPS
-
-    con = live_store(filters.store).cursor(filters.run_id)
-    return analyses.rolling_mean(con, frame, columns, ROLLING_STEPS)
-
-
 def checks(filters: Filters) -> pd.DataFrame:
     """``queries.checks.run_checks`` as a table: failing rules first (✗), each value and threshold written
     the way its message states it (``48.0 %``, not ``0.475``). The checks read the whole run."""

@@ -198,8 +198,9 @@ class Reader:
             [*raw["collector_stats"], schema_file("collector_stats")],
         )
         template = sqlfiles.load("raw/derived_files")
+        published = [s.files() for _, s in sorted(states.items())]  # once per run, not once per table
         for name in derived.TABLE_NAMES:
-            files = [str(f) for _, s in sorted(states.items()) for f in s.files()[name]]
+            files = [str(f) for tables in published for f in tables[name]]
             table = f"_{name}_mat"
             files = files or [str(_empty_dir() / f"{name}.parquet")]  # no run has it: empty, typed
             cur.execute(template.replace("@table", table).replace("@files", sql_list(files)))
