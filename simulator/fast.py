@@ -1,14 +1,15 @@
-"""Fast mode: the plan's records turned into Arrow columns directly and written through the store's writer.
+"""Fast mode: the plan's spans turned into Arrow columns directly and written through the store's writer.
 
-The normal mode replays every record through ``attach()`` and the OpenTelemetry SDK in worker processes,
+The normal mode replays every span through ``attach()`` and the OpenTelemetry SDK in worker processes,
 which is what a user's job does and what the tests of the collectors path rely on; it costs the SDK's ~20 us
 a span. A benchmark store of tens of millions of spans does not need that path exercised again, so fast mode
 builds the same rows without it: each simulated process gets the resource ``attach()`` would have given it
-(``collectors.attaching.process_resource``), records go through the same row builder the exporter uses
-(``collectors.rows.SpanRows``) and segments are published by the store layer's ``SegmentWriter``. The rows
-are the ones the normal mode writes (``tests/test_simulator.py`` compares their digests); only segment
-boundaries, writer names and ``process.pid`` differ. The parent plans and keeps the ground truth while one
-spawned writer process converts and publishes, so the two overlap on two cores.
+(``collectors.attaching.process_resource``); the step's span tables (turns and tool calls, most spans)
+become Arrow arrays straight from their numpy columns, its few records go through the row builder the
+exporter uses (``collectors.rows.SpanRows``), and segments are published by the store layer's
+``SegmentWriter``. The rows are the ones the normal mode writes (``tests/test_simulator.py`` compares
+them); only segment boundaries, writer names and ``process.pid`` differ. The parent plans and keeps the
+ground truth while one spawned writer process converts and publishes, so the two overlap on two cores.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from rollscope.collectors.attaching import process_resource
-from rollscope.collectors.rows import ResourceRow, SpanRows
+from rollscope.collectors.rows import ResourceRow, SpanRows, resource_columns
 from rollscope.simulator.emit import attach_arguments
+from rollscope.simulator.records import SpanTable, StepSpans
 from rollscope.store.layout import SegmentWriter
-from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
+from rollscope.store.schema import COLLECTOR_STATS_SCHEMA, SPAN_FIELDS, SPAN_SCHEMA
 
 SEGMENT_ROWS = 250_000
 _SCOPE = "rollscope"  # the tracer name attach()'s helpers use
@@ -65,10 +68,9 @@ class FastPool:
     def wait_ready(self, tick=None) -> None:
         pass
 
-    def send(self, records: dict[str, list[tuple]], tick=None) -> None:
-        self._put({key: recs for key, recs in records.items() if recs}, tick)
-        for key, recs in records.items():
-            self.counts[key] += len(recs)
+    def send(self, spans: StepSpans, tick=None) -> None:
+        self._put(spans, tick)
+        self.counts.update(spans.counts())
 
     def _put(self, item, tick) -> None:
         while True:
@@ -143,7 +145,7 @@ class FastPool:
 
 
 def _write(store: str, run_id: str, resources: dict[str, ResourceRow], inbox, outbox) -> None:
-    """The writer process: batches of {process key: records} until None; answers segments per process."""
+    """The writer process: steps' spans until None; answers segments per process."""
     try:
         writer = _Writer(store, run_id, resources)
         while (batch := inbox.get()) is not None:
@@ -156,8 +158,8 @@ def _write(store: str, run_id: str, resources: dict[str, ResourceRow], inbox, ou
 
 
 class _Writer:
-    """Records into one ``SpanRows``; every ``SEGMENT_ROWS`` rows, converted here and written by a thread
-    (Parquet releases the GIL), one write in flight."""
+    """Tables into Arrow, records into one ``SpanRows``; every ``SEGMENT_ROWS`` rows, one segment written by
+    a thread (Parquet releases the GIL), one write in flight."""
 
     def __init__(self, store: str, run_id: str, resources: dict[str, ResourceRow]):
         self.run_id = run_id
@@ -165,15 +167,21 @@ class _Writer:
         self.segments: Counter = Counter()
         self._writer = SegmentWriter(store, "spans")
         self._rows = SpanRows()
+        self._tables: list[pa.Table] = []
+        self._table_rows = 0
         self._keys: set[str] = set()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    def add(self, batch: dict[str, list[tuple]]) -> None:
-        for key, recs in batch.items():
-            self._add(self.resources[key], recs)
-            self._keys.add(key)
-        if len(self._rows) >= SEGMENT_ROWS:
+    def add(self, spans: StepSpans) -> None:
+        for key, recs in spans.records.items():
+            if recs:
+                self._add(self.resources[key], recs)
+        for table in spans.tables:
+            self._tables.append(arrow_table(table, self.resources))
+            self._table_rows += len(table)
+        self._keys.update(spans.counts())
+        if len(self._rows) + self._table_rows >= SEGMENT_ROWS:
             self.publish()
 
     def _add(self, resource: ResourceRow, recs: list[tuple]) -> None:
@@ -196,10 +204,13 @@ class _Writer:
     def publish(self) -> None:
         self.join()
         rows, self._rows = self._rows, SpanRows()
+        tables, self._tables, self._table_rows = self._tables, [], 0
         keys, self._keys = self._keys, set()
-        if not len(rows):
+        if len(rows):
+            tables.extend(rows.tables().values())
+        if not tables:
             return
-        (table,) = rows.tables().values()
+        table = pa.concat_tables(tables)
         self._thread = threading.Thread(target=self._publish, args=(table, keys), daemon=True)
         self._thread.start()
 
@@ -225,3 +236,44 @@ def _resource_attributes(store: str, run_id: str, process: dict, settings: dict)
         **attach_arguments(store, run_id, process, settings["algorithm"], settings["staleness_bound"])
     )
     return dict(resource.attributes)
+
+
+def arrow_table(t: SpanTable, resources: dict[str, ResourceRow]) -> pa.Table:
+    """A span table as store rows, column by column from its arrays: what ``SpanRows`` makes of the same
+    spans as records (``tests/test_simulator.py`` compares the two)."""
+    n = len(t)
+    error = t.error.astype(object)
+    failed = np.not_equal(error, None)
+    trace = np.ascontiguousarray(t.trace_id.astype(">u8")).tobytes()
+    columns: dict[str, pa.Array] = {
+        "trace_id": pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), n, [None, pa.py_buffer(trace)]),
+        "span_id": pa.array(t.span_id, pa.uint64()),
+        "parent_span_id": pa.array(t.parent_span_id, pa.uint64()),
+        "name": pa.array(t.name, pa.string()),
+        "span_kind": _constant("internal", n),
+        "start_ns": pa.array(t.start_ns, pa.int64()),
+        "end_ns": pa.array(t.end_ns, pa.int64()),
+        "status_code": pa.array(np.where(failed, "error", "unset"), pa.string()),
+        "status_message": pa.array(error, pa.string(), mask=~failed),
+        "scope_name": _constant(_SCOPE, n),
+    }
+    columns.update(
+        resource_columns([resources[p] for p in t.process], pa.array(t.key.astype(np.int32), pa.int32()))
+    )
+    fixed = {f.name for f in SPAN_FIELDS} | set(columns)
+    for field in SPAN_SCHEMA:
+        if field.name in fixed:
+            continue
+        values = t.attributes.get(field.name)
+        if values is None:
+            columns[field.name] = pa.nulls(n, field.type)
+            continue
+        valid = t.valid.get(field.name)
+        columns[field.name] = pa.array(values, field.type, mask=None if valid is None else ~valid)
+    return pa.Table.from_arrays([columns[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA)
+
+
+def _constant(value: str, n: int) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value])).cast(
+        pa.string()
+    )

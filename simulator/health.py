@@ -14,7 +14,15 @@ import numpy as np
 
 from rollscope.simulator.config import SimConfig
 from rollscope.simulator.plan import StepPlan
-from rollscope.simulator.records import JUDGE_STATUS, ROLLOUT_ID, STATUS, WAIT, Instance
+from rollscope.simulator.records import (
+    JUDGE_STATUS,
+    ROLLOUT_ID,
+    STATUS,
+    WAIT,
+    Instance,
+    SpanTable,
+    StepSpans,
+)
 
 STATES = ("generating", "weights_wait", "tools_wait", "idle")
 MAX_INTERVALS = 2_000_000  # beyond this (scale mode) the fleet's states are not kept: null in the truth
@@ -30,21 +38,45 @@ class Health:
         self.scoring: dict[tuple[int, str], list[tuple[float, bool]]] = defaultdict(list)
         self.train: list[tuple[int, int, int, float]] = []  # step, start, end, wait_s
         self.syncs: list[tuple[int, int]] = []
-        self.work: dict[str, list[tuple[int, int, int]]] = defaultdict(list)  # key -> (start, end, is_turn)
+        # key -> chunks of (starts, ends, is_turn) arrays
+        self.work: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = defaultdict(list)
         self.turn_s: dict[tuple[str, str], int] = defaultdict(int)  # (rollout, key) -> ns
         self.rollouts: dict[str, tuple[int | None, str, bool]] = {}  # rollout -> (step, status, usable)
         self.intervals = 0
         self.silent: dict | None = None
 
-    def add_step(self, plan: StepPlan, records: dict[str, list[tuple]]) -> None:
+    def add_step(self, plan: StepPlan, spans: StepSpans) -> None:
         for r in plan.rollouts:
             self.rollouts[r.rollout_id] = (r.step, r.status, r.decision == "used")
         for r in plan.hung_ended:
             self.rollouts[r.rollout_id] = (None, r.status, False)
-        for key, recs in records.items():
+        for key, recs in spans.records.items():
             for name, start, end, _, _, _, attrs, _ in recs:
                 self.last_end[key] = max(self.last_end.get(key, end), end)
                 self._record(key, name, start, end, attrs, plan.step)
+        for table in spans.tables:
+            self._table(table)
+
+    def _table(self, t: SpanTable) -> None:
+        """A table's spans: each process's last end; turns are work intervals, counted per rollout."""
+        turns = t.name == "rl.turn"
+        for k in np.unique(t.key).tolist():
+            mine = t.key == k
+            key = t.process[k]
+            end = int(t.end_ns[mine].max())
+            self.last_end[key] = max(self.last_end.get(key, end), end)
+            work = mine & turns
+            n = int(work.sum())
+            if not n:
+                continue
+            self.intervals += n
+            if self.intervals <= MAX_INTERVALS:
+                self.work[key].append((t.start_ns[work], t.end_ns[work], np.ones(n, dtype=bool)))
+            rollout = t.attributes["rollout_id"][work]
+            head = np.flatnonzero(np.concatenate(([True], rollout[1:] != rollout[:-1])))
+            seconds = np.add.reduceat(t.end_ns[work] - t.start_ns[work], head)
+            for rollout_id, ns in zip(rollout[head].tolist(), seconds.tolist(), strict=True):
+                self.turn_s[(rollout_id, key)] += ns
 
     def _record(self, key: str, name: str, start: int, end: int, attrs: dict, step: int) -> None:
         if name in ("rl.reward", "rl.judge"):
@@ -57,7 +89,7 @@ class Health:
         elif name in ("rl.turn", "rl.rollout"):
             self.intervals += 1
             if self.intervals <= MAX_INTERVALS:
-                self.work[key].append((start, end, name == "rl.turn"))
+                self.work[key].append(([start], [end], [name == "rl.turn"]))
             if name == "rl.turn":
                 self.turn_s[(attrs[ROLLOUT_ID], key)] += end - start
             else:
@@ -134,7 +166,9 @@ class Health:
         out: dict = defaultdict(lambda: dict.fromkeys(_fleet_keys(), 0.0))
         self.generating: dict[str, float] = {}
         starts = np.asarray([w[1] for w in windows], dtype=np.int64)
-        for key, work in self.work.items():
+        for key, chunks in self.work.items():
+            work = [w for starts, ends, turn in chunks for w in zip(starts, ends, turn, strict=True)]
+            work = [(int(a), int(b), bool(t)) for a, b, t in work]
             if not any(is_turn for _, _, is_turn in work):
                 continue
             for step, state, seconds in _states(work, self.syncs, windows, starts):

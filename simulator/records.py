@@ -1,24 +1,32 @@
 """The plan as spans: which simulated process emits what, with which attributes, ids and timestamps.
 
-A record is a plain tuple, cheap to send to a worker process::
+A step's spans (:class:`StepSpans`) come in two forms. Turns and tool calls, most of the spans, are
+:class:`SpanTable` columns built with array operations from the plan's columns; the few spans per rollout
+(the rollout, its scoring calls, its training sample) and the trainer's are records, plain tuples::
 
     (name, start_ns, end_ns, trace_id, span_id, parent_span_id | None, attributes, error | None)
 
-Attribute names come from :mod:`collectors.semconv` (looked up by their store column), so the simulator
-speaks the same conventions a user's job does. Ids are drawn from a generator seeded by the run id and seed:
-a rollout's spans share one trace even when a sandbox, a judge or a teacher emits them from another process,
-as they would with trace-context propagation, and two runs of the same seed get the same ids.
+Both carry the same fields: fast mode turns tables straight into Arrow columns, the normal mode turns every
+table row into a record (``SpanTable.records``) and emits it through ``attach()``, so the two write the same
+rows. Attribute names come from :mod:`collectors.semconv` (looked up by their store column), so the
+simulator speaks the same conventions a user's job does. Ids are drawn from a generator seeded by the run
+id, seed and step: a rollout's spans share one trace even when a sandbox, a judge or a teacher emits them
+from another process, as they would with trace-context propagation, and two runs of the same seed get the
+same ids.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime
+
+import numpy as np
 
 from rollscope.collectors import semconv
 from rollscope.simulator.config import SimConfig
-from rollscope.simulator.plan import Rollout, StepPlan
+from rollscope.simulator.plan import Rollout, StepPlan, TurnColumns
 from rollscope.simulator.sampling import derive_seed
 
 _ATTRIBUTE = {a.column: a.name for a in semconv.SPAN_ATTRIBUTES}
@@ -99,6 +107,83 @@ class Instance:
     model_parameters: int | None
 
 
+@dataclass
+class SpanTable:
+    """Spans column-wise. ``process[key[i]]`` emits row i; ``trace_id`` holds each row's 128-bit trace id as
+    two 64-bit halves (high, low); ``attributes`` maps store columns to arrays, with ``valid`` masks for the
+    columns some rows leave unset; string columns are object arrays, ``None`` where unset."""
+
+    process: list[str]
+    key: np.ndarray
+    name: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    trace_id: np.ndarray
+    span_id: np.ndarray
+    parent_span_id: np.ndarray
+    error: np.ndarray
+    attributes: dict[str, np.ndarray]
+    valid: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    def counts(self) -> Counter:
+        """Spans per process key."""
+        n = np.bincount(self.key, minlength=len(self.process))
+        return Counter({p: int(c) for p, c in zip(self.process, n.tolist(), strict=True) if c})
+
+    def records(self) -> dict[str, list[tuple]]:
+        """The rows as records by process (the normal mode emits them through ``attach()``)."""
+        names = [_ATTRIBUTE[c] for c in self.attributes]
+        values = [v.tolist() for v in self.attributes.values()]
+        valid = [self.valid[c].tolist() if c in self.valid else None for c in self.attributes]
+        trace = ((self.trace_id[:, 0].astype(object) << 64) | self.trace_id[:, 1].astype(object)).tolist()
+        out: dict[str, list[tuple]] = {}
+        rows = zip(
+            self.key.tolist(),
+            self.name.tolist(),
+            self.start_ns.tolist(),
+            self.end_ns.tolist(),
+            trace,
+            self.span_id.tolist(),
+            self.parent_span_id.tolist(),
+            self.error.tolist(),
+            strict=True,
+        )
+        for i, (key, name, start, end, trace_id, span_id, parent, error) in enumerate(rows):
+            attrs = {n: v[i] for n, v, ok in zip(names, values, valid, strict=True) if ok is None or ok[i]}
+            record = (name, start, end, trace_id, span_id, parent, attrs, error)
+            out.setdefault(self.process[key], []).append(record)
+        return out
+
+
+@dataclass
+class StepSpans:
+    """A step's spans: tables (turns, tool calls) and records (the rest), by the process that emits them."""
+
+    records: dict[str, list[tuple]]
+    tables: list[SpanTable]
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self.records.values()) + sum(len(t) for t in self.tables)
+
+    def counts(self) -> Counter:
+        """Spans per process key."""
+        out = Counter({key: len(recs) for key, recs in self.records.items()})
+        for table in self.tables:
+            out.update(table.counts())
+        return out
+
+    def all_records(self) -> dict[str, list[tuple]]:
+        """Every span as a record, by process."""
+        out = {key: list(recs) for key, recs in self.records.items()}
+        for table in self.tables:
+            for key, recs in table.records().items():
+                out.setdefault(key, []).extend(recs)
+        return out
+
+
 def instances(c: SimConfig) -> list[Instance]:
     """The run's processes: rollout servers, the trainer, judges, teachers, sandbox hosts."""
     out = []
@@ -122,40 +207,60 @@ def base_ns(c: SimConfig) -> int:
 
 
 class SpanBuilder:
-    """Turns each step's plan into records, grouped by the instance that emits them."""
+    """Turns each step's plan into spans, grouped by the instance that emits them."""
 
     def __init__(self, config: SimConfig, run_id: str):
         self.c = config
         self.base = base_ns(config)
-        self._ids = random.Random(derive_seed(run_id, config.seed, "ids"))
+        self._seed = derive_seed(run_id, config.seed, "ids")
         self.policy_model = config.rollout.model_name
+        self._hung_ids: dict[str, tuple[int, int, int]] = {}
 
     def ns(self, t: float) -> int:
         return self.base + round(t * 1e9)
 
-    def _span_id(self) -> int:
-        return self._ids.getrandbits(64) | 1
+    def ns_array(self, t: np.ndarray) -> np.ndarray:
+        """:meth:`ns` for an array of times."""
+        return self.base + np.rint(t * 1e9).astype(np.int64)
 
-    def step(self, plan: StepPlan) -> dict[str, list[tuple]]:
+    def _span_id(self) -> int:
+        return next(self._ids)
+
+    def _trace_id(self) -> tuple[int, int]:
+        return next(self._traces)
+
+    def step(self, plan: StepPlan) -> StepSpans:
+        ids = np.random.default_rng((self._seed, plan.step))
+        R = len(plan.rollouts)
+        traces = _random_ids(ids, (R + 4, 2))
+        roots = _random_ids(ids, R)
+        self._traces = iter(traces[R:].tolist())
+        self._ids = iter(_random_ids(ids, 4 * R + 8).tolist())
         out: dict[str, list[tuple]] = {}
-        for r in plan.rollouts:
-            self._rollout(r, out)
+        for i, r in enumerate(plan.rollouts):
+            self._rollout(r, out, traces[i], int(roots[i]))
         self._trainer(plan, out)
+        tables = [
+            self._turns(plan.rollouts, plan.turns, ids, traces[:R], roots),
+            self._tools(plan, ids, traces[:R], roots),
+        ]
         for r in plan.hung_started:
-            self._hung_turn(r, out)
+            tables.append(self._hung_turn(r, ids))
         for r in plan.hung_ended:
             self._hung_end(r, out)
-        return out
+        return StepSpans(out, [t for t in tables if len(t)])
 
     # --- a silent worker's hung rollout (simulator/health.py) -------------------------------------------------
 
-    def _hung_turn(self, r: Rollout, out: dict) -> None:
-        self._hung_ids = {r.rollout_id: (self._ids.getrandbits(128) | 1, self._span_id())}
-        trace, root = self._hung_ids[r.rollout_id]
-        out.setdefault(f"rollout-server-{r.server}", []).append(self._turn(r, r.turns[0], trace, root))
+    def _hung_turn(self, r: Rollout, ids: np.random.Generator) -> SpanTable:
+        hi, lo = self._trace_id()
+        root = self._span_id()
+        self._hung_ids[r.rollout_id] = (hi, lo, root)
+        trace = np.asarray([[hi, lo]], dtype=np.uint64)
+        return self._turns([r], r.turn_columns, ids, trace, np.asarray([root], dtype=np.uint64))
 
     def _hung_end(self, r: Rollout, out: dict) -> None:
-        trace, root = self._hung_ids[r.rollout_id]
+        hi, lo, root = self._hung_ids[r.rollout_id]
         attrs = {
             ROLLOUT_ID: r.rollout_id,
             TASK_ID: r.task_id,
@@ -164,14 +269,14 @@ class SpanBuilder:
             STATUS: r.status,
             ERROR: "worker_lost",
         }
+        trace = (hi << 64) | lo
         record = ("rl.rollout", self.ns(r.start), self.ns(r.end), trace, root, None, attrs, "worker_lost")
         out.setdefault(f"rollout-server-{r.server}", []).append(record)
 
     # --- rollouts -------------------------------------------------------------------------------------------
 
-    def _rollout(self, r: Rollout, out: dict) -> None:
-        trace, root = self._ids.getrandbits(128) | 1, self._span_id()
-        server = out.setdefault(f"rollout-server-{r.server}", [])
+    def _rollout(self, r: Rollout, out: dict, trace_halves, root: int) -> None:
+        trace = (int(trace_halves[0]) << 64) | int(trace_halves[1])
         attrs = {
             ROLLOUT_ID: r.rollout_id,
             TASK_ID: r.task_id,
@@ -184,69 +289,100 @@ class SpanBuilder:
             attrs[REWARD] = r.reward
         error = None
         if not r.completed:
-            error = r.tools[-1].error if r.fail_in_tool else r.turns[-1].error
+            error = _failure(r)
             attrs[ERROR] = error
-        server.append(("rl.rollout", self.ns(r.start), self.ns(r.end), trace, root, None, attrs, error))
-        for turn in r.turns:
-            server.append(self._turn(r, turn, trace, root))
-        sandbox = out.setdefault(f"sandbox-{r.sandbox}", [])
-        for call in r.tools:
-            attrs = {
-                ROLLOUT_ID: r.rollout_id,
-                TOOL: call.name,
-                OPERATION: "execute_tool",
-                SANDBOX: f"sbx-{r.rollout_id}",
-                EXIT_CODE: call.exit_code,
-                OBSERVATION: call.observation_tokens,
-            }
-            if call.error:
-                attrs[ERROR] = call.error
-            sandbox.append(
-                (
-                    f"execute_tool {call.name}",
-                    self.ns(call.start),
-                    self.ns(call.end),
-                    trace,
-                    self._span_id(),
-                    root,
-                    attrs,
-                    call.error,
-                )
-            )
+        record = ("rl.rollout", self.ns(r.start), self.ns(r.end), trace, root, None, attrs, error)
+        out.setdefault(f"rollout-server-{r.server}", []).append(record)
         for s in r.scorings:
             self._scoring(r, s, trace, root, out)
 
-    def _turn(self, r: Rollout, t, trace: int, root: int) -> tuple:
-        attrs = {
-            ROLLOUT_ID: r.rollout_id,
-            TURN_INDEX: t.index,
-            POLICY_VERSION: r.policy_version,
-            INPUT: t.input_tokens,
-            CACHED: t.cached_input_tokens,
-            OUTPUT: t.output_tokens,
-            CONTEXT: t.context_tokens,
-            PREFILL_S: round(t.prefill_s, 6),
-            DECODE_S: round(t.decode_s, 6),
-            TTFT_S: round(t.ttft_s, 6),
-            MODEL: self.policy_model,
-            LOGPROBS: t.logprobs_source,
+    def _turns(self, rollouts: list[Rollout], t: TurnColumns, ids, traces, roots) -> SpanTable:
+        """Every turn of these rollouts: an ``rl.turn`` span on the rollout's server, under its root."""
+        owner = t.rollout
+        n = len(owner)
+        process = [f"rollout-server-{i}" for i in range(self.c.rollout.count)]
+        per_rollout = np.asarray(
+            [(r.rollout_id, r.drafter_version, r.env.name) for r in rollouts], dtype=object
+        ).reshape(-1, 3)
+        numbers = np.asarray(
+            [(r.server, r.policy_version, r.drafter_policy_version or 0) for r in rollouts], dtype=np.int64
+        ).reshape(-1, 3)[owner]
+        spec = t.spec_k > 0
+        error = _objects(TurnColumns.ERRORS)[t.error]
+        attributes = {
+            "rollout_id": per_rollout[owner, 0],
+            "turn_index": t.index,
+            "policy_version": numbers[:, 1],
+            "input_tokens": t.input_tokens,
+            "cached_input_tokens": t.cached_input_tokens,
+            "output_tokens": t.output_tokens,
+            "context_tokens": t.context_tokens,
+            "prefill_time_s": np.round(t.prefill_s, 6),
+            "decode_time_s": np.round(t.decode_s, 6),
+            "ttft_s": np.round(t.ttft_s, 6),
+            "request_model": np.full(n, self.policy_model, dtype=object),
+            "logprobs_source": np.where(t.drafter, "drafter", "policy").astype(object),
+            "spec_draft_tokens": t.draft_tokens,
+            "spec_accepted_tokens": t.accepted_tokens,
+            "spec_verify_steps": t.verify_steps,
+            "spec_k": t.spec_k,
+            "drafter_version": per_rollout[owner, 1],
+            "drafter_policy_version": numbers[:, 2],
+            "error_type": error,
         }
-        if t.spec_k:
-            attrs.update(
-                {
-                    DRAFT: t.draft_tokens,
-                    ACCEPTED: t.accepted_tokens,
-                    VERIFY: t.verify_steps,
-                    SPEC_K: t.spec_k,
-                    DRAFTER: r.drafter_version,
-                    DRAFTER_PV: r.drafter_policy_version,
-                }
-            )
-        if t.error:
-            attrs[ERROR] = t.error
+        valid = {
+            c: spec for c in ("spec_draft_tokens", "spec_accepted_tokens", "spec_verify_steps", "spec_k")
+        }
+        valid["drafter_version"] = valid["drafter_policy_version"] = spec
+        valid["error_type"] = t.error > 0
         if self.c.environment_on_turns:
-            attrs[ENVIRONMENT] = r.env.name
-        return ("rl.turn", self.ns(t.start), self.ns(t.end), trace, self._span_id(), root, attrs, t.error)
+            attributes["environment"] = per_rollout[owner, 2]
+        return SpanTable(
+            process,
+            numbers[:, 0],
+            np.full(n, "rl.turn", dtype=object),
+            self.ns_array(t.start),
+            self.ns_array(t.end),
+            traces[owner],
+            _random_ids(ids, n),
+            roots[owner],
+            error,
+            attributes,
+            valid,
+        )
+
+    def _tools(self, plan: StepPlan, ids, traces, roots) -> SpanTable:
+        """Every tool call: an ``execute_tool`` span on the rollout's sandbox host, under its root."""
+        t = plan.tools
+        owner = t.rollout
+        n = len(owner)
+        process = [f"sandbox-{i}" for i in range(self.c.sandbox.count)]
+        rollout_ids = _objects([r.rollout_id for r in plan.rollouts])
+        sandbox = np.asarray([r.sandbox for r in plan.rollouts], dtype=np.int64)
+        names = _objects(t.names)
+        error = np.where(t.lost, "sandbox_lost", None).astype(object)
+        attributes = {
+            "rollout_id": rollout_ids[owner],
+            "tool_name": names[t.tool],
+            "operation_name": np.full(n, "execute_tool", dtype=object),
+            "sandbox_id": _objects([f"sbx-{r.rollout_id}" for r in plan.rollouts])[owner],
+            "tool_exit_code": t.exit_code,
+            "observation_tokens": t.observation_tokens,
+            "error_type": error,
+        }
+        return SpanTable(
+            process,
+            sandbox[owner],
+            _objects([f"execute_tool {name}" for name in t.names])[t.tool],
+            self.ns_array(t.start),
+            self.ns_array(t.end),
+            traces[owner],
+            _random_ids(ids, n),
+            roots[owner],
+            error,
+            attributes,
+            {"error_type": t.lost},
+        )
 
     def _scoring(self, r: Rollout, s, trace: int, root: int, out: dict) -> None:
         c = self.c
@@ -281,7 +417,8 @@ class SpanBuilder:
 
     def _trainer(self, p: StepPlan, out: dict) -> None:
         trainer = out.setdefault("trainer-0", [])
-        trace, root = self._ids.getrandbits(128) | 1, self._span_id()
+        hi, lo = self._trace_id()
+        trace, root = (hi << 64) | lo, self._span_id()
         start, ready = self.ns(p.start), self.ns(p.ready)
         attrs = {
             TRAIN_STEP: p.step,
@@ -306,12 +443,13 @@ class SpanBuilder:
                     attrs.update(zip(MISMATCH, r.mismatch, strict=True))
                 trainer.append(("rl.sample", ready, ready, trace, self._span_id(), root, attrs, None))
         sync = {POLICY_VERSION: p.policy_version}
+        hi, lo = self._trace_id()
         trainer.append(
             (
                 "rl.weight_sync",
                 self.ns(p.end),
                 self.ns(p.sync_end),
-                self._ids.getrandbits(128) | 1,
+                (hi << 64) | lo,
                 self._span_id(),
                 None,
                 sync,
@@ -327,3 +465,23 @@ def train_loss(c: SimConfig, p: StepPlan) -> float:
     """A plausible, slowly falling policy loss (the Learning page charts it; the ground truth keeps it)."""
     noise = random.Random(derive_seed(c.seed, "loss", p.step)).gauss(0, 0.02)
     return round(0.35 / (1 + 0.01 * p.index) + noise, 5)
+
+
+def _failure(r: Rollout) -> str:
+    """What a failed rollout's span reports: its lost sandbox's or its last turn's error."""
+    if r.fail_in_tool:
+        return "sandbox_lost"
+    first, n = r.turn_rows
+    return TurnColumns.ERRORS[int(r.turn_columns.error[first + n - 1])]
+
+
+def _random_ids(ids: np.random.Generator, shape) -> np.ndarray:
+    """Random nonzero 64-bit ids (the low bit set, as before: a span or trace id of 0 is invalid)."""
+    return ids.integers(0, np.iinfo(np.uint64).max, size=shape, dtype=np.uint64, endpoint=True) | np.uint64(1)
+
+
+def _objects(values) -> np.ndarray:
+    """An object array of these values (strings, None), for fancy indexing by row."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out

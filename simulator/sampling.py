@@ -13,6 +13,8 @@ import hashlib
 import math
 import random
 
+import numpy as np
+
 
 def derive_seed(*parts: object) -> int:
     """A 64-bit seed from any parts: the same parts always give the same seed, on every machine."""
@@ -71,6 +73,29 @@ def lognormal(rng: random.Random, mean: float, sigma: float) -> float:
 
 def tokens(rng: random.Random, mean: float, sigma: float, low: int = 1, high: int = 1 << 30) -> int:
     return max(low, min(high, int(round(lognormal(rng, mean, sigma)))))
+
+
+def lognormal_array(draws: np.random.Generator, mean: np.ndarray, sigma) -> np.ndarray:
+    """:func:`lognormal` for an array of means, one draw each from a numpy generator."""
+    safe = np.where(mean > 0, mean, 1.0)
+    values = draws.lognormal(np.log(safe) - np.square(sigma) / 2, sigma)
+    return np.where(mean > 0, values, 0.0)
+
+
+def tokens_array(draws: np.random.Generator, mean: np.ndarray, sigma, low, high) -> np.ndarray:
+    """:func:`tokens` for an array of means."""
+    return np.clip(np.rint(lognormal_array(draws, mean, sigma)), low, high).astype(np.int64)
+
+
+def segment_exclusive_sum(values: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Per row, the sum of the rows before it in its segment (rows grouped by ``owner``, in order): a
+    rollout's history or clock before each of its turns."""
+    if not len(values):
+        return np.zeros(0, dtype=values.dtype)
+    before = np.cumsum(values) - values
+    head = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))
+    segment = np.cumsum(np.concatenate(([True], owner[1:] != owner[:-1]))) - 1
+    return before - before[head][segment]
 
 
 def sigmoid(x: float) -> float:
