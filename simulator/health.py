@@ -165,16 +165,19 @@ class Health:
         """Per step (None: outside every window): the rollout processes' device-seconds in each state."""
         out: dict = defaultdict(lambda: dict.fromkeys(_fleet_keys(), 0.0))
         self.generating: dict[str, float] = {}
-        starts = np.asarray([w[1] for w in windows], dtype=np.int64)
+        steps = [w[0] for w in windows] + [None]
         for key, chunks in self.work.items():
-            work = [w for starts, ends, turn in chunks for w in zip(starts, ends, turn, strict=True)]
-            work = [(int(a), int(b), bool(t)) for a, b, t in work]
-            if not any(is_turn for _, _, is_turn in work):
+            starts, ends, turns = (np.concatenate([np.asarray(c[i]) for c in chunks]) for i in range(3))
+            if not turns.any():
                 continue
-            for step, state, seconds in _states(work, self.syncs, windows, starts):
-                out[step][f"{state}_device_s"] += seconds * self.devices[key]
-                if state == "generating":
-                    self.generating[key] = self.generating.get(key, 0.0) + seconds * self.devices[key]
+            window, state, seconds = _states(starts, ends, turns.astype(bool), self.syncs, windows)
+            device_s = np.bincount(window * len(STATES) + state, weights=seconds * self.devices[key])
+            for i, value in enumerate(device_s.tolist()):
+                if value:
+                    step, st = steps[i // len(STATES)], STATES[i % len(STATES)]
+                    out[step][f"{st}_device_s"] += value
+                    if st == "generating":
+                        self.generating[key] = self.generating.get(key, 0.0) + value
         return dict(out)
 
     def _wasted(self, fleet) -> dict:
@@ -198,33 +201,38 @@ class Health:
         return dict(out)
 
 
-def _states(work, syncs, windows, starts):
-    """(step, state, seconds) pieces of one process's time from its first to its last turn or rollout span."""
-    points: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for start, end, is_turn in work:
-        points[start][0 if is_turn else 1] += 1
-        points[end][0 if is_turn else 1] -= 1
-    for a, b in syncs:
-        points[a][2] += 1
-        points[b][2] -= 1
-    for w in windows:
-        points[w[1]]
-        points[w[4]]
-    lo, hi = min(s for s, _, _ in work), max(e for _, e, _ in work)
-    ts = np.asarray(sorted(points), dtype=np.int64)
-    deltas = np.asarray([points[t] for t in ts.tolist()], dtype=np.int64).reshape(-1, 3)
-    counts = np.cumsum(deltas, axis=0)
-    for i in range(len(ts) - 1):
-        t = int(ts[i])
-        if t < lo or t >= hi:
-            continue
-        gen, fly, sync = counts[i]
-        state = (
-            "generating" if gen > 0 else "weights_wait" if sync > 0 else "tools_wait" if fly > 0 else "idle"
-        )
-        j = int(np.searchsorted(starts, t, side="right")) - 1
-        step = windows[j][0] if j >= 0 and t < windows[j][4] else None
-        yield step, state, (int(ts[i + 1]) - t) / 1e9
+def _states(starts, ends, turns, syncs, windows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One process's time from its first to its last turn or rollout span, cut where anything starts or
+    ends: each piece's step window (``len(windows)``: outside every window), state (index in ``STATES``:
+    generating while a turn runs, else waiting for weights while a sync runs, else waiting on tools while a
+    rollout is open, else idle) and seconds. A sweep over the sorted change points, in arrays."""
+    sync = np.asarray(syncs, dtype=np.int64).reshape(-1, 2)
+    bounds = np.asarray([(w[1], w[4]) for w in windows], dtype=np.int64).reshape(-1, 2)
+    kind = np.where(turns, 0, 1)
+    times = np.concatenate([starts, ends, sync[:, 0], sync[:, 1], bounds[:, 0], bounds[:, 1]])
+    column = np.concatenate([kind, kind, np.full(2 * len(sync), 2), np.zeros(2 * len(bounds), np.int64)])
+    delta = np.concatenate(
+        [
+            np.ones(len(starts), np.int64),
+            -np.ones(len(ends), np.int64),
+            np.ones(len(sync), np.int64),
+            -np.ones(len(sync), np.int64),
+            np.zeros(2 * len(bounds), np.int64),
+        ]
+    )
+    ts, at = np.unique(times, return_inverse=True)
+    deltas = np.zeros((len(ts), 3), dtype=np.int64)
+    np.add.at(deltas, (at, column), delta)
+    counts = np.cumsum(deltas, axis=0)[:-1]
+    t, seconds = ts[:-1], np.diff(ts) / 1e9
+    inside = (t >= starts.min()) & (t < ends.max())
+    t, seconds, counts = t[inside], seconds[inside], counts[inside]
+    gen, fly, syncing = counts[:, 0], counts[:, 1], counts[:, 2]
+    state = np.where(gen > 0, 0, np.where(syncing > 0, 1, np.where(fly > 0, 2, 3)))
+    j = np.searchsorted(bounds[:, 0], t, side="right") - 1
+    in_window = (j >= 0) & (t < bounds[np.maximum(j, 0), 1]) if len(bounds) else np.zeros(len(t), bool)
+    window = np.where(in_window, j, len(bounds))
+    return window, state, seconds
 
 
 def _trainer_row(w) -> dict:
