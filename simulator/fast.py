@@ -96,9 +96,9 @@ class FastPool:
         self._outbox.put((status, payload))  # a result, read by finish()
 
     def finish(self, tick=None) -> dict[str, dict]:
-        """Wait for the writer, then write one ``collector_stats`` row per simulated process, as its
-        exporter would."""
-        self._put(None, tick)
+        """Wait for the writer to publish the spans, then one ``collector_stats`` row per simulated process,
+        as its exporter would (the writer writes those too: this process never converts to Arrow)."""
+        self._put({"counts": dict(self.counts), "processes": self.processes, "pid": os.getpid()}, tick)
         while True:
             try:
                 status, payload = self._outbox.get(timeout=0.2)
@@ -110,49 +110,54 @@ class FastPool:
         if status == "error":
             raise RuntimeError(f"the fast-mode writer failed:\n{payload}")
         self._worker.join()
-        stats = {key: self._stats(key, payload.get(key, 0)) for key in self.processes}
-        rows = [
-            {
-                "time_ns": time.time_ns(),
-                "pid": os.getpid(),
-                "source": "exporter",
-                "service_name": p["service_name"],
-                "instance_id": p["instance_id"],
-                "role": p["role"],
-                **stats[key],
-            }
-            for key, p in self.processes.items()
-        ]
-        SegmentWriter(self.store, "collector_stats").publish(
-            self.run_id, pa.Table.from_pylist(rows, schema=COLLECTOR_STATS_SCHEMA)
-        )
-        return stats
-
-    def _stats(self, key: str, segments: int) -> dict[str, int]:
-        n = self.counts[key]
-        return {
-            "spans_received": n,
-            "spans_exported": n,
-            "spans_dropped": 0,
-            "spans_failed": 0,
-            "attributes_kept_untyped": 0,
-            "segments_published": segments,
-        }
+        return payload
 
     def terminate(self) -> None:
         if self._worker.is_alive():
             self._worker.terminate()
 
 
+def _publish_stats(store: str, run_id: str, finish: dict, segments: Counter) -> dict[str, dict]:
+    """One ``collector_stats`` row per simulated process; returns each one's stats."""
+    stats = {key: _stats(finish["counts"].get(key, 0), segments[key]) for key in finish["processes"]}
+    rows = [
+        {
+            "time_ns": time.time_ns(),
+            "pid": finish["pid"],
+            "source": "exporter",
+            "service_name": p["service_name"],
+            "instance_id": p["instance_id"],
+            "role": p["role"],
+            **stats[key],
+        }
+        for key, p in finish["processes"].items()
+    ]
+    SegmentWriter(store, "collector_stats").publish(
+        run_id, pa.Table.from_pylist(rows, schema=COLLECTOR_STATS_SCHEMA)
+    )
+    return stats
+
+
+def _stats(n: int, segments: int) -> dict[str, int]:
+    return {
+        "spans_received": n,
+        "spans_exported": n,
+        "spans_dropped": 0,
+        "spans_failed": 0,
+        "attributes_kept_untyped": 0,
+        "segments_published": segments,
+    }
+
+
 def _write(store: str, run_id: str, resources: dict[str, ResourceRow], inbox, outbox) -> None:
-    """The writer process: steps' spans until None; answers segments per process."""
+    """The writer process: steps' spans until the parent's closing counts; answers stats per process."""
     try:
         writer = _Writer(store, run_id, resources)
-        while (batch := inbox.get()) is not None:
+        while isinstance(batch := inbox.get(), StepSpans):
             writer.add(batch)
         writer.publish()
         writer.join()
-        outbox.put(("ok", dict(writer.segments)))
+        outbox.put(("ok", _publish_stats(store, run_id, batch, writer.segments)))
     except BaseException:
         outbox.put(("error", traceback.format_exc()))
 
