@@ -29,7 +29,7 @@ import pyarrow as pa
 from rollscope.collectors.attaching import process_resource
 from rollscope.collectors.rows import ResourceRow, SpanRows, resource_columns
 from rollscope.simulator.emit import attach_arguments
-from rollscope.simulator.records import SpanTable, StepSpans
+from rollscope.simulator.records import SpanTable, StepSpans, Strings
 from rollscope.store.layout import SegmentWriter
 from rollscope.store.schema import COLLECTOR_STATS_SCHEMA, SPAN_FIELDS, SPAN_SCHEMA
 
@@ -247,19 +247,18 @@ def arrow_table(t: SpanTable, resources: dict[str, ResourceRow]) -> pa.Table:
     """A span table as store rows, column by column from its arrays: what ``SpanRows`` makes of the same
     spans as records (``tests/test_simulator.py`` compares the two)."""
     n = len(t)
-    error = t.error.astype(object)
-    failed = np.not_equal(error, None)
+    failed = t.error.present()
     trace = np.ascontiguousarray(t.trace_id.astype(">u8")).tobytes()
     columns: dict[str, pa.Array] = {
         "trace_id": pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), n, [None, pa.py_buffer(trace)]),
         "span_id": pa.array(t.span_id, pa.uint64()),
         "parent_span_id": pa.array(t.parent_span_id, pa.uint64()),
-        "name": pa.array(t.name, pa.string()),
+        "name": _strings(t.name),
         "span_kind": _constant("internal", n),
         "start_ns": pa.array(t.start_ns, pa.int64()),
         "end_ns": pa.array(t.end_ns, pa.int64()),
-        "status_code": pa.array(np.where(failed, "error", "unset"), pa.string()),
-        "status_message": pa.array(error, pa.string(), mask=~failed),
+        "status_code": _strings(Strings(failed.astype(np.int32), ["unset", "error"])),
+        "status_message": _strings(t.error),
         "scope_name": _constant(_SCOPE, n),
     }
     columns.update(
@@ -273,12 +272,18 @@ def arrow_table(t: SpanTable, resources: dict[str, ResourceRow]) -> pa.Table:
         if values is None:
             columns[field.name] = pa.nulls(n, field.type)
             continue
+        if isinstance(values, Strings):
+            columns[field.name] = _strings(values)
+            continue
         valid = t.valid.get(field.name)
         columns[field.name] = pa.array(values, field.type, mask=None if valid is None else ~valid)
     return pa.Table.from_arrays([columns[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA)
 
 
 def _constant(value: str, n: int) -> pa.Array:
-    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value])).cast(
-        pa.string()
-    )
+    return _strings(Strings.constant(value, n))
+
+
+def _strings(column: Strings) -> pa.Array:
+    """A string column from its codes: each distinct value converted once, then taken per row."""
+    return pa.array(column.values, pa.string()).take(pa.array(column.codes))

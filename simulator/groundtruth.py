@@ -344,7 +344,7 @@ class Truth:
             for rec in recs:
                 self.span_counts[rec[0]] += 1
         for table in spans.tables:
-            self.span_counts.update(table.name.tolist())
+            self.span_counts.update(table.name.counts())
         for name in [n for n in self.span_counts if n.startswith("execute_tool ")]:
             self.span_counts["execute_tool"] += self.span_counts.pop(name)
 

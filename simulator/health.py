@@ -59,7 +59,7 @@ class Health:
 
     def _table(self, t: SpanTable) -> None:
         """A table's spans: each process's last end; turns are work intervals, counted per rollout."""
-        turns = t.name == "rl.turn"
+        turns = np.asarray([v == "rl.turn" for v in t.name.values], dtype=bool)[t.name.codes]
         for k in np.unique(t.key).tolist():
             mine = t.key == k
             key = t.process[k]
@@ -72,11 +72,12 @@ class Health:
             self.intervals += n
             if self.intervals <= MAX_INTERVALS:
                 self.work[key].append((t.start_ns[work], t.end_ns[work], np.ones(n, dtype=bool)))
-            rollout = t.attributes["rollout_id"][work]
+            ids = t.attributes["rollout_id"]
+            rollout = ids.codes[work]
             head = np.flatnonzero(np.concatenate(([True], rollout[1:] != rollout[:-1])))
             seconds = np.add.reduceat(t.end_ns[work] - t.start_ns[work], head)
-            for rollout_id, ns in zip(rollout[head].tolist(), seconds.tolist(), strict=True):
-                self.turn_s[(rollout_id, key)] += ns
+            for code, ns in zip(rollout[head].tolist(), seconds.tolist(), strict=True):
+                self.turn_s[(ids.values[code], key)] += ns
 
     def _record(self, key: str, name: str, start: int, end: int, attrs: dict, step: int) -> None:
         if name in ("rl.reward", "rl.judge"):

@@ -108,21 +108,50 @@ class Instance:
 
 
 @dataclass
+class Strings:
+    """A string column as codes into a few distinct values (``None`` for unset): a step's turns name a few
+    hundred rollouts, so the column costs an int per row to send and one Arrow ``take`` to convert."""
+
+    codes: np.ndarray
+    values: list[str | None]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def decode(self) -> np.ndarray:
+        """One value per row, as an object array."""
+        return _objects(self.values)[self.codes]
+
+    def present(self) -> np.ndarray:
+        """Rows whose value is set."""
+        return np.asarray([v is not None for v in self.values], dtype=bool)[self.codes]
+
+    def counts(self) -> Counter:
+        """Rows per value."""
+        n = np.bincount(self.codes, minlength=len(self.values)).tolist()
+        return Counter({v: c for v, c in zip(self.values, n, strict=True) if c})
+
+    @classmethod
+    def constant(cls, value: str | None, n: int) -> Strings:
+        return cls(np.zeros(n, dtype=np.int32), [value])
+
+
+@dataclass
 class SpanTable:
     """Spans column-wise. ``process[key[i]]`` emits row i; ``trace_id`` holds each row's 128-bit trace id as
-    two 64-bit halves (high, low); ``attributes`` maps store columns to arrays, with ``valid`` masks for the
-    columns some rows leave unset; string columns are object arrays, ``None`` where unset."""
+    two 64-bit halves (high, low); ``attributes`` maps store columns to arrays (numbers) or
+    :class:`Strings`, with ``valid`` masks for the numeric columns some rows leave unset."""
 
     process: list[str]
     key: np.ndarray
-    name: np.ndarray
+    name: Strings
     start_ns: np.ndarray
     end_ns: np.ndarray
     trace_id: np.ndarray
     span_id: np.ndarray
     parent_span_id: np.ndarray
-    error: np.ndarray
-    attributes: dict[str, np.ndarray]
+    error: Strings
+    attributes: dict[str, np.ndarray | Strings]
     valid: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -133,22 +162,29 @@ class SpanTable:
         n = np.bincount(self.key, minlength=len(self.process))
         return Counter({p: int(c) for p, c in zip(self.process, n.tolist(), strict=True) if c})
 
+    def _valid(self, column: str) -> list[bool] | None:
+        """Which rows set this column (None: all)."""
+        if column in self.valid:
+            return self.valid[column].tolist()
+        values = self.attributes[column]
+        return values.present().tolist() if isinstance(values, Strings) else None
+
     def records(self) -> dict[str, list[tuple]]:
         """The rows as records by process (the normal mode emits them through ``attach()``)."""
         names = [_ATTRIBUTE[c] for c in self.attributes]
-        values = [v.tolist() for v in self.attributes.values()]
-        valid = [self.valid[c].tolist() if c in self.valid else None for c in self.attributes]
+        values = [_values(v).tolist() for v in self.attributes.values()]
+        valid = [self._valid(c) for c in self.attributes]
         trace = ((self.trace_id[:, 0].astype(object) << 64) | self.trace_id[:, 1].astype(object)).tolist()
         out: dict[str, list[tuple]] = {}
         rows = zip(
             self.key.tolist(),
-            self.name.tolist(),
+            self.name.decode().tolist(),
             self.start_ns.tolist(),
             self.end_ns.tolist(),
             trace,
             self.span_id.tolist(),
             self.parent_span_id.tolist(),
-            self.error.tolist(),
+            self.error.decode().tolist(),
             strict=True,
         )
         for i, (key, name, start, end, trace_id, span_id, parent, error) in enumerate(rows):
@@ -299,18 +335,15 @@ class SpanBuilder:
     def _turns(self, rollouts: list[Rollout], t: TurnColumns, ids, traces, roots) -> SpanTable:
         """Every turn of these rollouts: an ``rl.turn`` span on the rollout's server, under its root."""
         owner = t.rollout
-        n = len(owner)
+        n, R = len(owner), len(rollouts)
         process = [f"rollout-server-{i}" for i in range(self.c.rollout.count)]
-        per_rollout = np.asarray(
-            [(r.rollout_id, r.drafter_version, r.env.name) for r in rollouts], dtype=object
-        ).reshape(-1, 3)
         numbers = np.asarray(
             [(r.server, r.policy_version, r.drafter_policy_version or 0) for r in rollouts], dtype=np.int64
         ).reshape(-1, 3)[owner]
         spec = t.spec_k > 0
-        error = _objects(TurnColumns.ERRORS)[t.error]
+        error = Strings(t.error, list(TurnColumns.ERRORS))
         attributes = {
-            "rollout_id": per_rollout[owner, 0],
+            "rollout_id": Strings(owner, [r.rollout_id for r in rollouts]),
             "turn_index": t.index,
             "policy_version": numbers[:, 1],
             "input_tokens": t.input_tokens,
@@ -320,27 +353,28 @@ class SpanBuilder:
             "prefill_time_s": np.round(t.prefill_s, 6),
             "decode_time_s": np.round(t.decode_s, 6),
             "ttft_s": np.round(t.ttft_s, 6),
-            "request_model": np.full(n, self.policy_model, dtype=object),
-            "logprobs_source": np.where(t.drafter, "drafter", "policy").astype(object),
+            "request_model": Strings.constant(self.policy_model, n),
+            "logprobs_source": Strings(t.drafter.astype(np.int32), ["policy", "drafter"]),
             "spec_draft_tokens": t.draft_tokens,
             "spec_accepted_tokens": t.accepted_tokens,
             "spec_verify_steps": t.verify_steps,
             "spec_k": t.spec_k,
-            "drafter_version": per_rollout[owner, 1],
+            "drafter_version": Strings(
+                np.where(spec, owner, R), [*(r.drafter_version for r in rollouts), None]
+            ),
             "drafter_policy_version": numbers[:, 2],
             "error_type": error,
         }
         valid = {
             c: spec for c in ("spec_draft_tokens", "spec_accepted_tokens", "spec_verify_steps", "spec_k")
         }
-        valid["drafter_version"] = valid["drafter_policy_version"] = spec
-        valid["error_type"] = t.error > 0
+        valid["drafter_policy_version"] = spec
         if self.c.environment_on_turns:
-            attributes["environment"] = per_rollout[owner, 2]
+            attributes["environment"] = Strings(owner, [r.env.name for r in rollouts])
         return SpanTable(
             process,
             numbers[:, 0],
-            np.full(n, "rl.turn", dtype=object),
+            Strings.constant("rl.turn", n),
             self.ns_array(t.start),
             self.ns_array(t.end),
             traces[owner],
@@ -357,15 +391,13 @@ class SpanBuilder:
         owner = t.rollout
         n = len(owner)
         process = [f"sandbox-{i}" for i in range(self.c.sandbox.count)]
-        rollout_ids = _objects([r.rollout_id for r in plan.rollouts])
         sandbox = np.asarray([r.sandbox for r in plan.rollouts], dtype=np.int64)
-        names = _objects(t.names)
-        error = np.where(t.lost, "sandbox_lost", None).astype(object)
+        error = Strings(t.lost.astype(np.int32), [None, "sandbox_lost"])
         attributes = {
-            "rollout_id": rollout_ids[owner],
-            "tool_name": names[t.tool],
-            "operation_name": np.full(n, "execute_tool", dtype=object),
-            "sandbox_id": _objects([f"sbx-{r.rollout_id}" for r in plan.rollouts])[owner],
+            "rollout_id": Strings(owner, [r.rollout_id for r in plan.rollouts]),
+            "tool_name": Strings(t.tool, t.names),
+            "operation_name": Strings.constant("execute_tool", n),
+            "sandbox_id": Strings(owner, [f"sbx-{r.rollout_id}" for r in plan.rollouts]),
             "tool_exit_code": t.exit_code,
             "observation_tokens": t.observation_tokens,
             "error_type": error,
@@ -373,7 +405,7 @@ class SpanBuilder:
         return SpanTable(
             process,
             sandbox[owner],
-            _objects([f"execute_tool {name}" for name in t.names])[t.tool],
+            Strings(t.tool, [f"execute_tool {name}" for name in t.names]),
             self.ns_array(t.start),
             self.ns_array(t.end),
             traces[owner],
@@ -381,7 +413,6 @@ class SpanBuilder:
             roots[owner],
             error,
             attributes,
-            {"error_type": t.lost},
         )
 
     def _scoring(self, r: Rollout, s, trace: int, root: int, out: dict) -> None:
@@ -485,3 +516,7 @@ def _objects(values) -> np.ndarray:
     out = np.empty(len(values), dtype=object)
     out[:] = list(values)
     return out
+
+
+def _values(column: np.ndarray | Strings) -> np.ndarray:
+    return column.decode() if isinstance(column, Strings) else column
