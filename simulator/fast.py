@@ -252,7 +252,7 @@ def arrow_table(t: SpanTable, resources: dict[str, ResourceRow]) -> pa.Table:
     columns: dict[str, pa.Array] = {
         "trace_id": pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), n, [None, pa.py_buffer(trace)]),
         "span_id": pa.array(t.span_id, pa.uint64()),
-        "parent_span_id": pa.array(t.parent_span_id, pa.uint64()),
+        "parent_span_id": pa.array(t.parent_span_id, pa.uint64(), mask=t.parent_span_id == 0),
         "name": _strings(t.name),
         "span_kind": _constant("internal", n),
         "start_ns": pa.array(t.start_ns, pa.int64()),

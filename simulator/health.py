@@ -55,27 +55,44 @@ class Health:
                 self.last_end[key] = max(self.last_end.get(key, end), end)
                 self._record(key, name, start, end, attrs, plan.step)
         for table in spans.tables:
-            self._table(table)
+            self._table(table, plan.step)
 
-    def _table(self, t: SpanTable) -> None:
-        """A table's spans: each process's last end; turns are work intervals, counted per rollout."""
-        turns = np.asarray([v == "rl.turn" for v in t.name.values], dtype=bool)[t.name.codes]
+    def _table(self, t: SpanTable, step: int) -> None:
+        """A table's spans, as :meth:`_record` counts records: each process's last end; turns and rollouts
+        are work intervals (turn time counted per rollout); verifier and judge calls are scoring calls."""
+        names = t.name.values
+        turns = np.asarray([n == "rl.turn" for n in names], dtype=bool)[t.name.codes]
+        work = turns | np.asarray([n == "rl.rollout" for n in names], dtype=bool)[t.name.codes]
+        for kind, name in (("verifier", "rl.reward"), ("judge", "rl.judge")):
+            calls = np.asarray([n == name for n in names], dtype=bool)[t.name.codes]
+            if calls.any():
+                seconds = (t.end_ns[calls] - t.start_ns[calls]) / 1e9
+                status = t.attributes.get("judge_status")
+                timeouts = (
+                    np.asarray([v == "timeout" for v in status.values], dtype=bool)[status.codes[calls]]
+                    if status is not None
+                    else np.zeros(len(seconds), dtype=bool)
+                )
+                self.scoring[(step, kind)].extend(zip(seconds.tolist(), timeouts.tolist(), strict=True))
         for k in np.unique(t.key).tolist():
             mine = t.key == k
             key = t.process[k]
             end = int(t.end_ns[mine].max())
             self.last_end[key] = max(self.last_end.get(key, end), end)
-            work = mine & turns
-            n = int(work.sum())
+            rows = mine & work
+            n = int(rows.sum())
             if not n:
                 continue
             self.intervals += n
             if self.intervals <= MAX_INTERVALS:
-                self.work[key].append((t.start_ns[work], t.end_ns[work], np.ones(n, dtype=bool)))
+                self.work[key].append((t.start_ns[rows], t.end_ns[rows], turns[rows]))
+            rows &= turns
+            if not rows.any():
+                continue
             ids = t.attributes["rollout_id"]
-            rollout = ids.codes[work]
+            rollout = ids.codes[rows]
             head = np.flatnonzero(np.concatenate(([True], rollout[1:] != rollout[:-1])))
-            seconds = np.add.reduceat(t.end_ns[work] - t.start_ns[work], head)
+            seconds = np.add.reduceat(t.end_ns[rows] - t.start_ns[rows], head)
             for code, ns in zip(rollout[head].tolist(), seconds.tolist(), strict=True):
                 self.turn_s[(ids.values[code], key)] += ns
 

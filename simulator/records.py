@@ -1,8 +1,9 @@
 """The plan as spans: which simulated process emits what, with which attributes, ids and timestamps.
 
-A step's spans (:class:`StepSpans`) come in two forms. Turns and tool calls, most of the spans, are
-:class:`SpanTable` columns built with array operations from the plan's columns; the few spans per rollout
-(the rollout, its scoring calls, its training sample) and the trainer's are records, plain tuples::
+A step's spans (:class:`StepSpans`) come in two forms. Rollouts, turns, tool calls, scoring calls and
+training samples are :class:`SpanTable` columns, built with array operations from the plan (most of them from
+its turn and tool columns); the trainer's two spans per step and a silent worker's hung rollout are
+records, plain tuples::
 
     (name, start_ns, end_ns, trace_id, span_id, parent_span_id | None, attributes, error | None)
 
@@ -139,7 +140,8 @@ class Strings:
 @dataclass
 class SpanTable:
     """Spans column-wise. ``process[key[i]]`` emits row i; ``trace_id`` holds each row's 128-bit trace id as
-    two 64-bit halves (high, low); ``attributes`` maps store columns to arrays (numbers) or
+    two 64-bit halves (high, low); ``parent_span_id`` is 0 for a root span; ``attributes`` maps store
+    columns to arrays (numbers) or
     :class:`Strings`, with ``valid`` masks for the numeric columns some rows leave unset."""
 
     process: list[str]
@@ -189,7 +191,7 @@ class SpanTable:
         )
         for i, (key, name, start, end, trace_id, span_id, parent, error) in enumerate(rows):
             attrs = {n: v[i] for n, v, ok in zip(names, values, valid, strict=True) if ok is None or ok[i]}
-            record = (name, start, end, trace_id, span_id, parent, attrs, error)
+            record = (name, start, end, trace_id, span_id, parent or None, attrs, error)
             out.setdefault(self.process[key], []).append(record)
         return out
 
@@ -271,15 +273,17 @@ class SpanBuilder:
         traces = _random_ids(ids, (R + 4, 2))
         roots = _random_ids(ids, R)
         self._traces = iter(traces[R:].tolist())
-        self._ids = iter(_random_ids(ids, 4 * R + 8).tolist())
+        self._ids = iter(_random_ids(ids, 8).tolist())
         out: dict[str, list[tuple]] = {}
-        for i, r in enumerate(plan.rollouts):
-            self._rollout(r, out, traces[i], int(roots[i]))
-        self._trainer(plan, out)
+        trainer = self._trainer(plan, out)
         tables = [
+            self._rollouts(plan.rollouts, traces[:R], roots),
             self._turns(plan.rollouts, plan.turns, ids, traces[:R], roots),
             self._tools(plan, ids, traces[:R], roots),
+            self._scorings(plan.rollouts, ids, traces[:R], roots),
         ]
+        if self.c.emit_samples:
+            tables.append(self._samples(plan, ids, *trainer))
         for r in plan.hung_started:
             tables.append(self._hung_turn(r, ids))
         for r in plan.hung_ended:
@@ -311,26 +315,128 @@ class SpanBuilder:
 
     # --- rollouts -------------------------------------------------------------------------------------------
 
-    def _rollout(self, r: Rollout, out: dict, trace_halves, root: int) -> None:
-        trace = (int(trace_halves[0]) << 64) | int(trace_halves[1])
-        attrs = {
-            ROLLOUT_ID: r.rollout_id,
-            TASK_ID: r.task_id,
-            GROUP_ID: r.group_id,
-            ENVIRONMENT: r.env.name,
-            POLICY_VERSION: r.policy_version,
-            STATUS: r.status,
+    def _rollouts(self, rollouts: list[Rollout], traces, roots) -> SpanTable:
+        """Every rollout: an ``rl.rollout`` root span on its server, from dispatch to its last call."""
+        R = len(rollouts)
+        everyone = np.arange(R)
+        times = np.asarray([(r.start, r.end) for r in rollouts], dtype=float).reshape(-1, 2)
+        numbers = np.asarray([(r.server, r.policy_version) for r in rollouts], dtype=np.int64).reshape(-1, 2)
+        reward = np.asarray([np.nan if r.reward is None else r.reward for r in rollouts], dtype=float)
+        error = _factorize([None if r.completed else _failure(r) for r in rollouts])
+        attributes = {
+            "rollout_id": Strings(everyone, [r.rollout_id for r in rollouts]),
+            "task_id": Strings(everyone, [r.task_id for r in rollouts]),
+            "group_id": Strings(everyone, [r.group_id for r in rollouts]),
+            "environment": _factorize([r.env.name for r in rollouts]),
+            "policy_version": numbers[:, 1],
+            "rollout_status": _factorize([r.status for r in rollouts]),
+            "reward": reward,
+            "error_type": error,
         }
-        if r.reward is not None:
-            attrs[REWARD] = r.reward
-        error = None
-        if not r.completed:
-            error = _failure(r)
-            attrs[ERROR] = error
-        record = ("rl.rollout", self.ns(r.start), self.ns(r.end), trace, root, None, attrs, error)
-        out.setdefault(f"rollout-server-{r.server}", []).append(record)
-        for s in r.scorings:
-            self._scoring(r, s, trace, root, out)
+        return SpanTable(
+            [f"rollout-server-{i}" for i in range(self.c.rollout.count)],
+            numbers[:, 0],
+            Strings.constant("rl.rollout", R),
+            self.ns_array(times[:, 0]),
+            self.ns_array(times[:, 1]),
+            traces,
+            roots,
+            np.zeros(R, dtype=np.uint64),
+            error,
+            attributes,
+            {"reward": ~np.isnan(reward)},
+        )
+
+    def _scorings(self, rollouts: list[Rollout], ids, traces, roots) -> SpanTable:
+        """Every verifier, judge and teacher call: a span on its sandbox host, judge or teacher, under the
+        rollout's root."""
+        c = self.c
+        kinds = ("reward", "judge", "teacher")
+        first = np.cumsum([0, c.sandbox.count, c.judge.count])
+        rows = [(i, r, s) for i, r in enumerate(rollouts) for s in r.scorings]
+        n = len(rows)
+        owner = np.asarray([i for i, _, _ in rows], dtype=np.int64)
+        kind = np.asarray([kinds.index(s.kind) for _, _, s in rows], dtype=np.int64)
+        numbers = np.asarray(
+            [(s.instance, s.input_tokens, s.output_tokens, s.tokens) for _, _, s in rows], dtype=np.int64
+        ).reshape(-1, 4)
+        times = np.asarray([(s.start, s.end) for _, _, s in rows], dtype=float).reshape(-1, 2)
+        reward = np.asarray([np.nan if s.reward is None else s.reward for _, _, s in rows], dtype=float)
+        judge, teacher = kind == 1, kind == 2
+        error = _factorize([s.error for _, _, s in rows])
+        attributes = {
+            "rollout_id": Strings(owner, [r.rollout_id for r in rollouts]),
+            "reward_name": _factorize(
+                [r.env.reward_name if s.kind == "reward" else None for _, r, s in rows]
+            ),
+            "input_tokens": numbers[:, 1],
+            "output_tokens": numbers[:, 2],
+            "judge_status": _factorize([s.status if s.kind == "judge" else None for _, _, s in rows]),
+            "request_model": Strings(kind, [None, c.judge.model_name, c.teacher.model_name]),
+            "judge_model_parameters": np.full(n, c.judge.model_parameters, dtype=np.int64),
+            "teacher_tokens": numbers[:, 3],
+            "teacher_model_parameters": np.full(n, c.teacher.model_parameters, dtype=np.int64),
+            "reward": reward,
+            "error_type": error,
+        }
+        valid = {
+            "input_tokens": judge,
+            "output_tokens": judge,
+            "judge_model_parameters": judge,
+            "teacher_tokens": teacher,
+            "teacher_model_parameters": teacher,
+            "reward": ~np.isnan(reward),
+        }
+        processes = [f"{p}-{i}" for p in ("sandbox", "judge", "teacher") for i in range(getattr(c, p).count)]
+        return SpanTable(
+            processes,
+            first[kind] + numbers[:, 0],
+            Strings(kind, ["rl.reward", "rl.judge", "rl.teacher"]),
+            self.ns_array(times[:, 0]),
+            self.ns_array(times[:, 1]),
+            traces[owner],
+            _random_ids(ids, n),
+            roots[owner],
+            error,
+            attributes,
+            valid,
+        )
+
+    def _samples(self, p: StepPlan, ids, trace: int, root: int) -> SpanTable:
+        """The trainer's decision on each rollout of the step: an ``rl.sample`` span when the data is ready."""
+        R = len(p.rollouts)
+        mismatch = np.asarray(
+            [r.mismatch if r.mismatch is not None else (np.nan,) * 4 for r in p.rollouts], dtype=float
+        ).reshape(-1, 4)
+        used = np.asarray([r.decision == "used" for r in p.rollouts], dtype=bool)
+        measured = ~np.isnan(mismatch[:, 0])
+        attributes = {
+            "rollout_id": Strings(np.arange(R), [r.rollout_id for r in p.rollouts]),
+            "train_step": np.full(R, p.step, dtype=np.int64),
+            "sample_decision": _factorize([r.decision for r in p.rollouts]),
+            "sample_staleness": np.asarray([r.staleness for r in p.rollouts], dtype=np.int64),
+            "sample_tokens": np.asarray([r.trajectory_tokens for r in p.rollouts], dtype=np.int64),
+        }
+        valid = {"sample_tokens": used}
+        for i, column in enumerate(
+            ("mismatch_kl", "logprob_diff_mean", "logprob_diff_max", "importance_ratio_mean")
+        ):
+            attributes[column] = mismatch[:, i]
+            valid[column] = measured
+        ready = np.full(R, self.ns(p.ready), dtype=np.int64)
+        return SpanTable(
+            ["trainer-0"],
+            np.zeros(R, dtype=np.int64),
+            Strings.constant("rl.sample", R),
+            ready,
+            ready,
+            np.tile(np.asarray([trace >> 64, trace & (2**64 - 1)], dtype=np.uint64), (R, 1)),
+            _random_ids(ids, R),
+            np.full(R, root, dtype=np.uint64),
+            Strings.constant(None, R),
+            attributes,
+            valid,
+        )
 
     def _turns(self, rollouts: list[Rollout], t: TurnColumns, ids, traces, roots) -> SpanTable:
         """Every turn of these rollouts: an ``rl.turn`` span on the rollout's server, under its root."""
@@ -415,38 +521,11 @@ class SpanBuilder:
             attributes,
         )
 
-    def _scoring(self, r: Rollout, s, trace: int, root: int, out: dict) -> None:
-        c = self.c
-        attrs: dict = {ROLLOUT_ID: r.rollout_id}
-        if s.kind == "reward":
-            key, name = f"sandbox-{s.instance}", "rl.reward"
-            attrs[REWARD_NAME] = r.env.reward_name
-        elif s.kind == "judge":
-            key, name = f"judge-{s.instance}", "rl.judge"
-            attrs.update(
-                {
-                    INPUT: s.input_tokens,
-                    OUTPUT: s.output_tokens,
-                    JUDGE_STATUS: s.status,
-                    MODEL: c.judge.model_name,
-                    JUDGE_P: c.judge.model_parameters,
-                }
-            )
-        else:
-            key, name = f"teacher-{s.instance}", "rl.teacher"
-            attrs.update(
-                {TEACHER_TOKENS: s.tokens, MODEL: c.teacher.model_name, TEACHER_P: c.teacher.model_parameters}
-            )
-        if s.reward is not None:
-            attrs[REWARD] = s.reward
-        if s.error:
-            attrs[ERROR] = s.error
-        record = (name, self.ns(s.start), self.ns(s.end), trace, self._span_id(), root, attrs, s.error)
-        out.setdefault(key, []).append(record)
-
     # --- trainer --------------------------------------------------------------------------------------------
 
-    def _trainer(self, p: StepPlan, out: dict) -> None:
+    def _trainer(self, p: StepPlan, out: dict) -> tuple[int, int]:
+        """The step's ``rl.train_step`` and ``rl.weight_sync`` records; returns the step's trace and root span
+        (its ``rl.sample`` spans go under it)."""
         trainer = out.setdefault("trainer-0", [])
         hi, lo = self._trace_id()
         trace, root = (hi << 64) | lo, self._span_id()
@@ -460,19 +539,6 @@ class SpanBuilder:
             LOSS: self._loss(p),
         }
         trainer.append(("rl.train_step", start, self.ns(p.end), trace, root, None, attrs, None))
-        if self.c.emit_samples:
-            for r in p.rollouts:
-                attrs = {
-                    ROLLOUT_ID: r.rollout_id,
-                    TRAIN_STEP: p.step,
-                    DECISION: r.decision,
-                    STALENESS: r.staleness,
-                }
-                if r.decision == "used":
-                    attrs[SAMPLE_TOKENS] = r.trajectory_tokens
-                if r.mismatch is not None:
-                    attrs.update(zip(MISMATCH, r.mismatch, strict=True))
-                trainer.append(("rl.sample", ready, ready, trace, self._span_id(), root, attrs, None))
         sync = {POLICY_VERSION: p.policy_version}
         hi, lo = self._trace_id()
         trainer.append(
@@ -487,6 +553,7 @@ class SpanBuilder:
                 None,
             )
         )
+        return trace, root
 
     def _loss(self, p: StepPlan) -> float:
         return train_loss(self.c, p)
@@ -520,3 +587,10 @@ def _objects(values) -> np.ndarray:
 
 def _values(column: np.ndarray | Strings) -> np.ndarray:
     return column.decode() if isinstance(column, Strings) else column
+
+
+def _factorize(values: list[str | None]) -> Strings:
+    """A string column of a few distinct values, as codes."""
+    index: dict[str | None, int] = {}
+    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int64, count=len(values))
+    return Strings(codes, list(index))
