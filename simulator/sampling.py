@@ -1,7 +1,8 @@
 """Seeded randomness for the plan: derived seeds, stratified decisions, skewed sizes.
 
-Every random choice comes from ``random.Random`` objects seeded from the run seed and the entity's name, so a
-plan never depends on process scheduling. Yes/no decisions that feed the funnel (infra failure, scoring
+Every random choice comes from generators seeded from the run seed and the entity's name (``random.Random``
+for group- and rollout-level decisions; one ``numpy`` generator per step for its turns, tool calls and ids,
+drawn a column at a time), so a plan never depends on process scheduling. Yes/no decisions that feed the funnel (infra failure, scoring
 failure, all-equal group, stale group) go through :class:`Stratified`: each item keeps its own probability,
 yet the realized count over the run stays within one of the expected count, so a preset's nominal rates come
 out as written instead of drifting with coin-flip noise.
