@@ -23,6 +23,7 @@ from rollscope.app.formats import (  # noqa: F401
     ratio,
     seconds,
 )
+from rollscope.queries.analyses import ROLLING_STEPS  # noqa: F401 (the per-step charts' window; pages name it)
 from rollscope.queries.funnel_stages import STAGE_RATES, STAGES
 
 RATES = tuple(f"{name}_rate" for name in STAGE_RATES)  # the funnel analysis's columns of the four stage rates
@@ -46,8 +47,6 @@ KIND_COLORS = {
     "train_step": TERM_COLORS["train"],
     "other": "#cbd5e1",
 }
-# The window of every per-step chart's rolling mean, in train steps (legends and captions name it).
-ROLLING_STEPS = 10
 PALETTE = ("#2563eb", "#db2777", "#0d9488", "#ea580c", "#7c3aed", "#65a30d")
 _LAYOUT = {"margin": {"l": 10, "r": 10, "t": 40, "b": 10}, "legend": {"orientation": "h", "y": -0.2}}
 # A line drawn with more points than this shows nothing more (a chart is at most about a thousand pixels wide) and

@@ -67,6 +67,23 @@ def sample_files() -> list[str]:
     return [str(p) for p in layout.segments(SAMPLE, "spans", "sample")]
 
 
+def repeat_params(con) -> tuple[int, dict]:
+    """The sample run's span count, and ``REPEAT``'s parameters but ``lo``/``hi`` (which copies to make)."""
+    files = sample_files()
+    base, lo_ns, hi_ns, max_step, max_version = con.execute(
+        "SELECT count(*), min(start_ns), max(end_ns), max(train_step), "
+        "greatest(max(policy_version), max(drafter_policy_version)) FROM read_parquet(?)",
+        [files],
+    ).fetchall()[0]
+    params = {
+        "files": files,
+        "period": hi_ns - lo_ns + 1_000_000_000,
+        "steps": max_step + 1,
+        "versions": max_version + 1,
+    }
+    return base, params
+
+
 def build(store: Path, spans: int, segment_rows: int) -> tuple[int, float]:
     """Publish ``spans`` spans (rounded to whole copies of the sample run) as one run; (rows, seconds)."""
     import duckdb
@@ -75,19 +92,8 @@ def build(store: Path, spans: int, segment_rows: int) -> tuple[int, float]:
 
     started = time.perf_counter()
     con = duckdb.connect(config={"memory_limit": "2GB", "threads": 2})
-    files = sample_files()
-    base, lo_ns, hi_ns, max_step, max_version = con.execute(
-        "SELECT count(*), min(start_ns), max(end_ns), max(train_step), "
-        "greatest(max(policy_version), max(drafter_policy_version)) FROM read_parquet(?)",
-        [files],
-    ).fetchall()[0]
+    base, params = repeat_params(con)
     copies = max(1, round(spans / base))
-    params = {
-        "files": files,
-        "period": hi_ns - lo_ns + 1_000_000_000,
-        "steps": max_step + 1,
-        "versions": max_version + 1,
-    }
     writer = SegmentWriter(store)
     rows, per_query = 0, max(1, segment_rows // base)
     for lo in range(0, copies, per_query):
@@ -173,11 +179,11 @@ elif kind == "baseline":
         "SELECT count(*), count(*) FILTER (coalesce(rollout_status, 'ok') = 'ok') FROM read_parquet(?) "
         "WHERE name = 'rl.rollout'", [files]).fetchall()
     out["seconds"] = time.perf_counter() - t
-    stages = str(derived.current(store, run).files()["rollout_stages"])
+    stages = [str(p) for p in derived.current(store, run).files()["rollout_stages"]]
     t = time.perf_counter()
     con.execute("SELECT count(*), count(*) FILTER (completed) FROM read_parquet(?)", [stages]).fetchall()
     out["derived_seconds"] = time.perf_counter() - t
-    sums = str(derived.current(store, run).files()["funnel_sums"])
+    sums = [str(p) for p in derived.current(store, run).files()["funnel_sums"]]
     t = time.perf_counter()
     con.execute(
         "SELECT sum(rollouts), sum(rollouts) FILTER (completed) FROM read_parquet(?)", [sums]).fetchall()

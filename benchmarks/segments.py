@@ -33,13 +33,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rollscope.store import compaction, layout
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "sample_data"
 RUN = "week"
 QUERY = "select count(*) from rollouts"
 
@@ -48,38 +45,15 @@ QUERY = "select count(*) from rollouts"
 
 
 def repeated_sample(copies: int) -> pa.Table:
-    """The sample run ``copies`` times, each copy with its own ids and later times; in arrival (end) order."""
-    sample = pa.concat_tables(pq.read_table(p) for p in layout.segments(SAMPLE, "spans", "sample"))
-    sample = sample.replace_schema_metadata(None)
-    length = pc.max(sample["end_ns"]).as_py() - pc.min(sample["start_ns"]).as_py()
-    parts = [_shifted(sample, k, k * length) for k in range(copies)]
-    table = pa.concat_tables(parts)
-    return table.take(pc.sort_indices(table, [("end_ns", "ascending")]))
+    """The sample run ``copies`` times end to end, as ``benchmarks.scale`` builds its runs (each copy with its
+    own ids, steps, versions and later times, so the copies form one longer run); in arrival (end) order."""
+    import duckdb
 
+    from benchmarks.scale import REPEAT, repeat_params
 
-def _shifted(table: pa.Table, k: int, dt: int) -> pa.Table:
-    if k == 0:
-        return table
-    salt = pa.scalar(k << 56, pa.uint64())
-    columns = {
-        "span_id": pc.bit_wise_xor(table["span_id"], salt),
-        "parent_span_id": pc.bit_wise_xor(table["parent_span_id"], salt),
-        "start_ns": pc.add(table["start_ns"], dt),
-        "end_ns": pc.add(table["end_ns"], dt),
-        "rollout_id": pc.binary_join_element_wise(table["rollout_id"], pa.scalar(f"c{k}"), "~"),
-        "trace_id": _salted_trace_ids(table["trace_id"], k),
-    }
-    for name, column in columns.items():
-        table = table.set_column(
-            table.schema.get_field_index(name), name, column.cast(table.schema.field(name).type)
-        )
-    return table
-
-
-def _salted_trace_ids(column: pa.ChunkedArray, k: int) -> pa.Array:
-    ids = np.frombuffer(b"".join(column.to_pylist()), dtype=np.uint8).reshape(-1, 16).copy()
-    ids[:, 0] ^= k
-    return pa.array([bytes(row) for row in ids], pa.binary(16))
+    con = duckdb.connect(config={"memory_limit": "2GB", "threads": 2})
+    _, params = repeat_params(con)
+    return con.sql(f"{REPEAT} ORDER BY end_ns", params={**params, "lo": 0, "hi": copies}).to_arrow_table()
 
 
 # --- part 1: real files ------------------------------------------------------------------------------------

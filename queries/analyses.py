@@ -15,19 +15,27 @@ asked for again with the same parameters is not run again (a report, the checks 
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from typing import TypeVar
 
 import duckdb
-import numpy as np
 import pandas as pd
 
 from rollscope.errors import QueryError, UnknownRunError
 from rollscope.queries import sqlfiles
 
 SUCCESS_THRESHOLD = 0.5  # a scored rollout succeeded when its reward is at least this (docs/semconv.md)
+ROLLING_STEPS = 10  # the window of every per-step rolling mean, in train steps (pages' legends name it)
+# Queries ``together`` runs at once: one per core, at least two (DuckDB plans on the calling thread while its
+# own threads execute another query), at most four (each query in flight holds its own buffers: two at once
+# raised `rollscope advise`'s peak memory at 10M spans from ~250 MB to ~300 MB).
+QUERY_THREADS = min(4, max(2, os.cpu_count() or 2))
+T = TypeVar("T")
 _MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
 
 
@@ -52,18 +60,41 @@ def _macros() -> tuple[str, ...]:
     return tuple(_MACRO.findall("\n".join(map(sqlfiles.load, sqlfiles.folder("analyses/macros")))))
 
 
-def query(con, name: str, run_id: str, **params) -> pd.DataFrame:
-    """Run ``analyses/<name>.sql`` (``sqlfiles.run``: each statement gets the ``$parameters`` it names)."""
+def query(con, name: str, run_id: str, rolling: tuple[str, ...] = (), over: str | None = None, **params):
+    """Run ``analyses/<name>.sql`` (``sqlfiles.run``: each statement gets the ``$parameters`` it names).
+
+    ``over``: instead, the figures ``analyses/<over>.sql`` computes over this analysis's rows (its query reads
+    them as ``analysis``), in the same statement. ``rolling`` (columns of a per-step result): each also gets
+    ``<column>_rolling_mean`` over the last ``ROLLING_STEPS`` steps (or ``rolling_window``), by
+    ``analyses/rolling_mean.sql`` the same way.
+    """
     values = {"run_id": run_id, **params}
+    outer = None
+    if over:
+        outer = (f"analyses/{over}", None)
+    elif rolling:
+        outer = _rolling_over(params.get("by"))
+        values = {"rolling_columns": list(rolling), "rolling_window": ROLLING_STEPS, **values}
     if isinstance(con, Memo):
-        key = (name, *sorted((k, values.get(k)) for k in sqlfiles.parameters(f"analyses/{name}")))
-        return con.result(key, lambda cursor: _run(cursor, name, values))
-    return _run(con, name, values)
+        used = sqlfiles.parameters(f"analyses/{name}", outer)
+        key = (name, outer, *sorted((k, _hashable(values.get(k))) for k in used))
+        return con.result(key, lambda cursor: _run(cursor, name, values, outer))
+    return _run(con, name, values, outer)
 
 
-def _run(con, name: str, values: dict) -> pd.DataFrame:
+def _rolling_over(by: str | None) -> tuple[str, str]:
+    """A per-step result's rows form one series per environment when split by step and environment."""
+    return ("analyses/rolling_mean", "environment" if by == "step_environment" else "NULL")
+
+
+def _hashable(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _run(con, name: str, values: dict, over: tuple[str, str] | None = None) -> pd.DataFrame:
+    title = f"Analysis {name} failed"
     try:
-        return sqlfiles.run(con, f"analyses/{name}", title=f"Analysis {name} failed", **values)
+        return sqlfiles.run(con, f"analyses/{name}", title=title, over=over, **values)
     except QueryError as e:
         missing = isinstance(e.__cause__, duckdb.CatalogException) and any(
             m in str(e.__cause__) for m in _macros()
@@ -71,7 +102,7 @@ def _run(con, name: str, values: dict) -> pd.DataFrame:
         if not missing:
             raise
         install_macros(con)
-        return sqlfiles.run(con, f"analyses/{name}", title=f"Analysis {name} failed", **values)
+        return sqlfiles.run(con, f"analyses/{name}", title=title, over=over, **values)
 
 
 def require_run(con, run_id: str) -> str:
@@ -107,12 +138,12 @@ class Memo:
             while len(self._slots) > self.MAX_RESULTS:
                 del self._slots[next(iter(self._slots))]
         with slot.lock:
-            if slot.frame is None:
-                slot.frame = compute(self._cursor())
+            if slot.frame is None:  # on a cursor of its own: analyses asked for ``together`` run at once
+                slot.frame = compute(self._cursor().cursor())
             return slot.frame.copy()
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        """A connection for SQL whose result is not kept (``rolling_mean``, over figures already computed)."""
+        """A connection for SQL whose result is not kept (``report.changes``, over figures already computed)."""
         return self._cursor()
 
     def kept(self) -> int:
@@ -130,6 +161,22 @@ class _Slot:
     def __init__(self):
         self.lock = threading.Lock()
         self.frame: pd.DataFrame | None = None
+
+
+def together(calls: dict[str, Callable[[], T]]) -> dict[str, T]:
+    """Each of ``calls`` (independent figures read from one Memo) computed at once on a few threads; the answers
+    in ``calls``' order, and the first error in that order raised as if they had run one after the other.
+
+    DuckDB parses, binds and plans a query on the calling thread, most of the time of the small queries over
+    per-step tables that a report or the advisor runs a dozen of, and releases the GIL meanwhile: together they
+    take about the time of the longest few, not the sum (``rollscope advise`` at 10M spans, issue 15). The
+    Memo still computes an analysis two calls share once."""
+    workers = min(len(calls), QUERY_THREADS)
+    if workers <= 1:
+        return {name: call() for name, call in calls.items()}
+    with ThreadPoolExecutor(workers, thread_name_prefix="rollscope-query") as pool:
+        futures = {name: pool.submit(call) for name, call in calls.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def memo(con) -> Memo:
@@ -185,10 +232,10 @@ def environments(con, run_id: str) -> list[str]:
 _FUNNEL_KEYS = ("step", "environment", "task")
 
 
-def funnel(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+def funnel(con, run_id: str, by: str | None = None, steps=None, environment=None, rolling=()) -> pd.DataFrame:
     """Rollouts dispatched → completed → scored → nonzero_signal → fresh = usable, with each stage's rate."""
     by = _by(by, _FUNNEL_KEYS)
-    frame = query(con, "funnel", require_run(con, run_id), by=by, **_filters(steps, environment))
+    frame = query(con, "funnel", require_run(con, run_id), rolling, by=by, **_filters(steps, environment))
     return _keep_by(frame, by, _FUNNEL_KEYS)
 
 
@@ -244,10 +291,14 @@ DISAGGREGATION = {
 }
 
 
-def prefill_decode(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+def prefill_decode(
+    con, run_id: str, by: str | None = None, steps=None, environment=None, rolling=()
+) -> pd.DataFrame:
     """New / cached prefill and decode tokens, their ratio, cache hit rate, re-prefill waste, seconds."""
     by = _by(by, _PREFILL_KEYS)
-    frame = query(con, "prefill_decode", require_run(con, run_id), by=by, **_filters(steps, environment))
+    frame = query(
+        con, "prefill_decode", require_run(con, run_id), rolling, by=by, **_filters(steps, environment)
+    )
     return _keep_by(frame, by, _PREFILL_KEYS)
 
 
@@ -318,10 +369,14 @@ _SPEC_KEYS = (
 )
 
 
-def spec_decode(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+def spec_decode(
+    con, run_id: str, by: str | None = None, steps=None, environment=None, rolling=()
+) -> pd.DataFrame:
     """Drafted / accepted tokens, verify steps, acceptance rate, mean accepted length, expected speedup."""
     by = _by(by, _SPEC_KEYS)
-    frame = query(con, "spec_decode", require_run(con, run_id), by=by, **_filters(steps, environment))
+    frame = query(
+        con, "spec_decode", require_run(con, run_id), rolling, by=by, **_filters(steps, environment)
+    )
     return _keep_by(frame, by, _SPEC_KEYS)
 
 
@@ -401,24 +456,33 @@ def lost_spans(con, run_id: str) -> dict:
     return record(query(con, "lost_spans", require_run(con, run_id)))
 
 
-def trainer_steps(con, run_id: str, steps=None) -> pd.DataFrame:
+def trainer_steps(con, run_id: str, steps=None, rolling=()) -> pd.DataFrame:
     """Per train step: seconds, seconds waiting for data, idle fraction, samples and tokens."""
-    return query(con, "trainer_by_step", require_run(con, run_id), **_filters(steps, None))
+    return query(con, "trainer_by_step", require_run(con, run_id), rolling, **_filters(steps, None))
 
 
 # --- per-step series --------------------------------------------------------------------------------------
 
 
-def staleness_by_step(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
+def staleness_by_step(con, run_id: str, steps=None, environment=None, rolling=()) -> pd.DataFrame:
     """Per consuming step: samples, mean and max staleness, the share within the bound, the samples beyond
     it and those used anyway (named as in staleness_summary)."""
-    return query(con, "staleness_by_step", require_run(con, run_id), **_filters(steps, environment))
+    return query(con, "staleness_by_step", require_run(con, run_id), rolling, **_filters(steps, environment))
 
 
 def staleness_timing(con, run_id: str, steps=None, environment=None) -> pd.DataFrame:
     """Per consuming step: seconds and policy versions of staleness accrued in flight (generating) and queued
     (finished, waiting for the trainer)."""
     return query(con, "staleness_timing", require_run(con, run_id), **_filters(steps, environment))
+
+
+def staleness_timing_summary(con, run_id: str, steps=None, environment=None) -> dict:
+    """``staleness_timing`` over the whole selection: its samples, and each split figure's mean over them
+    (``analyses/staleness_timing_summary.sql``)."""
+    filters = _filters(steps, environment)
+    return record(
+        query(con, "staleness_timing", require_run(con, run_id), over="staleness_timing_summary", **filters)
+    )
 
 
 def stale_bias(
@@ -446,14 +510,26 @@ _LEARNING_KEYS = ("step", "environment", "step_environment")
 
 
 def learning(
-    con, run_id: str, by: str | None = None, steps=None, environment=None, success_threshold=SUCCESS_THRESHOLD
+    con,
+    run_id: str,
+    by: str | None = None,
+    steps=None,
+    environment=None,
+    success_threshold=SUCCESS_THRESHOLD,
+    rolling=(),
 ) -> pd.DataFrame:
     """Scored rollouts, mean reward, its p10 / p50 / p90 and the success rate, for the run or per consuming
-    step, environment or both (``by="step_environment"``)."""
+    step, environment or both (``by="step_environment"``; rolling means then per environment)."""
     by = _by(by, _LEARNING_KEYS)
     filters = _filters(steps, environment)
     frame = query(
-        con, "learning", require_run(con, run_id), by=by, success_threshold=success_threshold, **filters
+        con,
+        "learning",
+        require_run(con, run_id),
+        rolling,
+        by=by,
+        success_threshold=success_threshold,
+        **filters,
     )
     keep = {"step": ("step",), "environment": ("environment",), "step_environment": ("step", "environment")}
     return frame.drop(columns=[k for k in ("step", "environment") if k not in keep.get(by, ())])
@@ -467,6 +543,17 @@ def task_solve_rates(
     filters = _filters(steps, environment)
     return query(
         con, "task_solve_rates", require_run(con, run_id), success_threshold=success_threshold, **filters
+    )
+
+
+def task_solve_summary(
+    con, run_id: str, steps=None, environment=None, success_threshold=SUCCESS_THRESHOLD
+) -> dict:
+    """How many tasks ``task_solve_rates`` lists, and how many were always solved, never solved or mixed
+    (``analyses/task_solve_summary.sql``)."""
+    filters = {"success_threshold": success_threshold, **_filters(steps, environment)}
+    return record(
+        query(con, "task_solve_rates", require_run(con, run_id), over="task_solve_summary", **filters)
     )
 
 
@@ -491,68 +578,58 @@ def zero_signal_summary(con, run_id: str, steps=None, environment=None) -> dict:
     }
 
 
-def mismatch(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+def mismatch(
+    con, run_id: str, by: str | None = None, steps=None, environment=None, rolling=()
+) -> pd.DataFrame:
     """Train-inference mismatch over the samples that recorded it: mean and max KL, log-prob differences,
     importance ratio; for the run or per consuming step."""
     by = _by(by, ("step",))
-    frame = query(con, "mismatch", require_run(con, run_id), by=by, **_filters(steps, environment))
+    frame = query(con, "mismatch", require_run(con, run_id), rolling, by=by, **_filters(steps, environment))
     return _keep_by(frame, by, ("step",))
 
 
-# metric -> (by-step analysis, its column)
+def mismatch_steps(con, run_id: str, steps=None, environment=None, limit: float | None = None) -> dict:
+    """Over the consuming steps that recorded a mismatch: how many, the worst and its mean KL
+    (``worst_step_mismatch_kl``), and the steps above ``limit`` (``analyses/mismatch_steps.sql``)."""
+    filters = {"by": "step", "limit": limit, **_filters(steps, environment)}
+    return record(query(con, "mismatch", require_run(con, run_id), over="mismatch_steps", **filters))
+
+
+# metric -> (by-step analysis, its column); each analysis takes (con, run, steps, environment, rolling)
 TRENDS = {
-    "usable": (lambda con, run, s, e: funnel(con, run, "step", s, e), "usable"),
-    "nonzero_signal_rate": (lambda con, run, s, e: funnel(con, run, "step", s, e), "nonzero_signal_rate"),
-    "acceptance_rate": (lambda con, run, s, e: spec_decode(con, run, "step", s, e), "acceptance_rate"),
+    "usable": (lambda con, run, s, e, r: funnel(con, run, "step", s, e, r), "usable"),
+    "nonzero_signal_rate": (
+        lambda con, run, s, e, r: funnel(con, run, "step", s, e, r),
+        "nonzero_signal_rate",
+    ),
+    "acceptance_rate": (lambda con, run, s, e, r: spec_decode(con, run, "step", s, e, r), "acceptance_rate"),
     "prefill_decode_ratio": (
-        lambda con, run, s, e: prefill_decode(con, run, "step", s, e),
+        lambda con, run, s, e, r: prefill_decode(con, run, "step", s, e, r),
         "prefill_decode_ratio",
     ),
-    "trainer_idle_fraction": (lambda con, run, s, e: trainer_steps(con, run, s), "trainer_idle_fraction"),
+    "trainer_idle_fraction": (
+        lambda con, run, s, e, r: trainer_steps(con, run, s, r),
+        "trainer_idle_fraction",
+    ),
     "staleness_mean": (staleness_by_step, "mean_staleness"),
-    "reward_mean": (lambda con, run, s, e: learning(con, run, "step", s, e), "reward_mean"),
-    "success_rate": (lambda con, run, s, e: learning(con, run, "step", s, e), "success_rate"),
-    "train_loss": (lambda con, run, s, e: trainer_steps(con, run, s), "train_loss"),
-    "mismatch_kl": (lambda con, run, s, e: mismatch(con, run, "step", s, e), "mismatch_kl_mean"),
+    "reward_mean": (lambda con, run, s, e, r: learning(con, run, "step", s, e, rolling=r), "reward_mean"),
+    "success_rate": (lambda con, run, s, e, r: learning(con, run, "step", s, e, rolling=r), "success_rate"),
+    "train_loss": (lambda con, run, s, e, r: trainer_steps(con, run, s, r), "train_loss"),
+    "mismatch_kl": (lambda con, run, s, e, r: mismatch(con, run, "step", s, e, r), "mismatch_kl_mean"),
 }
 
 
-def trend(
-    con, run_id: str, metric: str, steps=None, environment=None, rolling: int | None = None
-) -> pd.DataFrame:
+def trend(con, run_id: str, metric: str, steps=None, environment=None, rolling: bool = False) -> pd.DataFrame:
     """One figure per consuming step (columns step, <metric>), for the overview's sparklines; with
-    ``rolling=N`` also ``rolling_mean``, the mean of the last N steps' figures (fewer at the start)."""
+    ``rolling`` also ``rolling_mean``, the mean of the last ``ROLLING_STEPS`` steps' figures (fewer at the
+    start), from the same query."""
     if metric not in TRENDS:
         raise ValueError(f"metric must be one of {', '.join(TRENDS)}, not {metric!r}")
     analysis, column = TRENDS[metric]
-    frame = analysis(con, run_id, steps, environment)
-    series = frame.loc[frame["step"].notna(), ["step", column]].rename(columns={column: metric})
-    series = series.reset_index(drop=True)
-    if rolling:
-        series["rolling_mean"] = rolling_mean(con, series, [metric], rolling)[f"{metric}_rolling_mean"]
-    return series
-
-
-def rolling_mean(con, frame: pd.DataFrame, columns: list[str], window: int) -> pd.DataFrame:
-    """``frame`` (one row per step, in step order) with ``<column>_rolling_mean`` for each of ``columns``:
-    the mean of the last ``window`` rows' figures (``analyses/rolling_mean.sql``). The figures reach DuckDB
-    as a registered frame, not as list parameters: binding a list costs per element (0.3 s for 11,000 steps)."""
-    n = len(frame)
-    values = [pd.to_numeric(frame[c], errors="coerce").astype("Float64").array for c in columns]
-    points = pd.DataFrame(
-        {
-            "series": np.repeat(columns, n) if columns else np.array([], dtype=str),
-            "position": np.tile(np.arange(n), len(columns)),
-            "value": pd.array(np.concatenate(values) if values else [], dtype="Float64"),
-        }
-    )
-    cursor = con.cursor()  # its own: the registered frame is seen by this query only
-    cursor.register("rolling_input", points)
-    means = sqlfiles.run(cursor, "analyses/rolling_mean", title="Rolling mean failed", window=window)
-    out = frame.copy()
-    for c in columns:
-        out[f"{c}_rolling_mean"] = means.loc[means["series"] == c, "rolling_mean"].to_numpy()
-    return out
+    frame = analysis(con, run_id, steps, environment, (column,) if rolling else ())
+    names = {column: metric, f"{column}_rolling_mean": "rolling_mean"}
+    kept = frame.loc[frame["step"].notna(), [c for c in ("step", *names) if c in frame]]
+    return kept.rename(columns=names).reset_index(drop=True)
 
 
 # --- the advisor ------------------------------------------------------------------------------------------
@@ -609,7 +686,12 @@ def advise(con, run_id: str, steps=None, **what_if_) -> pd.DataFrame:
     """Every lever, ranked by its estimated gain in usable rollouts per device-second (those that apply first);
     one row per lever with ``evidence``, a one-line reading of its measured inputs (docs/advisor.md)."""
     con = memo(con)
-    rows = [advice_lever(con, run_id, lever, steps, **what_if_) for lever in ADVICE_LEVERS]
+    require_run(con, run_id)
+    levers = {
+        lever: (lambda lever=lever: advice_lever(con, run_id, lever, steps, **what_if_))
+        for lever in ADVICE_LEVERS
+    }
+    rows = list(together(levers).values())
     for row in rows:
         row["applies"] = bool(row.get("applies"))
         row["gain"] = row["gain"] if row["applies"] else None
@@ -623,15 +705,10 @@ def advise(con, run_id: str, steps=None, **what_if_) -> pd.DataFrame:
 def realized_gain(con, run_before: str, run_after: str, steps=None) -> float | None:
     """The realized change in usable rollouts per device-second from ``run_before`` to ``run_after`` (the same
     run with a lever pulled), with each term's device-seconds at ``run_before``'s utilization, as the advisor
-    costs them (docs/advisor.md)."""
-    a, b = advice_base(con, run_before, steps), advice_base(con, run_after, steps)
-    device_s = 0.0
-    for term in ("rollout", "train", "judge", "teacher"):
-        work = a[f"{term}_work_s"] or 0.0
-        device_s += (a[f"{term}_device_s"] or 0.0) * ((b[f"{term}_work_s"] or 0.0) / work if work else 0.0)
-    if not a["usable"] or not a["device_seconds"] or not device_s:
-        return None
-    return (b["usable"] / device_s) / (a["usable"] / a["device_seconds"]) - 1
+    costs them (``analyses/advice_realized.sql``, docs/advisor.md)."""
+    require_run(con, run_after)
+    filters = {"run_after": run_after, **_filters(steps, None)}
+    return record(query(con, "advice_realized", require_run(con, run_before), **filters))["realized_gain"]
 
 
 def _evidence(r: dict) -> str:
@@ -710,11 +787,26 @@ def in_flight(con, run_id: str, environment=None, now_ns: int | None = None) -> 
     return query(con, "in_flight", require_run(con, run_id), environment=environment, now_ns=now_ns)
 
 
+def in_flight_summary(con, run_id: str, environment=None, now_ns: int | None = None) -> dict:
+    """Rollouts in flight over every environment, and the oldest's age, id, environment and process
+    (``analyses/in_flight_summary.sql``)."""
+    params = {"environment": environment, "now_ns": now_ns}
+    return record(query(con, "in_flight", require_run(con, run_id), over="in_flight_summary", **params))
+
+
 def scoring_latency(con, run_id: str, by: str | None = "step", steps=None, environment=None) -> pd.DataFrame:
     """Verifier and judge calls over the run or per consuming step: calls, p50_s, p99_s, max_s, timeouts."""
     by = _by(by, ("step",))
     frame = query(con, "scoring_latency", require_run(con, run_id), by=by, **_filters(steps, environment))
     return _keep_by(frame, by, ("step",))
+
+
+def scoring_timeouts(con, run_id: str, steps=None, environment=None) -> int:
+    """Verifier and judge calls that timed out, over the consuming steps of the selection
+    (``analyses/scoring_timeouts.sql``)."""
+    filters = {"by": "step", **_filters(steps, environment)}
+    frame = query(con, "scoring_latency", require_run(con, run_id), over="scoring_timeouts", **filters)
+    return int(frame.iat[0, 0])
 
 
 def trainer_goodput(con, run_id: str, steps=None) -> pd.DataFrame:
@@ -733,18 +825,17 @@ def wasted_devices(con, run_id: str, steps=None, environment=None) -> pd.DataFra
 
 
 def goodput(con, run_id: str, steps=None, environment=None) -> dict:
-    """Run (or step range) totals of the three goodput analyses, and the shares a page headlines."""
-    trainer = trainer_goodput(con, run_id, steps).drop(columns=["step", "computing_share"]).sum()
-    fleet = rollout_goodput(con, run_id, steps)
-    fleet = fleet.drop(columns=["step", "generating_share"]).sum()
-    wasted = wasted_devices(con, run_id, steps, environment).drop(columns=["step"]).sum(min_count=1)
-    out = {f"trainer_{k}": plain(v) for k, v in trainer.items()}
-    out.update({f"rollout_{k}": plain(v) for k, v in fleet.items()})
-    out.update({f"wasted_{k}": (None if pd.isna(v) else plain(v)) for k, v in wasted.items()})
-    out["trainer_computing_share"] = _share(trainer.get("computing_s"), trainer.get("window_s"))
-    out["rollout_generating_share"] = _share(fleet.get("generating_device_s"), fleet.sum())
-    return out
-
-
-def _share(part, whole) -> float | None:
-    return None if not whole or part is None or pd.isna(part) else float(part / whole)
+    """Run (or step range) totals of the three goodput analyses, and the shares a page headlines
+    (``analyses/trainer_goodput_total.sql``, ``rollout_goodput_total.sql``, ``wasted_devices_total.sql``; the
+    trainer and the fleet belong to no environment: only the step range applies to them)."""
+    require_run(con, run_id)
+    totals = {
+        "trainer_goodput": _filters(steps, None),
+        "rollout_goodput": _filters(steps, None),
+        "wasted_devices": _filters(steps, environment),
+    }
+    out = {}
+    for name, filters in totals.items():
+        out.update(record(query(con, name, run_id, over=f"{name}_total", **filters)))
+    shares = {k: out.pop(k) for k in ("trainer_computing_share", "rollout_generating_share")}
+    return {**out, **shares}  # the shares last, as the report has always listed them

@@ -50,7 +50,10 @@ def run_checks(
     limits = {**THRESHOLDS, **(thresholds or {}), "now_ns": now_ns}
     con = analyses.memo(con)  # rules reading one analysis (or a shared report's) run it once
     analyses.require_run(con, run_id)
-    return [rule(con, run_id, limits) for rule in RULES]
+    answers = analyses.together(
+        {rule.__name__: (lambda rule=rule: rule(con, run_id, limits)) for rule in RULES}
+    )
+    return list(answers.values())
 
 
 def drafter_logprobs(con, run_id: str, limits: dict) -> CheckResult:
@@ -132,38 +135,34 @@ def mismatch_kl(con, run_id: str, limits: dict) -> CheckResult:
     """The trainer's log-probabilities and the inference engine's should agree; a step where they drift apart
     (a kernel, precision or weight-sync bug) trains on the wrong ratios."""
     limit = limits["mismatch-kl"]
-    by_step = analyses.mismatch(con, run_id, "step")
-    by_step = by_step[by_step["mismatch_kl_mean"].notna()]
-    if by_step.empty:
+    steps = analyses.mismatch_steps(con, run_id, limit=limit)
+    if not steps["steps"]:
         return CheckResult("mismatch-kl", True, None, limit, "no sample recorded rl.sample.mismatch_kl")
-    over = by_step[by_step["mismatch_kl_mean"] > limit]
-    worst = by_step.loc[by_step["mismatch_kl_mean"].idxmax()]
-    value = float(worst["mismatch_kl_mean"])
+    value, over = steps["worst_step_mismatch_kl"], steps["steps_over"]
     where = (
-        f"steps {_range(int(over['step'].min()), int(over['step'].max()))}"
-        if len(over)
-        else f"step {int(worst['step'])}"
+        f"steps {_range(steps['first_step_over'], steps['last_step_over'])}"
+        if over
+        else f"step {steps['worst_step']}"
     )
     message = (
         f"mean train-inference KL per token up to {value:.4g} ({where}; at most {limit:g} allowed per step), "
-        f"{len(over)} of {len(by_step)} steps over it"
+        f"{over} of {steps['steps']} steps over it"
     )
-    return CheckResult("mismatch-kl", over.empty, value, limit, message, "nats")
+    return CheckResult("mismatch-kl", not over, value, limit, message, "nats")
 
 
 def stall(con, run_id: str, limits: dict) -> CheckResult:
     """Slow or stuck: the oldest rollout in flight, and the process silent longest, as of "now"."""
     age_limit, silence_limit = limits["stall-rollout-age"], limits["stall-silence"]
-    flying = analyses.in_flight(con, run_id, now_ns=limits.get("now_ns"))
+    flying = analyses.in_flight_summary(con, run_id, now_ns=limits.get("now_ns"))
     quiet = analyses.liveness(con, run_id, now_ns=limits.get("now_ns"))
-    age = float(flying["oldest_age_s"].max()) if len(flying) else 0.0
+    age = flying["oldest_age_s"] if flying["in_flight"] else 0.0
     silent = float(quiet["silent_s"].iloc[0]) if len(quiet) else 0.0
     parts = []
-    if len(flying):
-        oldest = flying.iloc[0]
+    if flying["in_flight"]:
         parts.append(
-            f"{int(flying['in_flight'].sum())} rollouts in flight, the oldest {oldest['oldest_rollout_id']} "
-            f"({oldest['environment']}, on {oldest['oldest_instance_id']}) for {age:,.0f} s "
+            f"{flying['in_flight']} rollouts in flight, the oldest {flying['oldest_rollout_id']} "
+            f"({flying['oldest_environment']}, on {flying['oldest_instance_id']}) for {age:,.0f} s "
             f"(at most {age_limit:g} s allowed)"
         )
     else:

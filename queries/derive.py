@@ -1,32 +1,84 @@
-"""Deriving one run's tables (``store/derived.py`` declares them) from its raw segments, as Parquet files.
+"""Deriving one run's tables (``store/derived.py`` declares them) from its raw segments, as Parquet parts.
 
 The store layer decides when a run needs deriving, holds the run's lock and publishes the result; this module
-runs the SQL. It opens its own DuckDB database under a memory limit, spilling to a directory inside the store
-layer's temporary one, so the tables being built and every join, window and sort that builds them spill to
-disk instead of growing with the run: memory is bounded by ``ROLLSCOPE_DERIVE_MEMORY`` (default 1 GB of DuckDB
-buffers) whatever the run's length. The definitions are the views and macros the analyses have always used
-(``sql/views``, ``sql/analyses/macros``), filled in order by ``sql/raw/derive_full.sql``.
+runs the SQL, two ways:
+
+* **full** (``derive_full``): every table from every span of the run. The reference: used for a run's first
+  catch-up and whenever the incremental path cannot be sure (``Fallback``; store/derived.py lists when).
+* **incremental** (``derive_scoped``): the scope the new segments can change (``sql/raw/scope*.sql``: their
+  rollouts and traces, their groups, the steps they touch, every rollout and trace of those steps and of the
+  not-yet-consumed step NULL), the spans of that scope read from the few segments whose time range meets a
+  scoped trace's (the derived trace index ``_traces`` and the segments' time ranges in the manifest), the same
+  definitions run over those spans alone (``derive_full.sql``), and each table's rows of the scoped steps
+  (or rollouts) replaced, block part by block part; the previous parts of other blocks are reused as they are.
+
+Both open their own DuckDB database under a memory limit, spilling to a directory inside the store layer's
+temporary one: memory is bounded by ``ROLLSCOPE_DERIVE_MEMORY`` (default 1 GB of DuckDB buffers) whatever the
+run's length. The definitions are the views and macros the analyses have always used (``sql/views``,
+``sql/analyses/macros``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import math
 import os
+import re
+import secrets
 import shutil
+import time
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 import duckdb
+import pandas as pd
+import pyarrow.parquet as pq
 
 from rollscope.queries import sqlfiles
 from rollscope.store import layout
-from rollscope.store.derived import TABLES
+from rollscope.store.derived import BLOCK_STEPS, TABLES, Job, Result, block_of, holds, part_range
+
+log = logging.getLogger("rollscope.derive")
 
 MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
 THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_count() or 1)
+FANOUT = 8  # parts of one tier merged into one by _consolidate
+INDEX = ("_traces", "_train_spans")  # the derived index, kept with the tables (not read by analyses)
+_BLOCK = f"CASE WHEN step IS NULL THEN 'p' ELSE CAST(floor(step / {BLOCK_STEPS}) AS BIGINT)::VARCHAR END"
+_IN_STEPS = "(step IS NULL OR step IN (SELECT step FROM _scope_steps))"
+_IN_ROLLOUTS = "rollout_id IN (SELECT rollout_id FROM _scope_rollouts)"
+
+
+class Fallback(Exception):
+    """The incremental path cannot be sure of this catch-up: derive the run in full."""
 
 
 def sql_list(paths) -> str:
     """A literal SQL list of file paths (views cannot take parameters)."""
     return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+
+
+_MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
+
+
+@cache
+def analysis_macros(*, definitions: bool) -> tuple[str, ...]:
+    """The statements of ``sql/analyses/macros`` to run after ``raw/derived_views.sql``: all but the macros
+    the derived views define (they read the derived tables instead), and with ``definitions`` False also
+    without the definitions over raw spans (``*_src``, ``*_staged``), which only a derivation runs."""
+    replaced = set(_MACRO.findall(sqlfiles.load("raw/derived_views")))
+    kept = []
+    for name in sqlfiles.folder("analyses/macros"):
+        for statement, _, _ in sqlfiles.statements(name):
+            match = _MACRO.search(statement)
+            macro = match.group(1) if match else None
+            if macro is None or not (
+                macro in replaced or (not definitions and macro.endswith(("_src", "_staged")))
+            ):
+                kept.append(statement)
+    return tuple(kept)
 
 
 def raw_views(con, spans: list, collector_stats: list) -> None:
@@ -40,32 +92,70 @@ def raw_views(con, spans: list, collector_stats: list) -> None:
 def stored_columns(con, name: str) -> str:
     """The select list that stores derived table ``name`` as Parquet, which has no 128-bit integers: FLOP
     sums (HUGEINT) keep every digit as DECIMAL(38, 0) rather than becoming DOUBLE."""
-    columns = con.execute(f"DESCRIBE _{name}_mat").fetchall()
+    return _stored(con, f"_{name}_mat")
+
+
+def _stored(con, relation: str, skip: tuple[str, ...] = ()) -> str:
+    columns = con.execute(f"DESCRIBE {relation}").fetchall()
     return ", ".join(
-        f'CAST("{c}" AS DECIMAL(38, 0)) AS "{c}"' if t == "HUGEINT" else f'"{c}"' for c, t, *_ in columns
+        f'CAST("{c}" AS DECIMAL(38, 0)) AS "{c}"' if t == "HUGEINT" else f'"{c}"'
+        for c, t, *_ in columns
+        if c not in skip
     )
 
 
-def derive(segments: list[Path], run_id: str, out: Path) -> None:
-    """Write ``<table>.parquet`` for every derived table of ``run_id`` into ``out``, from ``segments``.
+def _columns(con, relation: str) -> set[str]:
+    return {c for c, *_ in con.execute(f"DESCRIBE {relation}").fetchall()}
+
+
+def derive(job: Job) -> Result:
+    """Bring ``job.run_id``'s tables up to date: incrementally from ``job.previous`` when it can be sure,
+    else in full. Writes new parts under ``job.staging``.
 
     A compaction may move a listed segment aside while this runs (``store.compaction``): then it derives
-    again from the same files where they now are, the same rows, so the listing it was given stays true."""
+    again, the same way, from the same files where they now are (``layout.resolve``): the same rows, so the
+    listing it was given (and the manifest naming it) stays true."""
     while True:
         try:
-            return _derive(segments, run_id, out)
-        except duckdb.IOException:
-            moved = layout.resolve(segments)
-            if moved is None or moved == segments:
+            return _derive(job)
+        except (duckdb.IOException, FileNotFoundError):
+            moved = layout.resolve(job.live)
+            if moved is None or moved == job.live:
                 raise  # gone for good: the caller lists again
-            segments = moved
+            log.info("run %s: a compaction moved listed segments aside: deriving again", job.run_id)
+            _clear(job.staging)
+            job = dataclasses.replace(job, live=moved)
 
 
-def _derive(segments: list[Path], run_id: str, out: Path) -> None:
+def _derive(job: Job) -> Result:
+    if job.previous is not None:
+        try:
+            return derive_scoped(job)
+        except Fallback as why:
+            log.info("run %s: deriving in full: %s", job.run_id, why)
+        _clear(job.staging)  # what the scoped attempt wrote
+    return derive_full(job)
+
+
+def _clear(staging: Path) -> None:
+    for entry in staging.iterdir():
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+@contextmanager
+def _connection(staging: Path, schemas: dict | None = None):
+    """A DuckDB database with the definitions and the empty derived tables (``_<table>_mat``).
+
+    DuckDB binds a table macro when it is created, through every view and macro it reads: creating the
+    definitions over raw spans, then the empty tables typed by them, costs seconds (most of an incremental
+    catch-up's fixed cost). Given ``schemas`` (each table's columns and types, kept in the manifest by the full
+    derivation), the tables are created from them, the derived views over them first, and then the macros the
+    derived views do not replace (``analysis_macros``), which bind against the tables, not the definitions
+    beneath them: the same definitions in the end, at a fraction of the binding."""
     from rollscope.queries.reader import schema_file
 
-    work = out / ".work"
-    work.mkdir()
+    work = staging / ".work"
+    work.mkdir(exist_ok=True)
     con = duckdb.connect(
         ":memory:",
         config={
@@ -80,21 +170,482 @@ def _derive(segments: list[Path], run_id: str, out: Path) -> None:
         # the raw views at the run's segments.
         raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.run_folder(con, "views")
-        sqlfiles.run_folder(con, "analyses/macros")
-        sqlfiles.execute(con, "raw/derived_tables")
-        sqlfiles.execute(con, "raw/derived_views")
-        raw_views(con, [*map(str, segments), schema_file("spans")], [schema_file("collector_stats")])
-        sqlfiles.execute(con, "raw/derive_full", run=run_id)
-        for table in TABLES:
-            name = table.name
-            select = stored_columns(con, name)
-            target = str(out / f"{name}.parquet").replace("'", "''")
-            # Per-step tables in step order: a step range reads only the row groups holding its steps.
-            order = " ORDER BY step NULLS LAST" if table.scope == "step" else ""
-            con.execute(
-                f"COPY (SELECT {select} FROM _{name}_mat{order}) TO '{target}' "
-                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
-            )
+        if schemas is None:
+            sqlfiles.run_folder(con, "analyses/macros")
+            sqlfiles.execute(con, "raw/derived_tables")
+            sqlfiles.execute(con, "raw/derived_views")
+        else:
+            for name, columns in schemas.items():
+                typed = ", ".join(f'"{c.replace(chr(34), chr(34) * 2)}" {t}' for c, t in columns)
+                con.execute(f"CREATE TABLE _{name}_mat ({typed})")
+            sqlfiles.execute(con, "raw/derived_views")
+            for statement in analysis_macros(definitions=True):
+                con.execute(statement)
+        sqlfiles.execute(con, "raw/trace_index")
+        yield con
     finally:
         con.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def derive_full(job: Job) -> Result:
+    """Every table from every span of the run, each blocked table written as one part per block."""
+    from rollscope.queries.reader import schema_file
+
+    run = job.run_id
+    with _connection(job.staging) as con:
+        raw_views(con, [*map(str, job.live), schema_file("spans")], [schema_file("collector_stats")])
+        sqlfiles.execute(con, "raw/derive_full", run=run)
+        bound, samples, orphans, spans = (
+            sqlfiles.execute(con, "raw/derive_index", run=run).astype(object).iloc[0]
+        )
+        ranges = _ranges(con, job.live)
+        schemas = _schemas(con)
+        tables = {}
+        for table in TABLES:
+            relation = f"_{table.name}_mat"
+            if table.blocked:
+                tables[table.name] = _write_blocked(con, table.name, _with_block(con, relation), job.staging)
+            else:
+                tables[table.name] = [_write_whole(con, table.name, relation, job.staging)]
+        for name in INDEX:
+            tables[name] = [_write_whole(con, name, f"{name}_mat", job.staging)]
+    meta = {
+        "schemas": schemas,
+        "bound": None if pd.isna(bound) else int(bound),
+        "samples": bool(samples),
+        "orphans": int(orphans),
+        "spans": int(spans),
+        "ranges": ranges,
+    }
+    return Result(tables, meta, "full")
+
+
+def _schemas(con) -> dict[str, list[list[str]]]:
+    """Every derived table's columns and DuckDB types (HUGEINT, not the DECIMAL it is stored as), for the
+    manifest: the next incremental catch-up creates its tables from them (``_connection``)."""
+    return {
+        t.name: [
+            list(c)
+            for c in con.execute(f"SELECT column_name, column_type FROM (DESCRIBE _{t.name}_mat)").fetchall()
+        ]
+        for t in TABLES
+    }
+
+
+def _ranges(con, segments: list[Path]) -> dict[str, list[int]]:
+    """Each segment's first start and last end, by name."""
+    from rollscope.queries.reader import schema_file
+
+    if not segments:
+        return {}
+    # the empty schema segment too: a foreign writer's segment may lack columns (start_ns, end_ns)
+    text = sqlfiles.load("raw/segment_ranges").replace("@files", sql_list([*segments, schema_file("spans")]))
+    return {name: [int(lo), int(hi)] for name, lo, hi, _ in con.execute(text).fetchall() if lo is not None}
+
+
+def _with_block(con, relation: str, where: str = "true") -> str:
+    """``relation``'s rows with the block of their step (a table without a step column: its rollout's
+    consuming step, from _rollout_steps_mat) as ``_block``."""
+    if "step" in _columns(con, relation):
+        return f"SELECT *, {_BLOCK} AS _block FROM {relation} WHERE {where}"
+    return (
+        f"SELECT t.*, {_BLOCK.replace('step', 'c.step')} AS _block FROM {relation} AS t "
+        "LEFT JOIN (SELECT rollout_id, any_value(step) AS step FROM _rollout_steps_mat GROUP BY ALL) AS c "
+        f"USING (rollout_id) WHERE {where.replace('rollout_id', 't.rollout_id', 1)}"
+    )
+
+
+def _write_blocked(con, name: str, relation: str, staging: Path) -> list[Path]:
+    """Write ``relation`` (rows with ``_block``) as one part per block, ``<name>/b=<block>/<token>.parquet``."""
+    con.execute(f"CREATE OR REPLACE TEMP VIEW _writing AS {relation}")
+    target = staging / name
+    select = _stored(con, "_writing", skip=("_block",))
+    con.execute(
+        f"COPY (SELECT {select}, _block FROM _writing) TO '{_quoted(target)}' "
+        "(FORMAT parquet, PARTITION_BY (_block), COMPRESSION zstd, ROW_GROUP_SIZE 122880, OVERWRITE_OR_IGNORE)"
+    )
+    parts = []
+    for written in sorted(target.glob("_block=*/*.parquet")):
+        block = written.parent.name.removeprefix("_block=")
+        final = target / f"b={block}" / f"{secrets.token_hex(6)}.parquet"
+        final.parent.mkdir(exist_ok=True)
+        os.replace(written, final)
+        written.parent.rmdir() if not any(written.parent.iterdir()) else None
+        parts.append(final)
+    return parts
+
+
+def _write_whole(con, name: str, relation: str, staging: Path) -> Path:
+    target = staging / name / "b=all" / f"{secrets.token_hex(6)}.parquet"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    con.execute(
+        f"COPY (SELECT {_stored(con, relation)} FROM {relation}) TO '{_quoted(target)}' "
+        "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+    )
+    return target
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+# --- incremental -------------------------------------------------------------------------------------------
+
+
+def derive_scoped(job: Job) -> Result:
+    """The previous state plus what the new segments change (module docstring); raises Fallback when it
+    cannot be sure."""
+    from rollscope.queries.reader import schema_file
+
+    previous, run = job.previous, job.run_id
+    meta = previous.meta
+    if not {"ranges", "spans", "samples"} <= meta.keys() or meta.get("orphans"):
+        raise Fallback("the previous state has no index for an incremental catch-up")
+    parts = {name: [Path(p) for p in files] for name, files in previous.files().items()}
+    if not set(parts) >= {*(t.name for t in TABLES), *INDEX} or any(
+        t.scope == "run" and t.refresh is None for t in TABLES
+    ):
+        raise Fallback("a table without an incremental rule")
+    new, ranges = _new_segments(job.live, previous.segments, meta["ranges"])
+    if not new:
+        raise Fallback("no new segment")
+    added = sum(pq.read_metadata(p).num_rows for p in new)
+    if added > meta["spans"]:
+        raise Fallback("more new spans than derived ones")
+    schemas = meta.get("schemas")
+    if not isinstance(schemas, dict) or set(schemas) != {t.name for t in TABLES}:
+        schemas = None  # a state from before schemas were kept: every definition bound, once
+    with _connection(job.staging, schemas) as con:
+        schemas = schemas or _schemas(con)
+        for name in (*INDEX, "train_steps", "process_activity"):
+            _view(con, f"_old_{name}", parts[name], schema=f"_{name.lstrip('_')}_mat")
+        raw_views(con, [*map(str, new), schema_file("spans")], [schema_file("collector_stats")])
+        con.execute("CREATE TABLE _new AS SELECT * FROM raw_spans WHERE run_id = $run", {"run": run})
+        con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _new")
+        params = {"run": run, "samples": meta["samples"], "bound": meta["bound"]}
+        why = sqlfiles.execute(con, "raw/scope_seed", **params).iloc[0]["fallback"]
+        if isinstance(why, str):
+            raise Fallback(why)
+        ranges.update(_ranges(con, new))
+        con.execute(
+            "CREATE TABLE _new_process_activity AS SELECT * FROM _process_activity_src($run)", {"run": run}
+        )
+        con.execute(
+            "CREATE TABLE _train_all AS SELECT * FROM _old__train_spans UNION ALL BY NAME "
+            "SELECT * FROM _new WHERE name IN ('rl.train_step', 'rl.weight_sync')"
+        )
+        _scope_and_derive(con, job, parts, ranges, params)
+        tables = _merge(con, job, parts)
+    meta = {**meta, "spans": meta["spans"] + added, "ranges": ranges, "schemas": schemas}
+    return Result(tables, meta, "incremental")
+
+
+def _new_segments(live: list[Path], derived_from: frozenset[str], ranges: dict) -> tuple[list[Path], dict]:
+    """The live segments the previous state lacks, and the time ranges of those it holds (a compacted one's is
+    its sources'). Fallback when a derived segment vanished or a compaction mixed derived and new rows."""
+    new, kept, covered = [], {}, set()
+    for path in live:
+        if path.name in derived_from:
+            covered.add(path.name)
+            kept[path.name] = ranges.get(path.name)
+            continue
+        sources = layout.sources(path)
+        if sources and sources <= derived_from:
+            covered |= sources
+            spans = [ranges.get(s) for s in sources]
+            kept[path.name] = None if None in spans else [min(r[0] for r in spans), max(r[1] for r in spans)]
+        elif sources & derived_from:
+            raise Fallback("a compaction merged derived and new segments")
+        else:
+            new.append(path)
+    if covered != derived_from:
+        raise Fallback("a derived segment vanished without a compaction")
+    if None in kept.values():
+        raise Fallback("a segment without a time range")
+    return new, kept
+
+
+def _view(con, name: str, files: list[Path], *, schema: str | None = None) -> None:
+    """A view over Parquet parts (none: the empty table ``schema``), with the types the definitions give: a
+    FLOP sum stored as DECIMAL(38, 0) (``stored_columns``) reads back as the HUGEINT it was."""
+    if not files:
+        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {schema} LIMIT 0")
+        return
+    source = f"read_parquet({sql_list(files)}, hive_partitioning = false, union_by_name = true)"
+    columns = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+    select = ", ".join(
+        f'CAST("{c}" AS HUGEINT) AS "{c}"' if t == "DECIMAL(38,0)" else f'"{c}"' for c, t, *_ in columns
+    )
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {select} FROM {source}")
+
+
+def _blocks(con) -> set[str]:
+    return {"p"} | {block_of(s) for (s,) in con.execute("SELECT step FROM _scope_steps").fetchall()}
+
+
+def _stepped(con, parts: dict[str, list[Path]], blocks: set[str]) -> None:
+    """_stepped(step, rollout_id, trace_id): the previous rows of the blocked tables in ``blocks`` that name a
+    rollout or a trace, for scope.sql."""
+    selects = []
+    for table in TABLES:
+        files = [p for p in parts[table.name] if holds(p, blocks)]
+        if not table.blocked or not files:
+            continue
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW _probe AS SELECT * FROM read_parquet({sql_list(files)}, hive_partitioning = false)"
+        )
+        columns = _columns(con, "_probe")
+        if "step" not in columns or not columns & {"rollout_id", "trace_id"}:
+            continue
+        rollout = "rollout_id" if "rollout_id" in columns else "NULL::VARCHAR"
+        trace = "trace_id" if "trace_id" in columns and table.scope == "trace" else "NULL::VARCHAR"
+        selects.append(
+            f"SELECT DISTINCT step, {rollout} AS rollout_id, {trace} AS trace_id "
+            f"FROM read_parquet({sql_list(files)}, hive_partitioning = false)"
+        )
+    body = " UNION ALL ".join(selects) or (
+        "SELECT NULL::BIGINT AS step, NULL::VARCHAR AS rollout_id, NULL::VARCHAR AS trace_id WHERE false"
+    )
+    con.execute(f"CREATE OR REPLACE TABLE _stepped AS {body}")
+
+
+def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict) -> None:
+    """Grow the scope to its closure, derive it from its spans; again (at most twice) when a scoped rollout
+    moved to a step outside the scope (a late group member, a recorded decision for an earlier step)."""
+    for _ in range(3):
+        size = -1
+        while True:
+            _stepped(con, parts, _blocks(con))
+            grown = int(sqlfiles.execute(con, "raw/scope").iloc[0]["size"])
+            if grown == size:
+                break
+            size = grown
+        _scoped_spans(con, job, ranges, params)
+        for table in TABLES:
+            con.execute(f"DELETE FROM _{table.name}_mat")
+        _derive_scoped_tables(con, job.run_id)
+        moved = con.execute(
+            "SELECT DISTINCT step FROM _rollout_steps_mat WHERE step IS NOT NULL "
+            "AND step NOT IN (SELECT step FROM _scope_steps)"
+        ).fetchall()
+        if not moved:
+            return
+        log.info("run %s: scoped rollouts moved to steps %s", job.run_id, moved)
+        con.executemany("INSERT INTO _scope_steps VALUES (?)", moved)
+    raise Fallback("the scope kept growing")
+
+
+def _derive_scoped_tables(con, run: str) -> None:
+    """derive_full.sql over the scoped spans, less the statements of the "run" tables refreshed from the other
+    derived tables or merged (their rows from a scope alone would be thrown away)."""
+    skipped = tuple(
+        f"INTO _{t.name}_mat " for t in TABLES if t.refresh in ("rederive", "merge", "windows", "tail")
+    )
+    for sql, used, _ in sqlfiles.statements("raw/derive_full"):
+        if not any(marker in sql for marker in skipped):
+            con.execute(sql, {"run": run} if used else None)
+
+
+def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
+    """Point raw_spans at the scope's spans, read from the segments whose time range meets a scoped trace's."""
+    from rollscope.queries.reader import schema_file
+
+    con.execute("CREATE OR REPLACE TABLE _ranges (segment VARCHAR, lo_ns BIGINT, hi_ns BIGINT)")
+    con.executemany("INSERT INTO _ranges VALUES (?, ?, ?)", [(n, lo, hi) for n, (lo, hi) in ranges.items()])
+    traces = (
+        "SELECT trace_id, min(lo_ns) AS lo, max(hi_ns) AS hi FROM _idx SEMI JOIN _scope_traces USING (trace_id) "
+        "GROUP BY trace_id"
+    )
+    names = {
+        n
+        for (n,) in con.execute(
+            f"SELECT DISTINCT r.segment FROM _ranges AS r JOIN ({traces}) AS t ON r.lo_ns <= t.hi AND r.hi_ns >= t.lo"
+        ).fetchall()
+    }
+    lo, hi = con.execute(f"SELECT min(lo), max(hi) FROM ({traces})").fetchone()
+    files = [*(str(p) for p in job.live if p.name in names), schema_file("spans")]
+    text = sqlfiles.load("raw/scope_spans").replace("@files", sql_list(files))
+    values = {**params, "lo": lo or 0, "hi": hi or 0}
+    for statement in duckdb.extract_statements(text):
+        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+    con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
+
+
+def _merge(con, job: Job, parts: dict[str, list[Path]]) -> dict[str, list[Path]]:
+    """Every table's parts after the catch-up, in TABLES order (a "rederive" table reads earlier ones)."""
+    blocks = _blocks(con)
+    tables: dict[str, list[Path]] = {}
+    con.execute("CREATE OR REPLACE TABLE _train_spans_mat AS SELECT * FROM _train_all")
+    for table in TABLES:
+        started = time.perf_counter()
+        if table.blocked:
+            tables[table.name] = _replace_rows(con, job, table.name, parts[table.name], blocks)
+        elif table.refresh == "whole":
+            tables[table.name] = [_write_whole(con, table.name, f"_{table.name}_mat", job.staging)]
+        elif table.refresh == "merge":
+            merge = sqlfiles.load(f"raw/merge_{table.name}")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE _merged AS {merge}", {"run": job.run_id})
+            tables[table.name] = [_write_whole(con, table.name, "_merged", job.staging)]
+        elif table.refresh == "windows":
+            tables[table.name] = _refresh_windows(con, job, table, tables, parts[table.name])
+        elif table.refresh == "tail":
+            tables[table.name] = _refresh_tail(con, job, table, tables, parts)
+        else:
+            tables[table.name] = _rederive(con, job, table, tables)
+        log.debug("run %s: %s in %.2f s", job.run_id, table.name, time.perf_counter() - started)
+    tables["_traces"] = _index_parts(con, job, parts["_traces"])
+    tables["_train_spans"] = [_write_whole(con, "_train_spans", "_train_spans_mat", job.staging)]
+    return tables
+
+
+def _index_parts(con, job: Job, old: list[Path]) -> list[Path]:
+    """The trace index's parts after a catch-up: the previous ones, and one of the traces the new spans touched
+    (their rows over old and new spans, which supersede the earlier rows: scope_seed.sql takes each trace's
+    earliest start and latest end over every part). Not the index rewritten whole, which grows with the run.
+    Parts are merged tier by tier like the blocked tables' (a part of ``rows`` rows is in tier
+    ``floor(log_FANOUT(rows))``; ``FANOUT`` of one tier become one), so the index keeps under ``FANOUT`` parts
+    per tier and a row is rewritten at most ``log_FANOUT(rows)`` times."""
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _idx_delta AS SELECT * FROM _idx "
+        "SEMI JOIN (SELECT DISTINCT trace_id FROM _new) AS n USING (trace_id)"
+    )
+    parts = [*old, _write_whole(con, "_traces", "_idx_delta", job.staging)]
+    while True:
+        tiers: dict[int, list[Path]] = {}
+        for part in parts:
+            rows = max(pq.read_metadata(part).num_rows, 1)
+            tiers.setdefault(int(math.log(rows, FANOUT) + 1e-9), []).append(part)
+        full = next((group[:FANOUT] for group in tiers.values() if len(group) >= FANOUT), None)
+        if full is None:
+            return parts
+        _view(con, "_idx_merging", full, schema="_idx")
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE _idx_merged AS SELECT trace_id, rollout_id, max(group_id) AS group_id, "
+            "min(lo_ns) AS lo_ns, max(hi_ns) AS hi_ns FROM _idx_merging GROUP BY trace_id, rollout_id"
+        )
+        merged = _write_whole(con, "_traces", "_idx_merged", job.staging)
+        parts = [p for p in parts if p not in full] + [merged]
+
+
+def _replace_rows(con, job: Job, name: str, parts: list[Path], blocks: set[str]) -> list[Path]:
+    """A blocked table's parts: those of the touched blocks rewritten, their rows of the scoped steps (a table
+    without a step column: of the scoped rollouts) replaced by the scoped derivation's; the others reused."""
+    mat = f"_{name}_mat"
+    scope = _IN_STEPS if "step" in _columns(con, mat) else _IN_ROLLOUTS
+    old = [p for p in parts if holds(p, blocks)]
+    relation = _with_block(con, mat, scope)
+    if old:
+        relation += (
+            " UNION ALL BY NAME SELECT * EXCLUDE (filename), "
+            "regexp_extract(filename, '/b=([^/]+)/[^/]+$', 1) AS _block "
+            f"FROM read_parquet({sql_list(old)}, filename = true, hive_partitioning = false) WHERE NOT {scope}"
+        )
+    written = _write_blocked(con, name, relation, job.staging)
+    return _consolidate(con, name, [p for p in parts if p not in old] + written, job.staging)
+
+
+def _refresh_windows(con, job: Job, table, tables: dict[str, list[Path]], old: list[Path]) -> list[Path]:
+    """A "windows" table (rollout_goodput): its rows of the step windows from the one holding the new spans'
+    first start on swept again, the earlier windows' rows kept (refresh_rollout_goodput.sql)."""
+    from rollscope.queries.reader import schema_file
+
+    t0 = con.execute(
+        "SELECT min(start_ns) FROM _new WHERE name IN ('rl.turn', 'rl.rollout', 'rl.train_step', 'rl.weight_sync')"
+    ).fetchone()[0]
+    if t0 is None:  # nothing it reads is new
+        return old
+    from_ns, first_ns = con.execute(
+        "SELECT max(start_ns) FILTER (start_ns <= ?), min(start_ns) FROM _old_train_steps "
+        "WHERE train_step IS NOT NULL",
+        [t0],
+    ).fetchone()
+    if from_ns is None:  # before the first window: sweep it all
+        return _rederive(con, job, table, tables)
+    _read_final(con, tables)
+    _view(con, "_old_rollout_goodput", old, schema="_rollout_goodput_mat")
+    text = sqlfiles.load(f"raw/refresh_{table.name}").replace("@schema", sql_list([schema_file("spans")]))
+    values = {"run": job.run_id, "from_ns": from_ns, "first_ns": first_ns}
+    for statement in duckdb.extract_statements(text):
+        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+    return [_write_whole(con, table.name, "_merged", job.staging)]
+
+
+def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: dict) -> list[Path]:
+    """A "tail" table (compute_busy): per step, the scoped steps' rows swept again; for the whole run, the
+    previous union less its part from the first changed interval on plus the new one's
+    (refresh_compute_busy.sql)."""
+    for name in ("step_islands", "work", "compute_busy"):
+        _view(con, f"_old_{name}", parts[name], schema=f"_{name}_mat")
+    for name in ("step_islands", "work"):
+        _view(con, f"_final_{name}", tables[name], schema=f"_{name}_mat")
+    (t0,) = con.execute(
+        "SELECT min(start_ns) FROM ("
+        " SELECT start_ns FROM _old_step_islands WHERE step IN (SELECT step FROM _scope_steps)"
+        " UNION ALL SELECT start_ns FROM _old_work WHERE step IS NULL"
+        " UNION ALL SELECT start_ns FROM _final_step_islands WHERE step IN (SELECT step FROM _scope_steps)"
+        " UNION ALL SELECT start_ns FROM _final_work WHERE step IS NULL)"
+    ).fetchone()
+    _read_final(con, tables)
+    values = {"run": job.run_id, "t0_ns": t0 if t0 is not None else 2**62}
+    for statement in duckdb.extract_statements(sqlfiles.load(f"raw/refresh_{table.name}")):
+        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+    return [_write_whole(con, table.name, "_merged", job.staging)]
+
+
+def _read_final(con, tables: dict[str, list[Path]]) -> None:
+    """Point the views of the tables written so far at their new parts (the scoped rows stay as _<t>_scoped)."""
+    for done, files in tables.items():
+        if (
+            _columns(con, f"_{done}_mat")
+            and con.execute(
+                "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [f"_{done}_mat"]
+            ).fetchone()[0]
+        ):
+            con.execute(f"ALTER TABLE _{done}_mat RENAME TO _{done}_scoped")
+            _view(con, f"_{done}_mat", files, schema=f"_{done}_scoped")
+
+
+def _rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]:
+    """A "rederive" table, from the tables written so far (their views now read the new parts) and the raw
+    spans those keep (rederive_spans.sql)."""
+    from rollscope.queries.reader import schema_file
+
+    _read_final(con, tables)
+    con.execute(sqlfiles.load("raw/rederive_spans").replace("@schema", sql_list([schema_file("spans")])))
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE _merged AS SELECT $run AS run_id, * FROM {table.source}",
+        {"run": job.run_id},
+    )
+    return [_write_whole(con, table.name, "_merged", job.staging)]
+
+
+def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
+    """Merge a blocked table's parts of consumed steps, tier by tier, so a run of any length keeps few: a
+    part's tier is ``floor(log_FANOUT(blocks it spans))``; ``FANOUT`` parts of one tier, none holding the newest
+    two blocks (which the next catch-ups rewrite), become one part of the blocks from the first to the last.
+    Each row is rewritten at most ``log_FANOUT(blocks)`` times; a table keeps under ``FANOUT`` parts per tier."""
+    ranged = sorted((part_range(p), p) for p in parts if part_range(p) is not None)
+    if not ranged:
+        return parts
+    newest = max(last for (_, last), _ in ranged)
+    tiers: dict[int, list] = {}
+    for (first, last), part in ranged:
+        if last < newest - 1:
+            tiers.setdefault(int(math.log(last - first + 1, FANOUT) + 1e-9), []).append(((first, last), part))
+    merged: dict[Path, Path | None] = {}
+    for group in tiers.values():
+        for i in range(0, len(group) - FANOUT + 1, FANOUT):
+            chunk = group[i : i + FANOUT]
+            first, last = chunk[0][0][0], max(r[1] for r, _ in chunk)
+            files = [p for _, p in chunk]
+            target = staging / name / f"b={first}_{last}" / f"{secrets.token_hex(6)}.parquet"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = f"read_parquet({sql_list(files)}, hive_partitioning = false, union_by_name = true)"
+            con.execute(
+                f"COPY (SELECT * FROM {source}) TO '{_quoted(target)}' "
+                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+            )
+            merged.update({p: None for p in files})
+            merged[files[0]] = target
+    return [merged.get(p, p) for p in parts if merged.get(p, p) is not None]

@@ -19,7 +19,6 @@ waiting for it. ``derive=False`` never derives (``rollscope runs`` reads raw dat
 from __future__ import annotations
 
 import itertools
-import re
 import tempfile
 import threading
 from collections import Counter
@@ -34,8 +33,8 @@ import pyarrow.parquet as pq
 
 from rollscope.errors import QueryError
 from rollscope.queries import sqlfiles
+from rollscope.queries.derive import analysis_macros, raw_views, sql_list, stored_columns
 from rollscope.queries.derive import derive as derive_run
-from rollscope.queries.derive import raw_views, sql_list, stored_columns
 from rollscope.store import derived
 from rollscope.store import layout as store
 from rollscope.store.schema import DATASETS
@@ -43,7 +42,6 @@ from rollscope.store.schema import DATASETS
 _RETRIES = 5
 T = TypeVar("T")
 _VERSIONS = itertools.count(1)  # unique across readers: a result cached under one is never another's
-_MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
 
 
 @cache
@@ -81,21 +79,12 @@ def _empty_dir() -> Path:
     return root
 
 
-@cache
 def _reader_macros() -> tuple[str, ...]:
     """The analyses' macros (``sql/analyses/macros``) a reader creates after the derived views: all but the
     definitions over raw spans that the store's derived tables hold instead (``*_src``, ``*_staged``) and the
     names the derived views define. DuckDB binds a table macro when it is created, through every view and macro
     it reads, so creating those definitions would cost a reader as much as all the rest of opening a store."""
-    defined = set(_MACRO.findall(sqlfiles.load("raw/derived_views")))
-    kept = []
-    for name in sqlfiles.folder("analyses/macros"):
-        for statement, _, _ in sqlfiles.statements(name):
-            match = _MACRO.search(statement)
-            macro = match.group(1) if match else None
-            if macro is None or not (macro in defined or macro.endswith(("_src", "_staged"))):
-                kept.append(statement)
-    return tuple(kept)
+    return analysis_macros(definitions=False)
 
 
 def schema_file(dataset: str) -> str:
@@ -128,6 +117,7 @@ class Reader:
         # How refreshes brought runs' derived state up to date (store.derived.catch_up's answers): for tests
         # and benchmarks.
         self.derivations: Counter[str] = Counter()
+        self.derived_how: Counter[str] = Counter()  # of the "derived" ones: "full" or "incremental"
         # Changes whenever what the views read changes (new segments, caught-up derived state): results
         # computed at one version hold until it changes (the dashboard caches by it).
         self.version = 0
@@ -181,6 +171,8 @@ class Reader:
             else:
                 state, how = derived.latest(self.store, run), "read"
             self.derivations[how] += 1
+            if how == "derived" and state is not None:
+                self.derived_how[state.how] += 1
             self._stale.discard(run)
             if how in ("stale", "read") and (state is None or not derived.up_to_date(state, live)):
                 self._stale.add(run)
@@ -206,8 +198,9 @@ class Reader:
             [*raw["collector_stats"], schema_file("collector_stats")],
         )
         template = sqlfiles.load("raw/derived_files")
+        published = [s.files() for _, s in sorted(states.items())]  # once per run, not once per table
         for name in derived.TABLE_NAMES:
-            files = [str(s.files()[name]) for _, s in sorted(states.items())]
+            files = [str(f) for tables in published for f in tables[name]]
             table = f"_{name}_mat"
             files = files or [str(_empty_dir() / f"{name}.parquet")]  # no run has it: empty, typed
             cur.execute(template.replace("@table", table).replace("@files", sql_list(files)))

@@ -2,8 +2,9 @@
 
 Keys are stable and documented in docs/report.md; a figure that cannot be computed (no turns with
 speculative decoding, no trainer spans yet) is ``None``, never missing. Every analysis runs once per report
-(``analyses.Memo``); hand it a Memo to share them with the checks and other pages too. ``headline`` is
-the part the dashboard's Overview shows, built by the same functions, so it costs only what it shows.
+(``analyses.Memo``) and independent sections at once (``analyses.together``); hand it a Memo to share them
+with the checks and other pages too. ``headline`` is the part the dashboard's Overview shows, built by the same
+functions, so it costs only what it shows.
 """
 
 from __future__ import annotations
@@ -21,28 +22,30 @@ def report(con, run_id: str, steps=None, environment=None) -> dict:
     con = analyses.memo(con)
     analyses.require_run(con, run_id)
     filters = {"steps": steps, "environment": environment}
-    return {
-        "run_id": run_id,
-        "steps": _steps(con, run_id),
-        "environments": analyses.environments(con, run_id),
-        "funnel": {**_funnel(con, run_id, filters), "losses": _losses(con, run_id, filters)},
-        "compute": _compute(con, run_id, filters),
-        "prefill_decode": {
-            **_prefill_decode(con, run_id, filters),
-            "disaggregation": _disaggregation(con, run_id, filters),
-        },
-        "spec_decode": _spec_decode(con, run_id, filters),
-        "staleness": analyses.staleness_summary(con, run_id, **filters),
-        "trainer": _trainer(con, run_id, filters),
-        "throughput": _throughput(con, run_id, filters),
-        "staleness_timing": _staleness_timing(con, run_id, filters),
-        "stale_bias": _stale_bias(con, run_id, filters),
-        "learning": _learning(con, run_id, filters),
-        "zero_signal": analyses.zero_signal_summary(con, run_id, **filters),
-        "mismatch": _mismatch(con, run_id, filters),
-        "health": health(con, run_id),
-        "goodput": analyses.goodput(con, run_id, **filters),
-    }
+    sections = analyses.together(
+        {
+            "steps": lambda: _steps(con, run_id),
+            "environments": lambda: analyses.environments(con, run_id),
+            "funnel": lambda: {**_funnel(con, run_id, filters), "losses": _losses(con, run_id, filters)},
+            "compute": lambda: _compute(con, run_id, filters),
+            "prefill_decode": lambda: {
+                **_prefill_decode(con, run_id, filters),
+                "disaggregation": _disaggregation(con, run_id, filters),
+            },
+            "spec_decode": lambda: _spec_decode(con, run_id, filters),
+            "staleness": lambda: analyses.staleness_summary(con, run_id, **filters),
+            "trainer": lambda: _trainer(con, run_id, filters),
+            "throughput": lambda: _throughput(con, run_id, filters),
+            "staleness_timing": lambda: analyses.staleness_timing_summary(con, run_id, **filters),
+            "stale_bias": lambda: _stale_bias(con, run_id, filters),
+            "learning": lambda: _learning(con, run_id, filters),
+            "zero_signal": lambda: analyses.zero_signal_summary(con, run_id, **filters),
+            "mismatch": lambda: _mismatch(con, run_id, filters),
+            "health": lambda: health(con, run_id),
+            "goodput": lambda: analyses.goodput(con, run_id, **filters),
+        }
+    )
+    return {"run_id": run_id, **sections}
 
 
 def changes(con, first: dict, second: dict) -> pd.DataFrame:
@@ -65,16 +68,6 @@ def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _staleness_timing(con, run_id: str, filters: dict) -> dict:
-    """The per-step split of staleness, over the whole selection (means weighted by samples)."""
-    frame = analyses.staleness_timing(con, run_id, **filters)
-    keys = ("in_flight_s_mean", "queued_s_mean", "in_flight_versions_mean", "queued_versions_mean")
-    n = int(frame["samples"].sum())
-    if not n:
-        return {"samples": 0, **dict.fromkeys(keys)}
-    return {"samples": n, **{k: float((frame[k] * frame["samples"]).sum() / n) for k in keys}}
-
-
 def _stale_bias(con, run_id: str, filters: dict) -> dict:
     frame = analyses.stale_bias(con, run_id, **filters).set_index("samples")
     keys = ("rollouts", "decoded_tokens_mean", "duration_s_mean", "reward_mean", "success_rate")
@@ -89,23 +82,20 @@ def _stale_bias(con, run_id: str, filters: dict) -> dict:
 
 def _learning(con, run_id: str, filters: dict) -> dict:
     row = analyses.record(analyses.learning(con, run_id, **filters))
-    tasks = analyses.task_solve_rates(con, run_id, **filters)
+    tasks = analyses.task_solve_summary(con, run_id, **filters)
     losses = analyses.trainer_steps(con, run_id, filters["steps"])["train_loss"].dropna()
     return {
         **{k: row.get(k) for k in ("scored", "reward_mean", "reward_p10", "reward_p50", "reward_p90")},
         "success_rate": row.get("success_rate"),
         "success_threshold": analyses.SUCCESS_THRESHOLD,
         "train_loss_last": analyses.plain(losses.iloc[-1]) if len(losses) else None,
-        "tasks_attempted": len(tasks),
-        "tasks_always_solved": int((tasks["status"] == "always solved").sum()),
-        "tasks_never_solved": int((tasks["status"] == "never solved").sum()),
+        **{k: tasks[k] for k in ("tasks_attempted", "tasks_always_solved", "tasks_never_solved")},
     }
 
 
 def _mismatch(con, run_id: str, filters: dict) -> dict:
     row = analyses.record(analyses.mismatch(con, run_id, **filters))
-    by_step = analyses.mismatch(con, run_id, "step", **filters)
-    worst = by_step["mismatch_kl_mean"].max() if len(by_step) else None
+    steps = analyses.mismatch_steps(con, run_id, **filters)
     keys = (
         "mismatch_kl_mean",
         "mismatch_kl_max",
@@ -116,7 +106,7 @@ def _mismatch(con, run_id: str, filters: dict) -> dict:
     return {
         "samples": row.get("samples", 0),
         **{k: row.get(k) for k in keys},
-        "worst_step_mismatch_kl": analyses.plain(worst),
+        "worst_step_mismatch_kl": steps["worst_step_mismatch_kl"],
     }
 
 
@@ -126,14 +116,16 @@ def headline(con, run_id: str, steps=None, environment=None) -> dict:
     con = analyses.memo(con)
     analyses.require_run(con, run_id)
     filters = {"steps": steps, "environment": environment}
-    return {
-        "run_id": run_id,
-        "funnel": _funnel(con, run_id, filters),
-        "compute": _compute(con, run_id, filters),
-        "prefill_decode": _prefill_decode(con, run_id, filters),
-        "spec_decode": _spec_decode(con, run_id, filters),
-        "trainer": _trainer(con, run_id, filters),
-    }
+    sections = analyses.together(
+        {
+            "funnel": lambda: _funnel(con, run_id, filters),
+            "compute": lambda: _compute(con, run_id, filters),
+            "prefill_decode": lambda: _prefill_decode(con, run_id, filters),
+            "spec_decode": lambda: _spec_decode(con, run_id, filters),
+            "trainer": lambda: _trainer(con, run_id, filters),
+        }
+    )
+    return {"run_id": run_id, **sections}
 
 
 def _steps(con, run_id: str) -> dict:
@@ -246,14 +238,14 @@ def health(con, run_id: str, now_ns: int | None = None) -> dict:
     """Is it stuck: rollouts in flight and the oldest, the most silent process, scoring latency over the run.
     As of ``now_ns``, else of the end of the run's newest span (docs/report.md)."""
     flying = analyses.in_flight(con, run_id, now_ns=now_ns)
+    oldest = analyses.in_flight_summary(con, run_id, now_ns=now_ns)
     quiet = analyses.liveness(con, run_id, now_ns=now_ns)
     scoring = analyses.scoring_latency(con, run_id, by=None).set_index("kind")
-    oldest = flying.iloc[0] if len(flying) else None
     return {
         "as_of_ns": analyses.plain(quiet["as_of_ns"].iloc[0]) if len(quiet) else None,
-        "in_flight": int(flying["in_flight"].sum()),
-        "oldest_in_flight_s": analyses.plain(oldest["oldest_age_s"]) if oldest is not None else None,
-        "oldest_in_flight_rollout": oldest["oldest_rollout_id"] if oldest is not None else None,
+        "in_flight": oldest["in_flight"],
+        "oldest_in_flight_s": oldest["oldest_age_s"],
+        "oldest_in_flight_rollout": oldest["oldest_rollout_id"],
         "in_flight_by_environment": [
             {
                 "environment": r.environment,

@@ -11,6 +11,7 @@ import pandas as pd
 from rollscope.queries import sqlfiles
 
 SEARCH_LIMIT = 500
+REUSE_STEPS = 16  # optimizer steps after its first in which a rollout's samples are looked for (window.sql)
 
 
 def _query(con, name: str, **params) -> pd.DataFrame:
@@ -46,9 +47,19 @@ def search(
     )
 
 
+def window(con, run_id: str, rollout_id: str) -> dict:
+    """Where in time the rollout's raw spans can be (``window.sql``): ``lo``/``hi`` for its own,
+    ``sample_lo``/``sample_hi`` for its samples and consuming train steps. All None for an unknown rollout,
+    which then matches no span."""
+    frame = _query(con, "window", run_id=run_id, rollout_id=rollout_id, reuse_steps=REUSE_STEPS)
+    if frame.empty:
+        return dict.fromkeys(("lo", "hi", "sample_lo", "sample_hi"))
+    return {k: _plain(v) for k, v in frame.iloc[0].items()}
+
+
 def rollout(con, run_id: str, rollout_id: str) -> dict | None:
     """The rollout's identity and outcome, and the train step (and policy version) that consumed it."""
-    frame = _query(con, "consumer", run_id=run_id, rollout_id=rollout_id)
+    frame = _query(con, "consumer", run_id=run_id, rollout_id=rollout_id, **window(con, run_id, rollout_id))
     if frame.empty:
         return None
     return {k: _plain(v) for k, v in frame.iloc[0].items()}
@@ -60,8 +71,11 @@ def group(con, run_id: str, rollout_id: str) -> pd.DataFrame:
 
 
 def spans(con, run_id: str, rollout_id: str) -> pd.DataFrame:
-    """Every span of the rollout in start order, with ``kind``, ``start_s`` and ``end_s`` from its start."""
-    return _query(con, "spans", run_id=run_id, rollout_id=rollout_id)
+    """Every span of the rollout in start order, with ``kind``, ``start_s`` and ``end_s`` from its start.
+
+    Reads the raw spans of the rollout's time window only (``window``): segments are ordered by time, not by
+    rollout, so an unbounded lookup would read the whole run."""
+    return _query(con, "spans", run_id=run_id, rollout_id=rollout_id, **window(con, run_id, rollout_id))
 
 
 def _plain(value):

@@ -63,6 +63,7 @@ from rollscope.store.layout import (
     REPLACED_DIR,
     REPLACED_GRACE_S,
     RETIRE_AFTER_S,
+    ROW_GROUP_ROWS,
     SOURCES_KEY,
     _published,
     partition_dir,
@@ -78,7 +79,6 @@ from rollscope.store.schema import DATASETS
 log = logging.getLogger("rollscope.compaction")
 
 FANOUT = 8
-ROW_GROUP_ROWS = 131_072  # rows buffered, sorted and written as one row group: bounds a merge's memory
 MAX_MERGE_FILES = 4096
 STALE_TMP_S = 3600.0  # a temporary file this old belongs to a writer that died
 LOCK_NAME = ".compact.lock"

@@ -4,29 +4,50 @@ Raw segments hold every span; the analyses read a handful of small tables derive
 rollout, per step, per turn group, ...). Those tables are kept on disk next to the raw data, so any process
 can open a run of any length without holding it in memory, and published atomically like raw segments::
 
-    STORE/derived/run_id=<run>/manifest.json                 the published state: generation, tables, sources
-    STORE/derived/run_id=<run>/gen-<ms>-<token>/<table>.parquet   one immutable generation of every table
-    STORE/derived/run_id=<run>/.lock                          held by the one process catching up
-    STORE/derived/run_id=<run>/.tmp-<token>/                  a generation being written (never read)
+    STORE/derived/run_id=<run>/manifest.json         the published state: every table's parts, the segments
+    STORE/derived/run_id=<run>/parts/<table>/b=<block>/<token>.parquet   immutable parts, shared by states
+    STORE/derived/run_id=<run>/.lock                  held by the one process catching up
+    STORE/derived/run_id=<run>/.tmp-<token>/          parts being written (never read)
 
-A reader reads ``manifest.json``, which names the generation directory and the raw span segments it was
-derived from. The manifest is replaced with ``os.replace`` only after its generation directory is complete,
-so a reader sees a whole generation or the previous one, never a mix. ``kill -9`` at any moment leaves either
-a stale ``.tmp-*`` directory (removed by the next catch-up) or a complete but unpublished generation (same);
-the manifest still names a complete generation, and the next open catches up.
+A table of scope "rollout", "trace" or "step" is kept as one part per block of ``BLOCK_STEPS`` consuming
+steps (``b=<step // BLOCK_STEPS>``) and one for what no step has consumed yet (``b=p``); a "run" table as one
+part (``b=all``). The manifest also keeps what an incremental catch-up builds on: the derived index (``_traces``:
+per trace and rollout its time range and group, one part per catch-up of the traces it touched, merged tier by
+tier; ``_train_spans``: the raw train step and weight sync spans), each segment's time range, the run's
+staleness bound, whether its trainer records rl.sample decisions, and every table's columns and types (the
+next catch-up creates its tables from them rather than binding every definition, seconds of fixed cost).
+
+A reader reads ``manifest.json``, which names every part and the raw span segments they were derived from.
+The manifest is replaced with ``os.replace`` only after every part it names is in place, so a reader sees a
+whole state or the previous one, never a mix. ``kill -9`` at any moment leaves a stale ``.tmp-*`` directory or
+parts no manifest names (both removed by the next catch-up); the manifest still names complete parts, and the
+next open catches up. Parts the new manifest drops are listed in it as retired and deleted ``GRACE_S`` later by
+a later catch-up (a reader that read the previous manifest may still read them); a named part never is.
 
 Catch-up (``catch_up``): a reader that finds segments the manifest does not name takes the run's lock
-(``fcntl.flock``; a second process does not derive the same run at the same time), derives every table from
-the run's raw segments into a temporary directory with the function the caller gives (``queries.derive``:
-DuckDB, under a memory limit, spilling to disk), renames the directory into place and replaces the manifest.
+(``fcntl.flock``; a second process does not derive the same run at the same time) and calls the derive
+function the caller gives (``queries.derive``: DuckDB, under a memory limit, spilling to disk) with the
+previous state. That function derives one of two ways:
+
+* **incremental**, whenever the previous state is of this ``FORMAT`` and nothing below says otherwise: the
+  scope the new segments can change (their rollouts and traces, those rollouts' groups and steps, every rollout
+  and trace of those steps and of the not-yet-consumed step, the new train steps), derived from that scope's
+  spans alone (found through the trace index and the segments' time ranges, not by scanning the run), and each
+  table's rows of the scoped steps (or rollouts) replaced: only the parts of the touched blocks are rewritten,
+  the others reused by path; "run" tables are refreshed by their ``refresh`` rule (below, on ``Table``).
+* **full** (the reference): every table from every span of the run, when there is no previous state of this
+  ``FORMAT``, a derived segment vanished without a compaction or a compaction merged derived and new segments,
+  the new spans outnumber the derived ones, the run's first rl.sample of a rollout arrives (step timing switches
+  to recorded decisions), the staleness bound rises, an rl.rollout / rl.reward / rl.judge span of no rollout
+  arrives (or ever did), a train step arrives whose data was ready before the newest one's (in a run without
+  recorded decisions), a "run" table has no ``refresh`` rule, or the scope keeps growing.
+
 A reader that cannot take the lock either reads the last published state (``wait=False``, the dashboard's
-live refresh) or waits for the holder and reads what it published (``wait=True``, the CLI). Generations
-replaced more than ``GRACE_S`` ago are deleted by a later catch-up; a reader that listed one just before the
-switch can still finish its query.
+live refresh) or waits for the holder and reads what it published (``wait=True``, the CLI).
 
 A compaction merges segments without changing rows: a compacted segment whose sources were all derived from
 counts as derived, so compaction never triggers a catch-up. A segment that disappears otherwise (a run
-rewritten, a source deleted) does.
+rewritten, a source deleted) does, in full.
 
 When the store is not writable (e.g. the ``sample_data`` shipped inside an installed package), derived data
 goes to a per-user cache directory (``$ROLLSCOPE_CACHE``, else ``$XDG_CACHE_HOME/rollscope``, else
@@ -49,68 +70,134 @@ import tempfile
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollscope.store import layout
 
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
-FORMAT = 7  # bump when a table's definition changes: manifests of an older format are derived again
-GRACE_S = 300.0  # how long a replaced generation stays on disk for readers that listed it
+FORMAT = (
+    8  # bump when a table's definition or the layout changes: manifests of an older format are derived again
+)
+GRACE_S = 300.0  # how long a retired part stays on disk for readers that listed it
+PARTS = "parts"  # parts/<table>/b=<block>/<name>.parquet, immutable, shared by the generations naming them
+BLOCK_STEPS = int(
+    os.environ.get("ROLLSCOPE_BLOCK_STEPS", "32")
+)  # consuming steps per part of a blocked table
 
 
 @dataclass(frozen=True)
 class Table:
-    """One derived table: its key, what it is derived from, and what makes a run's copy out of date."""
+    """One derived table: its key, what it is derived from, and how a catch-up brings it up to date."""
 
     name: str
     key: tuple[str, ...]
     source: str  # the SQL relation (view or table macro of queries/sql) the table holds, for run $run
     what: str
-    # "rollout", "step" or "run": what one row is computed from. "step": a step's rows come from the raw and
-    # derived rows of that step alone (its consuming step; NULL, not consumed yet, counts as a step).
+    # What one row is computed from, which decides how an incremental catch-up refreshes it:
+    # "rollout": a rollout's rows from that rollout's spans (and its group's, its step's train step);
+    # "trace": a span's row from the spans of its trace (a turn joins its trace's rollout and engine spans);
+    # "step": a step's rows from the raw and derived rows of that step alone (its consuming step; NULL, not
+    # consumed yet, counts as a step); "run": from the whole run, refreshed as ``refresh`` says.
     scope: str = "run"
+    # For scope "run" only: "whole" (the scoped derivation holds every input: train steps, weight syncs),
+    # "rederive" (recomputed from the other derived tables, never from raw spans), "merge" (old rows merged
+    # with the new spans' by queries/sql/raw/merge_<name>.sql) or "windows" (rows per step window: those from
+    # the window holding the new spans on swept again, queries/sql/raw/refresh_<name>.sql) or "tail" (a union
+    # of time intervals: its part from the first changed interval on taken again, refresh_<name>.sql). A "run" table without one is derived in full
+    # on every catch-up: the safe default for a new table.
+    refresh: str | None = None
+
+    @property
+    def blocked(self) -> bool:
+        """Kept as one Parquet part per block of ``BLOCK_STEPS`` consuming steps (and one for step NULL), so a
+        catch-up rewrites the blocks of the steps it touched, not the table."""
+        return self.scope in ("rollout", "trace", "step")
 
 
 # Every derived table, in the order they are derived (later ones read earlier ones). Each holds one run
-# (column run_id) and is derived whole from the run's raw span segments; any new or vanished span segment
-# of the run (other than a compaction's regrouping) makes every table of the run out of date.
+# (column run_id); any new or vanished span segment of the run (other than a compaction's regrouping) makes
+# the run's tables out of date, and ``scope`` says which of their rows a new segment can change.
 TABLES: tuple[Table, ...] = (
-    Table("rollouts", ("rollout_id",), "_rollouts_src", "one row per rl.rollout span, with its reward"),
-    Table("train_steps", ("trace_id", "span_id"), "_train_steps_src", "one row per rl.train_step span"),
+    Table(
+        "rollouts",
+        ("rollout_id",),
+        "_rollouts_src",
+        "one row per rl.rollout span, with its reward",
+        "rollout",
+    ),
+    Table(
+        "train_steps",
+        ("trace_id", "span_id"),
+        "_train_steps_src",
+        "one row per rl.train_step span",
+        "run",
+        "whole",
+    ),
     Table(
         "rollout_steps",
         ("rollout_id",),
         "_rollout_steps_src($run)",
         "each rollout's consuming step, staleness, train-inference mismatch",
-    ),
-    Table("turns", ("trace_id", "span_id"), "_turns_stepped_src($run)", "every generation, with its step"),
-    Table("rollout_stages", ("rollout_id",), "_rollout_stages_src($run)", "each rollout's funnel stages"),
-    Table(
-        "work", ("term", "trace_id", "start_ns"), "_compute_work_src($run)", "every piece of work, with step"
+        "rollout",
     ),
     Table(
-        "step_sums", ("term", "step", "environment"), "_step_sums_src($run, NULL)", "FLOPs, span ns per step"
+        "turns",
+        ("trace_id", "span_id"),
+        "_turns_stepped_src($run)",
+        "every generation, with its step",
+        "trace",
+    ),
+    Table(
+        "rollout_stages",
+        ("rollout_id",),
+        "_rollout_stages_src($run)",
+        "each rollout's funnel stages",
+        "rollout",
+    ),
+    Table(
+        "work",
+        ("term", "trace_id", "start_ns"),
+        "_compute_work_src($run)",
+        "every piece of work, with step",
+        "trace",
+    ),
+    Table(
+        "step_sums",
+        ("term", "step", "environment"),
+        "_step_sums_src($run, NULL)",
+        "FLOPs, span ns per step",
+        "step",
     ),
     Table(
         "step_islands",
         ("term", "instance_id", "step", "environment", "start_ns"),
         "_step_islands_src($run, NULL)",
         "each process's busy islands per step",
+        "step",
     ),
     Table(
         "compute_busy",
         ("term", "by_step", "all_environments", "step", "environment", "instance_id"),
         "_compute_busy_src($run)",
         "each process's busy ns per step or run, per environment or over all",
+        "run",
+        "tail",
     ),
-    Table("rollout_work", ("rollout_id",), "_rollout_work_staged($run)", "the work around each rollout"),
+    Table(
+        "rollout_work",
+        ("rollout_id",),
+        "_rollout_work_staged($run)",
+        "the work around each rollout",
+        "rollout",
+    ),
     Table(
         "turn_sums",
         ("step", "environment", "turn_index", "policy_version", "drafter_version", "spec_k", "length_bucket"),
         "_turn_sums_src($run, NULL)",
         "turn tokens, times, speculative counts per step and key",
+        "step",
     ),
     # Per-step aggregates (queries/sql/analyses/macros/07_step_aggregates.sql): what every analysis, page, report
     # and check reads, a few rows per step; rollout_tails and turn_latency are narrow per-rollout / per-turn
@@ -212,19 +299,23 @@ TABLES: tuple[Table, ...] = (
         "_run_percentiles_src($run)",
         "exact percentiles of the run and of each environment (tails, turn latency)",
         scope="run",
+        refresh="rederive",
     ),
     # Is it stuck (queries/sql/analyses/macros/08_health.sql): liveness, scoring latency, goodput.
-    # Scopes: a process's activity and the rollouts in flight depend on the whole run so far; a scoring call and
+    # Scopes: a process's activity depends on the whole run so far; the rollouts in flight, a scoring call and
     # a rollout's turn seconds on that rollout; goodput is per step window (from a train step's start to the
-    # next's), so its rows are per step like the aggregates above.
+    # next's), which a new train step changes for the step before it: recomputed whole.
     Table(
         "process_activity",
         ("instance_id",),
         "_process_activity_src($run)",
         "each process's last span",
         scope="run",
+        refresh="merge",
     ),
-    Table("open_rollouts", ("rollout_id",), "_open_rollouts_src($run)", "rollouts in flight", scope="run"),
+    Table(
+        "open_rollouts", ("rollout_id",), "_open_rollouts_src($run)", "rollouts in flight", scope="rollout"
+    ),
     # One narrow row per scoring call in step order, like rollout_tails (exact latency percentiles).
     Table("scoring", ("step",), "_scoring_src($run)", "each scoring call's latency", scope="step"),
     Table(
@@ -232,14 +323,16 @@ TABLES: tuple[Table, ...] = (
         ("step",),
         "_trainer_goodput_src($run)",
         "the trainer's time per step",
-        scope="step",
+        scope="run",  # a step's window ends where the next step starts
+        refresh="whole",
     ),
     Table(
         "rollout_goodput",
         ("step", "instance_id"),
         "_rollout_goodput_src($run)",
         "each rollout process's time per step, by state",
-        scope="step",
+        scope="run",  # per step window, swept over each process's turns and rollouts
+        refresh="windows",
     ),
     Table(
         "rollout_devices",
@@ -256,10 +349,12 @@ TABLES: tuple[Table, ...] = (
         "_wasted_sums_src($run)",
         "device-seconds on rollouts never used, per step and environment",
         scope="run",
+        refresh="rederive",
     ),
     # Is it learning, and the advisor (queries/sql/analyses/macros/09_learning.sql): per step like the aggregates
-    # above. Groups are judged over the whole run, as funnel_sums' nonzero_signal is: a group's rollouts share
-    # their consuming step.
+    # above. Groups are judged over the whole run, as funnel_sums' nonzero_signal is; a catch-up's scope holds
+    # every member of a scoped rollout's group, and a member consumed at a step outside the scope brings that
+    # step in (queries/sql/raw/scope.sql), so replacing the scoped steps' rows keeps them exact.
     Table(
         "reward_counts",
         ("step", "environment", "task", "reward"),
@@ -330,16 +425,20 @@ TABLE_NAMES = tuple(t.name for t in TABLES)
 
 @dataclass(frozen=True)
 class Published:
-    """A run's published derived state: where its tables are and which raw segments they hold."""
+    """A run's published derived state: where its tables' parts are and which raw segments they hold."""
 
     run_id: str
     root: Path  # the run's derived directory
     generation: str
     segments: frozenset[str]  # names of the raw span segments derived from
     derived_at: float
+    tables: dict = field(default_factory=dict, compare=False)  # name -> [part path relative to root]
+    meta: dict = field(default_factory=dict, compare=False)  # what an incremental catch-up builds on
+    how: str = field(default="full", compare=False)  # how it was derived: "full" or "incremental"
 
-    def files(self) -> dict[str, Path]:
-        return {name: self.root / self.generation / f"{name}.parquet" for name in TABLE_NAMES}
+    def files(self) -> dict[str, list[Path]]:
+        """Every table's (and index's) Parquet parts."""
+        return {name: [self.root / rel for rel in parts] for name, parts in self.tables.items()}
 
 
 # --- where derived data lives ---------------------------------------------------------------------------------
@@ -392,7 +491,7 @@ def published(root: Path, run_id: str) -> Published | None:
         data = json.loads((directory / MANIFEST).read_text())
     except (OSError, ValueError):
         return None
-    if data.get("format") != FORMAT or not (directory / data.get("generation", "")).is_dir():
+    if data.get("format") != FORMAT or not isinstance(data.get("tables"), dict):
         return None
     return Published(
         run_id,
@@ -400,6 +499,9 @@ def published(root: Path, run_id: str) -> Published | None:
         data["generation"],
         frozenset(data.get("segments", [])),
         data.get("derived_at", 0.0),
+        data["tables"],
+        data.get("meta", {}),
+        data.get("how", "full"),
     )
 
 
@@ -439,8 +541,57 @@ def latest(store: Path | str, run_id: str) -> Published | None:
 
 # --- catching up ----------------------------------------------------------------------------------------------
 
-# derive(span_segments, run_id, directory): write <table>.parquet for every table of TABLES into directory.
-Derive = Callable[[list[Path], str, Path], None]
+
+@dataclass(frozen=True)
+class Job:
+    """One catch-up, as the derive function (``queries.derive``) sees it."""
+
+    run_id: str
+    live: list[Path]  # the run's live span segments, all of which the result must hold
+    staging: Path  # where new parts are written: ``<table>/b=<block>/<name>.parquet``
+    previous: Published | None  # the state to build on (None: derive from scratch)
+
+
+@dataclass
+class Result:
+    """What a derive function made: every table's parts (new ones under the staging directory, reused ones
+    as the previous state's paths), what the next catch-up needs (``meta``) and how (full or incremental)."""
+
+    tables: dict[str, list[Path]]
+    meta: dict
+    how: str = "full"
+
+
+# derive(job) -> Result: write every table of TABLES (and the index the next catch-up reads) for job.live.
+Derive = Callable[[Job], Result]
+
+
+def block_of(step) -> str:
+    """The block label of a consuming step: parts hold ``BLOCK_STEPS`` steps each; ``p``: not consumed yet."""
+    return "p" if step is None else str(int(step) // BLOCK_STEPS)
+
+
+def part_block(path: Path | str) -> str:
+    """The block a part holds, from its directory: ``b=<block>``, ``b=<first>_<last>`` (blocks merged by a
+    consolidation), ``b=p`` (not consumed yet) or ``b=all`` (a "run" table)."""
+    return Path(path).parent.name.removeprefix("b=")
+
+
+def part_range(path: Path | str) -> tuple[int, int] | None:
+    """The first and last block a part of consumed steps holds (None: ``p`` or ``all``)."""
+    label = part_block(path)
+    if label in ("p", "all"):
+        return None
+    first, _, last = label.partition("_")
+    return (int(first), int(last or first))
+
+
+def holds(path: Path | str, blocks: set[str]) -> bool:
+    """Whether a part may hold rows of any of ``blocks`` (labels of ``block_of``)."""
+    spans = part_range(path)
+    if spans is None:
+        return part_block(path) in blocks
+    return any(b != "p" and spans[0] <= int(b) <= spans[1] for b in blocks)
 
 
 def catch_up(
@@ -469,30 +620,59 @@ def catch_up(
         if state is not None:
             return state, "waited" if waited else "current"
         _clean(directory)
+        previous = published(root, run_id)
         staging = directory / f".tmp-{secrets.token_hex(6)}"
         staging.mkdir()
         try:
-            derive(live, run_id, staging)
-            generation = f"gen-{time.time_ns() // 1_000_000:013d}-{secrets.token_hex(3)}"
-            os.replace(staging, directory / generation)
+            result = derive(Job(run_id, live, staging, previous))
+            tables = _keep(directory, staging, result.tables)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        manifest = {
-            "format": FORMAT,
-            "run_id": run_id,
-            "generation": generation,
-            "tables": {name: f"{generation}/{name}.parquet" for name in TABLE_NAMES},
-            "segments": sorted(p.name for p in live),
-            "derived_at": time.time(),
-        }
-        previous = published(root, run_id)
-        if previous is not None:  # its replacement time: deleted GRACE_S after this, by a later catch-up
-            os.utime(directory / previous.generation)
-        tmp = directory / f".{MANIFEST}.{secrets.token_hex(4)}.tmp"
-        tmp.write_text(json.dumps(manifest, indent=1))
-        os.replace(tmp, directory / MANIFEST)
+        shutil.rmtree(staging, ignore_errors=True)
+        _publish_manifest(directory, run_id, live, tables, result, previous)
         return published(root, run_id), "derived"
+
+
+def _keep(directory: Path, staging: Path, tables: dict[str, list[Path]]) -> dict[str, list[str]]:
+    """Move the new parts from ``staging`` into ``parts/`` (renames: nothing is published until the manifest
+    names them) and return every table's parts relative to the run's directory."""
+    kept: dict[str, list[str]] = {}
+    for name, parts in tables.items():
+        kept[name] = []
+        for part in parts:
+            if part.is_relative_to(staging):
+                target = directory / PARTS / part.relative_to(staging)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(part, target)
+                part = target
+            kept[name].append(str(part.relative_to(directory)))
+    return kept
+
+
+def _publish_manifest(directory, run_id, live, tables, result: Result, previous: Published | None) -> None:
+    """Replace the manifest atomically; the parts the previous one named and this one does not are retired,
+    deleted ``GRACE_S`` later by a later catch-up (a reader that read the previous manifest may still read them)."""
+    now = time.time()
+    named = {rel for parts in tables.values() for rel in parts}
+    retired: dict[str, float] = {}
+    if previous is not None:
+        retired = {rel: t for rel, t in previous.meta.get("retired", {}).items() if rel not in named}
+        for parts in previous.tables.values():
+            retired.update({rel: now for rel in parts if rel not in named and rel not in retired})
+    manifest = {
+        "format": FORMAT,
+        "run_id": run_id,
+        "generation": f"gen-{time.time_ns() // 1_000_000:013d}-{secrets.token_hex(3)}",
+        "tables": tables,
+        "segments": sorted(p.name for p in live),
+        "derived_at": now,
+        "how": result.how,
+        "meta": {**result.meta, "retired": retired},
+    }
+    tmp = directory / f".{MANIFEST}.{secrets.token_hex(4)}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1))
+    os.replace(tmp, directory / MANIFEST)
 
 
 @contextmanager
@@ -515,17 +695,26 @@ def _run_lock(directory: Path, *, wait: bool):
 
 
 def _clean(directory: Path, grace_s: float = GRACE_S) -> None:
-    """Under the lock: remove interrupted catch-ups and generations replaced more than ``grace_s`` ago."""
+    """Under the lock: remove interrupted catch-ups, parts the manifest neither names nor retired less than
+    ``grace_s`` ago, and generation directories of older formats replaced more than ``grace_s`` ago."""
     try:
-        named = json.loads((directory / MANIFEST).read_text()).get("generation")
+        manifest = json.loads((directory / MANIFEST).read_text())
     except (OSError, ValueError):
-        named = None
+        manifest = {}
+    tables = manifest.get("tables") if isinstance(manifest.get("tables"), dict) else {}
+    keep = {rel for parts in tables.values() for rel in parts}
     cutoff = time.time() - grace_s
+    keep |= {rel for rel, t in manifest.get("meta", {}).get("retired", {}).items() if t >= cutoff}
     for entry in directory.iterdir():
         interrupted = entry.name.startswith(".tmp-")
-        replaced = entry.name.startswith("gen-") and entry.name != named and entry.stat().st_mtime < cutoff
+        replaced = entry.name.startswith("gen-") and entry.stat().st_mtime < cutoff
         if interrupted or replaced:
             shutil.rmtree(entry, ignore_errors=True)
+    parts = directory / PARTS
+    if parts.is_dir() and manifest.get("format") == FORMAT:
+        for part in parts.rglob("*.parquet"):
+            if str(part.relative_to(directory)) not in keep:
+                part.unlink(missing_ok=True)
 
 
 def delete_run(store: Path | str, run_id: str) -> bool:

@@ -43,6 +43,10 @@ RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SOURCES_KEY = b"rollscope.sources"
 PARTITION_PREFIX = "run_id="
 COMPACT_TARGET_ROWS = 2_000_000
+# Rows per Parquet row group in every file the store writes. Row groups keep min/max statistics, so a query
+# bounded in time (one rollout's waterfall) reads the few row groups of that time and skips the rest; a merge
+# buffers and sorts one row group at a time, so this also bounds its memory.
+ROW_GROUP_ROWS = 131_072
 REPLACED_GRACE_S = 300.0
 REPLACED_DIR = ".replaced"  # inside a run partition: files a merged file replaced, kept for the grace period
 RETIRE_AFTER_S = 1.0  # a merged file's sources are moved aside this long after it appeared ...
@@ -114,7 +118,7 @@ class SegmentWriter:
 
 def _publish(final: Path, table: pa.Table, durable: bool) -> Path:
     with publishing(final, durable) as sink:
-        pq.write_table(table, sink, compression="zstd")
+        pq.write_table(table, sink, compression="zstd", row_group_size=ROW_GROUP_ROWS)
     return final
 
 

@@ -183,6 +183,15 @@ def test_staleness_split_into_in_flight_and_queued_matches_per_step(run):
     assert any(row["queued_versions_mean"] > 0 for row in timing)  # the excursion queues samples
 
 
+def test_staleness_split_over_the_run_is_the_mean_over_every_consumed_sample(run):
+    con, run_id, truth = run
+    steps = [s["staleness_timing"] for s in truth["learning"]["by_step"] if s["staleness_timing"]["samples"]]
+    n = sum(s["samples"] for s in steps)
+    keys = ("in_flight_s_mean", "queued_s_mean", "in_flight_versions_mean", "queued_versions_mean")
+    expected = {"samples": n, **{k: sum(s[k] * s["samples"] for s in steps) / n for k in keys}}
+    assert analyses.staleness_timing_summary(con, run_id) == pytest.approx(expected, rel=1e-9)
+
+
 def test_dropped_stale_against_kept_matches(run):
     con, run_id, truth = run
     bias = analyses.stale_bias(con, run_id).set_index("samples")
@@ -240,6 +249,13 @@ def test_task_solve_rates_and_curriculum_lists_match(run):
     assert frame.loc[frame["status"] == "always solved", "task"].tolist() == tasks["always_solved"]
     assert frame.loc[frame["status"] == "never solved", "task"].tolist() == tasks["never_solved"]
     assert tasks["always_solved"] and tasks["never_solved"]  # the simulator has too-easy and too-hard tasks
+    summary = analyses.task_solve_summary(con, run_id)
+    assert summary == {
+        "tasks_attempted": len(tasks["solve_rate"]),
+        "tasks_always_solved": len(tasks["always_solved"]),
+        "tasks_never_solved": len(tasks["never_solved"]),
+        "tasks_mixed": len(tasks["solve_rate"]) - len(tasks["always_solved"]) - len(tasks["never_solved"]),
+    }
 
 
 def test_mismatch_per_step_matches_and_the_check_finds_the_excursion(run):
@@ -269,10 +285,39 @@ def test_mismatch_per_step_matches_and_the_check_finds_the_excursion(run):
         return
     first, last = truth["events"]["mismatch_excursion_steps"]
     assert not result.ok
+    worst = max(expected, key=lambda row: row[2])
+    steps = analyses.mismatch_steps(con, run_id, limit=checks.THRESHOLDS["mismatch-kl"])
+    assert (steps["worst_step"], steps["steps"]) == (worst[0], len(expected))
+    assert steps["worst_step_mismatch_kl"] == pytest.approx(worst[2]) == result.value
+    assert (steps["first_step_over"], steps["last_step_over"]) == (first, last)
     over = by_step.loc[by_step["mismatch_kl_mean"] > checks.THRESHOLDS["mismatch-kl"], "step"]
     assert (over.min(), over.max()) == (first, last)
     calm = checks.run_checks(con, run_id, {"mismatch-kl": 1.0})
     assert next(r for r in calm if r.name == "mismatch-kl").ok
+
+
+def test_per_step_rolling_means_are_the_last_steps_means_in_the_same_frame(run):
+    """The dark line of every per-step chart: the mean of the step's figure and the ROLLING_STEPS − 1 before."""
+    con, run_id, truth = run
+    window = analyses.ROLLING_STEPS
+    rates = [s["success_rate"] for s in truth["learning"]["by_step"]]
+    expected = [_mean(rates[max(0, i - window + 1) : i + 1]) for i in range(len(rates))]
+    by_step = analyses.learning(con, run_id, by="step", rolling=("success_rate", "reward_mean"))
+    assert by_step["success_rate_rolling_mean"].tolist() == pytest.approx(expected)
+    plain = analyses.learning(con, run_id, by="step")
+    assert by_step[plain.columns].to_dict("records") == plain.to_dict("records")  # the figures unchanged
+    per_env = analyses.learning(con, run_id, by="step_environment", rolling=("success_rate",))
+    for _, rows in per_env.groupby("environment"):
+        values = rows["success_rate"].tolist()
+        means = [_mean(values[max(0, i - window + 1) : i + 1]) for i in range(len(values))]
+        assert rows["success_rate_rolling_mean"].tolist() == pytest.approx(means)
+    trend = analyses.trend(con, run_id, "success_rate", rolling=True)
+    assert trend["rolling_mean"].tolist() == pytest.approx(expected)
+
+
+def _mean(values: list) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
 
 
 # --- the reference's worked example ------------------------------------------------------------------------

@@ -67,7 +67,7 @@ def test_derived_state_is_published_in_the_store_and_read_without_deriving_again
     state = derived.current(store, RUN)
     assert state is not None and state.root.parent == store / "derived"
     assert state.segments == {p.name for p in layout.segments(store, "spans", RUN)}
-    assert all(f.is_file() for f in state.files().values())
+    assert all(part.is_file() for parts in state.files().values() for part in parts)
 
     second = Reader(store, run_id=RUN)  # another process opening the run reads what the first published
     assert second.derivations == {"current": 1}
@@ -95,7 +95,7 @@ def test_new_segments_are_caught_up_and_a_compaction_is_not(tmp_path):
 
 
 def test_the_bare_duckdb_client_computes_the_funnel_from_the_derived_files(tmp_path):
-    """The layout is enough: manifest.json names the generation, its Parquet files hold the tables."""
+    """The layout is enough: manifest.json names each table's Parquet parts, relative to the run's directory."""
     store = tmp_path / "store"
     write_run(store, RUN, steps=3)
     expected = analyses.funnel(Reader(store, run_id=RUN).con, RUN).iloc[0]
@@ -104,7 +104,7 @@ import duckdb, json, sys
 store, run = sys.argv[1], sys.argv[2]
 part = f"{store}/derived/run_id={run}"
 manifest = json.load(open(f"{part}/manifest.json"))
-stages = f"{part}/{manifest['generation']}/rollout_stages.parquet"
+stages = [f"{part}/{rel}" for rel in manifest["tables"]["rollout_stages"]]
 row = duckdb.connect().execute(
     "SELECT count(*), count(*) FILTER (completed), count(*) FILTER (scored), count(*) FILTER (nonzero_signal),"
     " count(*) FILTER (fresh), count(*) FILTER (usable) FROM read_parquet(?)", [stages]).fetchone()
@@ -127,8 +127,8 @@ import sys, time
 from rollscope.queries.derive import derive
 from rollscope.store import derived
 
-def slow(segments, run, out):
-    derive(segments, run, out)
+def slow(job):
+    derive(job)
     print("derived", flush=True)
     time.sleep(60)  # killed here: every table written, nothing published
 

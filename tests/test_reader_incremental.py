@@ -21,8 +21,8 @@ from rollscope.queries.analyses import compute_terms
 from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
 
-# Every derived table, compared exactly (their sums are integers: arrival order cannot change them; reward_sums
-# and run_percentiles sum doubles, compared to 9 and 6 decimals).
+# Every derived table (store.derived.TABLES), compared exactly (their sums are integers: arrival order cannot
+# change them; the sums and means of doubles are compared to 9 or 6 decimals).
 DERIVED = {
     "rollouts": "SELECT * FROM rollouts WHERE run_id = $run",
     "turns": "SELECT * FROM _turns_stepped($run)",
@@ -51,6 +51,41 @@ DERIVED = {
     },
     "reward_sums": "SELECT * REPLACE (round(reward_sum, 9) AS reward_sum) FROM _reward_sums($run)",
     "run_percentiles": "SELECT * REPLACE (round(total_s, 6) AS total_s) FROM _run_percentiles($run)",
+    **{
+        name: f"SELECT * FROM _{name}($run)"
+        for name in (
+            "process_activity",
+            "open_rollouts",
+            "scoring",
+            "trainer_goodput",
+            "rollout_goodput",
+            "rollout_devices",
+        )
+    },
+    "wasted_sums": (
+        "SELECT step, environment, round(infra_error_device_s, 6), round(aborted_device_s, 6), "
+        "round(unused_device_s, 6), round(total_device_s, 6) FROM _wasted_sums($run)"
+    ),
+    # Is it learning and the advisor (macros/09_learning.sql): groups are judged over the whole run.
+    **{
+        name: f"SELECT * FROM _{name}($run)"
+        for name in ("reward_counts", "zero_signal_sums", "advice_group_sums", "judge_sums")
+    },
+    "mismatch_sums": (
+        "SELECT * REPLACE (round(mismatch_kl_sum, 9) AS mismatch_kl_sum, round(logprob_diff_mean_sum, 9) AS "
+        "logprob_diff_mean_sum, round(importance_ratio_mean_sum, 9) AS importance_ratio_mean_sum) "
+        "FROM _mismatch_sums($run)"
+    ),
+    "staleness_timing": (
+        "SELECT * REPLACE (round(in_flight_s_mean, 6) AS in_flight_s_mean, round(queued_s_mean, 6) AS "
+        "queued_s_mean, round(staleness_mean, 9) AS staleness_mean, round(in_flight_versions_mean, 9) AS "
+        "in_flight_versions_mean, round(queued_versions_mean, 9) AS queued_versions_mean) "
+        "FROM _staleness_timing($run)"
+    ),
+    "stale_bias_sums": (
+        "SELECT * REPLACE (round(duration_s_sum, 6) AS duration_s_sum) FROM _stale_bias_sums($run)"
+    ),
+    "advice_spec_sums": "SELECT * REPLACE (round(weighted_s, 6) AS weighted_s) FROM _advice_spec_sums($run)",
 }
 
 
@@ -112,6 +147,9 @@ def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive
     live = replay_shuffled(stored_spans(source, name), name, tmp_path, pieces=16, seed=3, compact_at=10)
 
     assert live.derivations["derived"] == 17  # every new segment, none for the compaction
+    # After the first, each catch-up re-derived only what the new segment could change (the train steps'
+    # segment, as large as the run so far, and its switch to recorded decisions may take the full path).
+    assert live.derived_how["incremental"] >= 14, live.derived_how
     assert derived(live, name) == derived(fresh(source), name)
 
 
@@ -236,3 +274,44 @@ def _by_step(reader: Reader) -> dict[tuple, float]:
     """Device-seconds per (step, term) as the Compute page shows them."""
     frame = compute_terms(reader.con, "exp-7", by="step")
     return {(r.step, r.term): r.device_seconds for r in frame.itertuples()}
+
+
+def test_the_comparison_covers_every_derived_table():
+    """A table added to store.derived.TABLES must be compared above too (some under their analyses' names)."""
+    from rollscope.store.derived import TABLES
+
+    named = {"compute work": "work", "rollout work": "rollout_work", "busy islands": "step_islands"}
+    compared = {named.get(key, key.replace(" ", "_")) for key in DERIVED}
+    assert compared == {t.name for t in TABLES}
+
+
+def test_a_compaction_that_moves_the_listed_segments_aside_mid_catch_up_changes_no_figure(attached, store):
+    """A compaction may move the segments a catch-up listed into ``.replaced/`` while it reads them: the
+    incremental catch-up reads them again where they now are and publishes what a fresh derivation holds."""
+    from rollscope.queries.derive import derive
+    from rollscope.store import compaction, layout
+    from rollscope.store.derived import catch_up
+
+    rl = attached()
+    for i in range(4):
+        with (
+            rl.rollout(f"r-{i}", environment="swe", group_id=f"g-{i // 2}"),
+            rl.turn(0, input_tokens=10, output_tokens=5 + i),
+        ):
+            pass
+        rl.force_flush()
+        if i == 2:
+            Reader(store, run_id="exp-7")  # derives the first three segments
+    moved = []
+
+    def compacting(job):
+        compaction.compact_partition(layout.partition_dir(store, "spans", "exp-7"), mode="full")
+        moved.extend(p for p in job.live if not p.exists())
+        return derive(job)
+
+    state, how = catch_up(store, "exp-7", compacting)
+
+    assert len(moved) == 4 and how == "derived" and state.how == "incremental"
+    live = Reader(store, run_id="exp-7")
+    assert live.derivations["current"] == 1  # the compacted segment holds what was derived
+    assert derived(live, "exp-7") == derived(fresh(store), "exp-7")

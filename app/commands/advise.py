@@ -65,8 +65,13 @@ def advise(con, run_id: str, steps=None, what_if: dict | None = None) -> dict:
 
     con = analyses.memo(con)
     settings = {**analyses.ADVICE_DEFAULTS, **(what_if or {})}
-    frame = analyses.advise(con, run_id, steps, **(what_if or {}))
-    base = analyses.advice_base(con, run_id, steps)
+    answers = analyses.together(
+        {
+            "levers": lambda: analyses.advise(con, run_id, steps, **(what_if or {})),
+            "base": lambda: analyses.advice_base(con, run_id, steps),
+        }
+    )
+    frame, base = answers["levers"], answers["base"]
     levers = []
     for row in frame.to_dict("records"):
         row = {k: analyses.plain(v) for k, v in row.items()}
@@ -78,9 +83,7 @@ def advise(con, run_id: str, steps=None, what_if: dict | None = None) -> dict:
         "baseline": {
             "usable": base.get("usable"),
             "device_seconds": base.get("device_seconds"),
-            "usable_per_device_s": (base["usable"] / base["device_seconds"])
-            if base.get("device_seconds")
-            else None,
+            "usable_per_device_s": base.get("usable_per_device_s"),
             "rates": {
                 k: base.get(f"{k}_rate") for k in ("completion", "scoring", "nonzero_signal", "freshness")
             },

@@ -23,10 +23,10 @@ def overall(filters: data.Filters) -> dict:
 
 
 def by_step(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.funnel, filters, by="step").dropna(subset=["step"])
+    frame = data.analysis(analyses.funnel, filters, by="step", rolling=tuple(charts.RATES))
+    frame = frame.dropna(subset=["step"])
     if frame.empty:
         return
-    frame = data.per_step(filters, frame, list(charts.RATES))
     st.plotly_chart(
         charts.per_step(
             frame, list(charts.RATES), "Stage rates per consuming train step", "rate", percent=True

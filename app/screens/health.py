@@ -86,10 +86,10 @@ def scoring(filters: data.Filters) -> None:
         ),
         key="health-scoring",
     )
-    timeouts = frame.groupby("step", as_index=False)["timeouts"].sum()
+    timeouts = data.analysis(analyses.scoring_timeouts, filters)
     st.caption(
         f"Verifier (rl.reward) and judge (rl.judge) calls by the step that consumed their rollout; "
-        f"{charts.count(int(timeouts['timeouts'].sum()))} timeouts in this selection. What to look for: p99 "
+        f"{charts.count(timeouts)} timeouts in this selection. What to look for: p99 "
         "climbing towards the judge's timeout is a scoring stall that holds every step back."
     )
 

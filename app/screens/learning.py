@@ -1,5 +1,6 @@
 """Learning: is the policy improving, which groups carry no signal and why, and do trainer and engine agree."""
 
+import pandas as pd
 import streamlit as st
 
 from rollscope.app import charts, data
@@ -7,6 +8,7 @@ from rollscope.queries import analyses
 from rollscope.queries.analyses import SUCCESS_THRESHOLD
 from rollscope.queries.checks import THRESHOLDS
 
+STATUSES = ("always solved", "mixed", "never solved")  # task_solve_rates' curriculum statuses
 KIND_COLORS = {
     "all_wrong_rollouts": "#dc2626",
     "all_right_rollouts": "#16a34a",
@@ -18,7 +20,7 @@ KIND_COLORS = {
 def headline(filters: data.Filters) -> None:
     run = analyses_record(data.analysis(analyses.learning, filters))
     zero = data.analysis(analyses.zero_signal_summary, filters)
-    tasks = data.analysis(analyses.task_solve_rates, filters)
+    tasks = data.analysis(analyses.task_solve_summary, filters)
     losses = data.call(filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps)[
         "train_loss"
     ].dropna()
@@ -36,12 +38,12 @@ def headline(filters: data.Filters) -> None:
     )
     cols[3].metric(
         "Tasks always solved",
-        charts.count(int((tasks["status"] == "always solved").sum())),
-        help=f"Of {len(tasks):,} tasks attempted: every attempt succeeded (too easy, no signal).",
+        charts.count(tasks["tasks_always_solved"]),
+        help=f"Of {tasks['tasks_attempted']:,} tasks attempted: every attempt succeeded (too easy, no signal).",
     )
     cols[4].metric(
         "Tasks never solved",
-        charts.count(int((tasks["status"] == "never solved").sum())),
+        charts.count(tasks["tasks_never_solved"]),
         help="Every attempt failed (too hard, no signal).",
     )
     st.caption(
@@ -58,11 +60,10 @@ def analyses_record(frame) -> dict:
 
 def rewards(filters: data.Filters) -> None:
     st.subheader("Reward and success per step")
-    by_step = data.analysis(analyses.learning, filters, by="step")
+    by_step = data.analysis(analyses.learning, filters, by="step", rolling=("reward_mean", "success_rate"))
     if by_step.empty:
         st.info("No scored rollouts consumed by a train step in this selection yet.")
         return
-    by_step = data.per_step(filters, by_step, ["reward_mean", "success_rate"])
     fig = charts.per_step(
         by_step, ["reward_mean"], "Reward per step", "reward (score)", names=["mean reward"]
     )
@@ -95,12 +96,15 @@ def rewards(filters: data.Filters) -> None:
         f"Pale: each step; dark: the mean of the last {charts.ROLLING_STEPS} steps. What to look for: a rising mean; "
         "near 100 % the tasks are too easy and groups stop carrying signal."
     )
-    per_env = data.analysis(analyses.learning, filters, by="step_environment")
-    wide = per_env.pivot(index="step", columns="environment", values="success_rate").reset_index()
-    envs = [c for c in wide.columns if c != "step"]
+    per_env = data.analysis(analyses.learning, filters, by="step_environment", rolling=("success_rate",))
+    wide = per_env.pivot(
+        index="step", columns="environment", values=["success_rate", "success_rate_rolling_mean"]
+    )
+    wide.columns = [env if value == "success_rate" else f"{env}_rolling_mean" for value, env in wide.columns]
+    envs = sorted(per_env["environment"].unique())
     st.plotly_chart(
         charts.per_step(
-            data.per_step(filters, wide, envs),
+            wide.reset_index(),
             envs,
             "Success rate per step, by environment",
             "share of scored rollouts succeeding",
@@ -112,14 +116,16 @@ def rewards(filters: data.Filters) -> None:
 
 
 def loss(filters: data.Filters) -> None:
-    steps = data.call(filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps)
+    steps = data.call(
+        filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps, rolling=("train_loss",)
+    )
     steps = steps[steps["train_loss"].notna()]
     if steps.empty:
         st.caption("The trainer records no rl.train.loss.")
         return
     st.plotly_chart(
         charts.per_step(
-            data.per_step(filters, steps, ["train_loss"]),
+            steps,
             ["train_loss"],
             "Train loss per step",
             "loss (as the trainer reports it)",
@@ -169,7 +175,11 @@ def tasks(filters: data.Filters) -> None:
     if frame.empty:
         st.info("No scored attempts in this selection yet.")
         return
-    counts = frame.groupby("status", as_index=False)["task"].count().rename(columns={"task": "tasks"})
+    summary = data.analysis(analyses.task_solve_summary, filters)
+    counts = pd.DataFrame(
+        [(status, summary[f"tasks_{status.replace(' ', '_')}"]) for status in STATUSES],
+        columns=["status", "tasks"],
+    ).query("tasks > 0")
     st.plotly_chart(
         charts.bars(counts, "status", ["tasks"], "Tasks by solve status", "status", "tasks"),
         key="task-status",

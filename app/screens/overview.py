@@ -76,7 +76,7 @@ def trends(filters: data.Filters) -> None:
     )
     columns = st.columns(3)
     for i, (metric, title) in enumerate(TRENDS.items()):
-        series = data.analysis(analyses.trend, filters, metric=metric, rolling=charts.ROLLING_STEPS)
+        series = data.analysis(analyses.trend, filters, metric=metric, rolling=True)
         with columns[i % 3]:
             if series.empty:
                 st.caption(f"{title}: no steps yet")

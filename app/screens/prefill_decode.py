@@ -76,9 +76,9 @@ def by_turn(filters: data.Filters) -> None:
 
 
 def by_step(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.prefill_decode, filters, by="step").dropna(subset=["step"])
+    frame = data.analysis(analyses.prefill_decode, filters, by="step", rolling=("prefill_decode_ratio",))
+    frame = frame.dropna(subset=["step"])
     if not frame.empty:
-        frame = data.per_step(filters, frame, ["prefill_decode_ratio"])
         st.plotly_chart(
             charts.per_step(
                 frame,

@@ -115,9 +115,14 @@ def trainer(filters: data.Filters, figures: dict) -> None:
         f"span less than 1 s (now {charts.seconds(figures.get('rate_window_s'))}).",
     )
     # train steps belong to no environment: only the step range applies
-    frame = data.call(filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps)
+    frame = data.call(
+        filters.store,
+        analyses.trainer_steps,
+        filters.run_id,
+        steps=filters.steps,
+        rolling=("trainer_idle_fraction",),
+    )
     if not frame.empty:
-        frame = data.per_step(filters, frame, ["trainer_idle_fraction"])
         st.plotly_chart(
             charts.per_step(
                 frame,

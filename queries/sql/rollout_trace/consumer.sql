@@ -1,11 +1,13 @@
 -- One rollout's identity and outcome, with the train step that consumed it and the policy version that step
--- trained (step s trains version s and produces s + 1; docs/metrics.md).
+-- trained (step s trains version s and produces s + 1; docs/metrics.md). Its rl.sample spans are read in the
+-- rollout's time window (window.sql), not over the run.
 WITH sample AS (
-    SELECT arg_max(train_step, start_ns) AS train_step,
-        arg_max(sample_decision, start_ns) AS sample_decision,
-        arg_max(sample_staleness, start_ns) AS sample_staleness
+    SELECT min(train_step) AS train_step,  -- the first, as rollout_steps (and so the Rollouts search) counts
+        arg_min(sample_decision, train_step) AS sample_decision,
+        arg_min(sample_staleness, train_step) AS sample_staleness
     FROM samples
     WHERE run_id = $run_id AND rollout_id = $rollout_id
+      AND (start_ns BETWEEN $lo AND $hi OR start_ns BETWEEN $sample_lo AND $sample_hi)  -- window.sql
 )
 SELECT
     r.rollout_id, r.environment, r.task_id, r.group_id, r.rollout_status, r.reward,

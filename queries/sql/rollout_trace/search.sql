@@ -1,5 +1,6 @@
 -- Rollouts of one run matching the Rollouts page's filters, newest first, with the train step that consumed
--- each (its rl.sample span; NULL = not consumed yet). NULL filters match everything; a step filter keeps
+-- each as the analyses count it (rollout_steps: its first rl.sample, else inferred from the trainer's timing
+-- in a run that records none; NULL = not consumed yet). NULL filters match everything; a step filter keeps
 -- only consumed rollouts, as the analyses do. Without a step filter only the newest $limit rollouts are
 -- looked up in samples. turns, decoded_tokens and new_prefill_tokens sum the rollout's turns (as the per-rollout
 -- work, _rollout_work, keeps them).
@@ -17,14 +18,10 @@ WITH matched AS MATERIALIZED (
     ORDER BY r.start_ns DESC, r.rollout_id
     LIMIT CASE WHEN $step_lo IS NULL AND $step_hi IS NULL THEN $limit END
 ),
-consumed AS (
-    SELECT rollout_id,
-        arg_max(train_step, start_ns) AS train_step,
-        arg_max(sample_decision, start_ns) AS sample_decision,
-        arg_max(sample_staleness, start_ns) AS sample_staleness
-    FROM samples
-    WHERE run_id = $run_id AND rollout_id IN (SELECT rollout_id FROM matched)
-    GROUP BY rollout_id
+consumed AS (  -- derived, per rollout: nothing here reads the raw spans
+    SELECT rollout_id, step AS train_step, decision AS sample_decision, staleness AS sample_staleness
+    FROM rollout_steps($run_id)
+    WHERE rollout_id IN (SELECT rollout_id FROM matched)
 ),
 work AS (
     SELECT rollout_id, turns, generated AS decoded_tokens, new_prefill AS new_prefill_tokens

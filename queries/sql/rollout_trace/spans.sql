@@ -2,27 +2,41 @@
 -- teachers, the trainer's sample), spans of its trace without a rollout id when the trace holds only this
 -- rollout (e.g. vLLM's llm_request), and the train step that consumed it. Times are seconds from the
 -- rollout's start. An engine's request span nested under an rl.turn is kind 'other', not a turn.
+-- Every read of the raw spans is bounded in time by window.sql ($lo .. $hi, $sample_lo .. $sample_hi), so it
+-- reads the row groups of those times and not the run.
 WITH target AS (
     SELECT trace_id, start_ns FROM spans
-    WHERE run_id = $run_id AND name = 'rl.rollout' AND rollout_id = $rollout_id
+    WHERE run_id = $run_id AND name = 'rl.rollout' AND rollout_id = $rollout_id AND start_ns BETWEEN $lo AND $hi
     LIMIT 1
 ),
 own_trace AS (
     SELECT t.trace_id FROM target AS t
     WHERE (SELECT count(*) FROM spans AS r
-           WHERE r.run_id = $run_id AND r.name = 'rl.rollout' AND r.trace_id = t.trace_id) = 1
+           WHERE r.run_id = $run_id AND r.name = 'rl.rollout' AND r.trace_id = t.trace_id
+             AND r.start_ns BETWEEN $lo AND $hi) = 1
+),
+samples_after AS (  -- its rl.sample spans outside its own window (those inside are members already)
+    SELECT * FROM spans
+    WHERE run_id = $run_id AND name = 'rl.sample' AND rollout_id = $rollout_id
+      AND start_ns BETWEEN $sample_lo AND $sample_hi AND start_ns NOT BETWEEN $lo AND $hi
 ),
 consumers AS (
-    SELECT DISTINCT train_step FROM spans WHERE run_id = $run_id AND name = 'rl.sample' AND rollout_id = $rollout_id
+    SELECT DISTINCT train_step FROM spans
+    WHERE run_id = $run_id AND name = 'rl.sample' AND rollout_id = $rollout_id
+      AND (start_ns BETWEEN $lo AND $hi OR start_ns BETWEEN $sample_lo AND $sample_hi)
 ),
-members AS (  -- three selective scans; one OR of them would scan every span
-    SELECT * FROM spans WHERE run_id = $run_id AND rollout_id = $rollout_id
+members AS (  -- selective scans of a few row groups each; one OR of them would read more
+    SELECT * FROM spans WHERE run_id = $run_id AND rollout_id = $rollout_id AND start_ns BETWEEN $lo AND $hi
+    UNION ALL
+    SELECT * FROM samples_after
     UNION ALL
     SELECT * FROM spans
     WHERE run_id = $run_id AND rollout_id IS NULL AND trace_id IN (SELECT trace_id FROM own_trace)
+      AND start_ns BETWEEN $lo AND $hi
     UNION ALL
     SELECT * FROM spans
     WHERE run_id = $run_id AND name = 'rl.train_step' AND train_step IN (SELECT train_step FROM consumers)
+      AND start_ns BETWEEN $sample_lo AND $sample_hi
 )
 SELECT
     CASE

@@ -35,14 +35,17 @@ GROUP BY s.rollout_id;
 -- _scoring_src(run): one narrow row per scoring call, stored in step order like _rollout_tails (a percentile needs
 -- every value): an rl.reward span (kind 'verifier') or an rl.judge span (kind 'judge'), its latency, whether it
 -- timed out (rl.judge.status = 'timeout'), its rollout's environment and consuming train step (NULL until a step
--- consumes it).
+-- consumes it). rollout_id only while no step has consumed the call's rollout (NULL after, nearly free in
+-- Parquet): an incremental catch-up takes the pending rollouts into its scope by it (queries/sql/raw/scope.sql),
+-- including one whose rl.rollout span has not arrived yet, which no other table names.
 CREATE OR REPLACE MACRO _scoring_src(run) AS TABLE
 SELECT
     c.step,
     r.environment,
     CASE WHEN s.name = 'rl.judge' THEN 'judge' ELSE 'verifier' END AS kind,
     (s.end_ns - s.start_ns) / 1e9 AS duration_s,
-    coalesce(s.judge_status = 'timeout', false) AS timed_out
+    coalesce(s.judge_status = 'timeout', false) AS timed_out,
+    CASE WHEN c.step IS NULL THEN s.rollout_id END AS rollout_id
 FROM raw_spans AS s
 LEFT JOIN (SELECT rollout_id, environment FROM rollouts WHERE run_id = run) AS r USING (rollout_id)
 LEFT JOIN (SELECT rollout_id, step FROM rollout_steps(run)) AS c USING (rollout_id)

@@ -71,6 +71,7 @@ SELECT
     s.nonzero_signal / nullif(s.scored, 0) AS nonzero_signal_rate,
     s.usable / nullif(s.nonzero_signal, 0) AS freshness_rate,
     coalesce(x.device_seconds, 0) AS device_seconds,
+    s.usable / nullif(x.device_seconds, 0) AS usable_per_device_s,
     coalesce(x.rollout_device_s, 0) AS rollout_device_s,
     coalesce(x.train_device_s, 0) AS train_device_s,
     coalesce(x.judge_device_s, 0) AS judge_device_s,
@@ -116,9 +117,9 @@ SELECT
     coalesce(u_train * d_train_s, 0) AS train_device_s_delta,
     coalesce(u_judge * d_judge_s, 0) AS judge_device_s_delta,
     coalesce(u_teacher * d_teacher_s, 0) AS teacher_device_s_delta,
-    usable / nullif(device_seconds, 0) AS usable_per_device_s,
+    usable_per_device_s,
     usable_after / nullif(device_seconds_after, 0) AS usable_per_device_s_after,
-    (usable_after / nullif(device_seconds_after, 0)) / nullif(usable / nullif(device_seconds, 0), 0) - 1 AS gain
+    (usable_after / nullif(device_seconds_after, 0)) / nullif(usable_per_device_s, 0) - 1 AS gain
 FROM a;
 
 -- _advice_groups(run, step_lo, step_hi): per group of consumed rollouts, its environment and task, its
