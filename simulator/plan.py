@@ -83,7 +83,7 @@ class TurnColumns:
     def of(cls, turns: list[Turn]) -> TurnColumns:
         """Columns of a few Turn objects, all of one rollout (the silent worker's hung turn)."""
         get = {f.name: f.name for f in fields(cls)}
-        get.update(prefill_s="prefill_s", rollout=None, drafter=None, error=None)
+        get.update(rollout=None, drafter=None, error=None)
         out = {name: np.asarray([getattr(t, attr) for t in turns]) for name, attr in get.items() if attr}
         out["rollout"] = np.zeros(len(turns), np.int64)
         out["drafter"] = np.asarray([t.logprobs_source == "drafter" for t in turns])
