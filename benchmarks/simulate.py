@@ -5,9 +5,11 @@ the least any emitter of these spans can pay per core. The simulator then plans,
 K worker processes and publishes Parquet segments. The ratio says what the whole path costs over bare span
 creation; the extrapolation says how long a 10M-span benchmark store takes on this machine. Fast mode
 (`rollscope simulate --fast`: the same rows built as Arrow columns, no SDK) is measured too, next to the
-plan alone (planning, records and ground truth, nothing written): the least fast mode can cost. The CPU
-per span of each stage of fast mode's two processes (the parent plans, builds records and keeps the ground
-truth; the writer turns records into rows, Arrow and Parquet) says which one bounds it.
+plan alone (planning, spans and ground truth, nothing written): the least fast mode can cost. The CPU
+per span of each stage of fast mode's two processes (the parent plans, builds the step's span tables and
+records and keeps the ground truth; the writer turns them into Arrow and Parquet) says which one bounds it. On a busy machine the fast
+run's wall rate says more about the load than about fast mode, so its two processes' CPU over the whole
+call is printed too: spans over the larger of the two is the rate on two free cores.
 Usage: python -m benchmarks.simulate [--spans N] [--fast-spans N] [--workers K] [--preset scale]
 """
 
@@ -15,9 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 import time
 
+import pyarrow as pa
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
@@ -25,7 +29,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 from rollscope.collectors.rows import ResourceRow
 from rollscope.simulator import config, groundtruth, simulate
 from rollscope.simulator.dynamics import Planner
-from rollscope.simulator.fast import _Writer
+from rollscope.simulator.fast import _Writer, arrow_table
 from rollscope.simulator.records import SpanBuilder, instances
 from rollscope.store.layout import SegmentWriter
 
@@ -36,7 +40,8 @@ def records(preset: str, n: int) -> list[tuple]:
     out: list[tuple] = []
     step = 0
     while len(out) < n:
-        out += [r for recs in builder.step(planner.plan_step(step)).values() for r in recs]
+        spans = builder.step(planner.plan_step(step))
+        out += [r for recs in spans.all_records().values() for r in recs]
         step += 1
     return out[:n]
 
@@ -59,54 +64,56 @@ def plan_only(preset: str, n: int) -> tuple[float, dict[str, float]]:
     the CPU microseconds per span of each of those stages (all run in fast mode's one parent process)."""
     c = config.resolve(preset)
     planner, builder = Planner(c), SpanBuilder(c, "bench")
-    truth = groundtruth.Truth(c, "bench", preset, instances(c), builder.ns)
-    stages = dict.fromkeys(("plan (dynamics)", "records", "ground truth"), 0.0)
+    truth = groundtruth.Truth(c, "bench", preset, instances(c), builder)
+    stages = dict.fromkeys(("plan (dynamics)", "spans", "ground truth"), 0.0)
     names = list(stages)
     start, done, step = time.perf_counter(), 0, 0
     while done < n:
         t0 = time.process_time()
         plan = planner.plan_step(step)
         t1 = time.process_time()
-        records = builder.step(plan)
+        spans = builder.step(plan)
         t2 = time.process_time()
-        truth.add_step(plan, records)
+        truth.add_step(plan, spans)
         t3 = time.process_time()
         for name, seconds in zip(names, (t1 - t0, t2 - t1, t3 - t2), strict=True):
             stages[name] += seconds
-        done += sum(len(r) for r in records.values())
+        done += len(spans)
         step += 1
     rate = done / (time.perf_counter() - start)
     return rate, {name: seconds / done * 1e6 for name, seconds in stages.items()}
 
 
 def writer_side(preset: str, n: int) -> dict[str, float]:
-    """CPU microseconds per span of fast mode's writer process, in this process: records to ``SpanRows``,
-    to Arrow, to a published Parquet segment."""
+    """CPU microseconds per span of fast mode's writer process, in this process: the steps' spans to Arrow
+    (tables directly, records through ``SpanRows``), then to a published Parquet segment."""
     c = config.resolve(preset)
     planner, builder = Planner(c), SpanBuilder(c, "bench")
     batches, done, step = [], 0, 0
     while done < n:
         batches.append(builder.step(planner.plan_step(step)))
-        done += sum(len(r) for r in batches[-1].values())
+        done += len(batches[-1])
         step += 1
+    pa.array([0])  # pyarrow's first conversion imports pandas (~0.4 s): once per process, not per span
     resources = {
-        key: ResourceRow.from_attributes({"service.name": key}, "bench") for b in batches for key in b
+        key.key: ResourceRow.from_attributes({"service.name": key.key}, "bench") for key in instances(c)
     }
     with tempfile.TemporaryDirectory() as store:
         writer = _Writer(store, "bench", resources)
         t0 = time.process_time()
         for batch in batches:
-            for key, recs in batch.items():
+            for key, recs in batch.records.items():
                 if recs:
                     writer._add(resources[key], recs)
         t1 = time.process_time()
-        (table,) = writer._rows.tables().values()
+        tables = [arrow_table(t, resources) for batch in batches for t in batch.tables]
+        tables += list(writer._rows.tables().values())
         t2 = time.process_time()
-        SegmentWriter(store, "spans").publish("bench", table)
+        SegmentWriter(store, "spans").publish("bench", pa.concat_tables(tables))
         t3 = time.process_time()
     return {
-        "rows (SpanRows.extend)": (t1 - t0) / done * 1e6,
-        "Arrow (SpanRows.tables)": (t2 - t1) / done * 1e6,
+        "records to rows (SpanRows)": (t1 - t0) / done * 1e6,
+        "Arrow (tables, SpanRows.tables)": (t2 - t1) / done * 1e6,
         "publish (Parquet)": (t3 - t2) / done * 1e6,
     }
 
@@ -134,12 +141,26 @@ def main() -> None:
             f"simulate (plan + attach + store)  : {rate:10,.0f} spans/s  ({result.spans:,} spans, "
             f"{result.seconds:.1f} s) = {rate / baseline:.2f} x bare SDK"
         )
+    parent_cpu, writer_cpu = time.process_time(), _children_cpu()
     rate, result = _run(args.preset, args.fast_spans, args.workers, fast=True)
+    parent_cpu, writer_cpu = time.process_time() - parent_cpu, _children_cpu() - writer_cpu
     print(
         f"simulate --fast (plan + Arrow)    : {rate:10,.0f} spans/s  ({result.spans:,} spans, "
         f"{result.seconds:.1f} s) = {rate / baseline:.2f} x bare SDK, {rate / floor:.2f} x the plan alone"
     )
+    bound = result.spans / max(parent_cpu, writer_cpu)
+    print(
+        f"  its CPU, whole call: parent {parent_cpu / result.spans * 1e6:.2f} us/span, writer "
+        f"{writer_cpu / result.spans * 1e6:.2f} us/span (startup included): {bound:,.0f} spans/s on two "
+        f"free cores = {bound / baseline:.2f} x bare SDK"
+    )
     print(f"10M spans with --fast would take  : {10_000_000 / rate / 60:10.1f} min")
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (fast mode's writer, once joined)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _run(preset: str, spans: int, workers: int | None, fast: bool):

@@ -218,9 +218,7 @@ class SpanRows:
         n = len(self)
         resource_of_row = pa.array(self._resource_of_row, pa.int32())
         columns: dict[str, pa.Array] = {f.name: pa.array(self._fixed[f.name], f.type) for f in SPAN_FIELDS}
-        for i, column in enumerate(_RESOURCE_COLUMN_NAMES):
-            per_resource = pa.array([r.values[i] for r in self._resources], _TYPES[column])
-            columns[column] = per_resource.take(resource_of_row)
+        columns.update(resource_columns(self._resources, resource_of_row))
         for column, (rows, values) in self._sparse.items():
             if rows:
                 columns[column] = _scatter(rows, self._typed(column, rows, values), n, self._ascending)
@@ -229,9 +227,6 @@ class SpanRows:
         extras = self._extras
         columns["attributes"] = _scatter(
             list(extras), pa.array([dumps(e) for e in extras.values()], pa.string()), n, False
-        )
-        columns["resource_attributes"] = pa.array([r.extras for r in self._resources], pa.string()).take(
-            resource_of_row
         )
         columns["events"] = _scatter(self._events[0], pa.array(self._events[1], pa.string()), n, True)
         table = pa.Table.from_arrays([columns[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA)
@@ -266,6 +261,18 @@ class SpanRows:
                 self._extras.setdefault(row, {})[attribute] = value
             out.append(coerced)
         return out
+
+
+def resource_columns(resources: list[ResourceRow], resource_of_row: pa.Array) -> dict[str, pa.Array]:
+    """Each row's resource columns (``resource_attributes`` included), ``resource_of_row`` indexing
+    ``resources``: a resource's values are typed once, then taken per row."""
+    columns = {}
+    for i, column in enumerate(_RESOURCE_COLUMN_NAMES):
+        per_resource = pa.array([r.values[i] for r in resources], _TYPES[column])
+        columns[column] = per_resource.take(resource_of_row)
+    extras = pa.array([r.extras for r in resources], pa.string())
+    columns["resource_attributes"] = extras.take(resource_of_row)
+    return columns
 
 
 def _scatter(rows: list[int], values: pa.Array, n: int, ascending: bool) -> pa.Array:

@@ -13,6 +13,11 @@ teacher call with its tokens and latencies, and finally places the groups on the
   delivers version *s + 1*.
 
 Times are seconds from the run's time zero; :mod:`simulator.records` turns them into spans.
+
+Group- and rollout-level decisions are made one by one (a step has a few hundred rollouts); the turns and
+tool calls (tens per rollout) are drawn and computed for the whole step at once, one numpy array per field
+and one draw per field from the step's own generator (``np.random.default_rng((seed, step))``), so their
+cost is a few array operations per step, not Python work per span.
 """
 
 from __future__ import annotations
@@ -20,16 +25,30 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+import numpy as np
+
 from rollscope.simulator.config import Environment, SimConfig
-from rollscope.simulator.plan import Group, Rollout, Scoring, StepPlan, ToolCall, Turn
+from rollscope.simulator.plan import (
+    Group,
+    Rollout,
+    Scoring,
+    StepPlan,
+    ToolColumns,
+    Turn,
+    TurnColumns,
+)
 from rollscope.simulator.sampling import (
     Quota,
     Stratified,
     allocate,
+    derive_seed,
     lognormal,
+    lognormal_array,
     rng_for,
+    segment_exclusive_sum,
     sigmoid,
     tokens,
+    tokens_array,
     weighted_index,
 )
 
@@ -59,6 +78,9 @@ class Planner:
         self._prompt: dict[tuple, int] = {}
         self._groups_made = 0
         self._rollouts_made = 0
+        self._turn_seed = derive_seed(c.seed, "turns")
+        self._env_index = {e.name: i for i, e in enumerate(c.environments)}
+        self._tools = _ToolTable(c.environments)
 
     # --- schedule of events ---------------------------------------------------------------------------------
 
@@ -104,18 +126,23 @@ class Planner:
         s = c.first_step + index
         x = min(1.0, index / max(1, c.steps - 1))
         rng = rng_for(c.seed, "step", s)
+        draws = np.random.default_rng((self._turn_seed, s))  # the step's turns and tool calls
         groups = self._groups(rng, s, x)
         rollouts = [r for g in groups for r in g.rollouts]
+        shape = self._shape(draws, rollouts, x)
         self._fail(rng, rollouts, x)
         self._score(rng, groups, x)
         excursion = (
             self.excursion_steps is not None and self.excursion_steps[0] <= s < self.excursion_steps[1]
         )
         self._staleness(rng, groups, s, excursion)
-        for r in rollouts:
-            self._generate(r)
+        turns, tools = self._generate(draws, rollouts, shape)
         ready = self._place(rng, groups, s)
+        offsets = np.asarray([r.offset for r in rollouts], dtype=float)
+        turns.shift(offsets)
+        tools.shift(offsets)
         plan = self._train(rng, s, index, rollouts, ready, excursion)
+        plan.turns, plan.tools = turns, tools
         self._mismatch(s, rollouts)
         if self.c.silent_worker:
             self._silence(plan, groups)
@@ -161,7 +188,6 @@ class Planner:
                     sandbox=self._rollouts_made % c.sandbox.count,
                 )
                 self._rollouts_made += 1
-                self._shape(r, x)
                 group.rollouts.append(r)
             groups.append(group)
         return groups
@@ -180,27 +206,38 @@ class Planner:
             self._prompt[key] = tokens(rng_for(self.c.seed, "prompt", *key), env.prompt_tokens, 0.35, 32)
         return self._prompt[key]
 
-    def _shape(self, r: Rollout, x: float) -> None:
-        """Turns, output lengths and tool calls: what the agent will do, before versions and caches."""
-        env, rng = r.env, r.rng
-        n = env.turns_min
-        if env.turns_max > env.turns_min:
-            n += int(rng.expovariate(1.0 / max(0.5, env.turns_mean - env.turns_min)))
-        n = min(n, env.turns_max)
-        mean = env.output_tokens * (1 + env.length_growth * x)
-        r.outputs = [tokens(rng, mean, env.output_sigma, 1, env.output_max) for _ in range(n)]
-        weights = [t.weight for t in env.tools]
-        for _ in range(n - 1):
-            tool = env.tools[weighted_index(rng, weights)]
-            exit_code = 1 if rng.random() < tool.fail_exit_rate else 0
-            r.tool_plan.append(
-                (
-                    tool,
-                    tokens(rng, tool.observation_tokens, 0.5, 8),
-                    lognormal(rng, tool.seconds, 0.8),
-                    exit_code,
-                )
-            )
+    def _shape(self, draws: np.random.Generator, rollouts: list[Rollout], x: float) -> _Shape:
+        """Turns, output lengths and tool calls: what each agent will do, before versions and caches.
+
+        The number of turns is drawn per rollout; every turn's output length and every tool call (which
+        tool, its observation, its seconds, its exit code) for the whole step at once."""
+        c, tools = self.c, self._tools
+        planned = []
+        for r in rollouts:
+            env, n = r.env, r.env.turns_min
+            if env.turns_max > env.turns_min:
+                n += int(r.rng.expovariate(1.0 / max(0.5, env.turns_mean - env.turns_min)))
+            planned.append(min(n, env.turns_max))
+        n = np.asarray(planned, dtype=np.int64)
+        env_of = np.asarray([self._env_index[r.env.name] for r in rollouts], dtype=np.int64)
+        owner = np.repeat(np.arange(len(rollouts)), n)
+        envs = c.environments
+        mean = np.asarray([e.output_tokens * (1 + e.length_growth * x) for e in envs])[env_of][owner]
+        sigma = np.asarray([e.output_sigma for e in envs])[env_of][owner]
+        high = np.asarray([e.output_max for e in envs])[env_of][owner]
+        outputs = tokens_array(draws, mean, sigma, 1, high)
+        calls = np.where(tools.count[env_of] > 0, np.maximum(n - 1, 0), 0)  # one between two turns
+        call_owner = np.repeat(np.arange(len(rollouts)), calls)
+        tool = tools.choose(draws, env_of[call_owner])
+        exit_code = (draws.random(len(tool)) < tools.fail_exit_rate[tool]).astype(np.int64)
+        observation = tokens_array(draws, tools.observation_tokens[tool], 0.5, 8, 1 << 30)
+        seconds = lognormal_array(draws, tools.seconds[tool], 0.8)
+        output_sums = np.bincount(owner, weights=outputs, minlength=len(rollouts))
+        tool_sums = np.bincount(call_owner, weights=seconds, minlength=len(rollouts))
+        for i, r in enumerate(rollouts):
+            r.planned_turns, r.planned_output = int(n[i]), int(output_sums[i])
+            r.planned_tool_s = float(tool_sums[i])
+        return _Shape(n, owner, outputs, calls, call_owner, tool, exit_code, observation, seconds)
 
     # --- funnel decisions -----------------------------------------------------------------------------------
 
@@ -215,9 +252,9 @@ class Planner:
             if not self._stratum("fail", env.name, fixed).choose(p):
                 continue
             r.status = "aborted" if r.rng.random() < env.aborted_share else "infra_error"
-            r.fail_turn = r.rng.randrange(len(r.outputs))
+            r.fail_turn = r.rng.randrange(r.planned_turns)
             r.fail_in_tool = (
-                r.status == "infra_error" and env.kind == "coding" and r.fail_turn < len(r.outputs) - 1
+                r.status == "infra_error" and env.kind == "coding" and r.fail_turn < r.planned_turns - 1
             )
             r.scored = False
 
@@ -302,102 +339,161 @@ class Planner:
 
     # --- turns, tools, scoring ------------------------------------------------------------------------------
 
-    def _generate(self, r: Rollout) -> None:
-        """Every turn and tool call of the rollout, timed from its first turn (placement shifts them)."""
-        env, rng = r.env, r.rng
-        prompt = self._task_prompt(env, int(r.task_id.split("/")[1]))
-        n = len(r.outputs) if r.fail_turn < 0 else r.fail_turn + 1
-        t, history, last_obs = 0.0, 0, 0
-        for k in range(n):
-            failing_turn = k == r.fail_turn and not r.fail_in_tool
-            output = r.outputs[k]
-            if failing_turn:
-                output = max(1, int(output * rng.random()))
-            turn = self._turn(r, k, prompt, history, last_obs, output, t)
-            if failing_turn:
-                turn.error = "cancelled" if r.status == "aborted" else "inference_error"
-            r.turns.append(turn)
-            t = turn.end
-            history += output
-            if k < len(r.tool_plan) and (k < n - 1 or r.fail_in_tool):
-                call = self._tool(r, k, t)
-                r.tools.append(call)
-                t = call.end + GAP_S
-                history += call.observation_tokens
-                last_obs = call.observation_tokens
-        last = r.turns[-1]
-        r.trajectory_tokens = last.input_tokens + last.output_tokens
-        if r.completed:
-            t = self._scorings(r, prompt, t)
-        r.duration = t + 0.01
+    def _generate(
+        self, draws: np.random.Generator, rollouts: list[Rollout], shape: _Shape
+    ) -> tuple[TurnColumns, ToolColumns]:
+        """Every turn and tool call of the step, timed from each rollout's first turn (placement shifts
+        them), then each completed rollout's scoring calls.
 
-    def _turn(
-        self, r: Rollout, k: int, prompt: int, history: int, last_obs: int, output: int, t: float
-    ) -> Turn:
-        c, rng = self.c, r.rng
-        input_tokens = prompt + history
-        context = 0 if k == 0 else input_tokens - last_obs
-        cached = self._cached(r, k, prompt, context)
-        prefill_s = (input_tokens - cached) / c.prefill_tokens_per_s
-        queue_s = rng.expovariate(1.0 / c.queue_seconds)
-        turn = Turn(k, t, t, input_tokens, cached, output, context, prefill_s, 0.0, queue_s + prefill_s)
-        step_s = 1.0 / c.decode_tokens_per_s
-        if c.spec_decoding and r.env.spec_k > 0:
-            self._speculate(r, turn, context)
-            turn.decode_s = turn.verify_steps * step_s * (1 + 0.05 * turn.spec_k)
-        else:
-            turn.decode_s = output * step_s
-        turn.end = t + turn.ttft_s + turn.decode_s
-        return turn
-
-    def _cached(self, r: Rollout, k: int, prompt: int, context: int) -> int:
-        """Prefix-cache reuse: the group shares its prompt; later turns find their history, or part of it."""
-        c, rng = self.c, r.rng
-        block = c.cache_block_tokens
-        if c.prefix_cache_hit_rate <= 0:
-            return (context // block) * block if c.levers.prefix_continuity and k > 0 else 0
-        hit = rng.random() < c.prefix_cache_hit_rate
-        if k == 0:
-            return (prompt // block) * block if hit and r.member > 0 else 0
-        kept = context if hit else int(context * rng.random() * 0.5)
-        kept = context if c.levers.prefix_continuity else kept  # the same draws, the whole history kept
-        return (kept // block) * block
-
-    def _speculate(self, r: Rollout, turn: Turn, context: int) -> None:
-        """Acceptance falls with versions since the drafter was built and grows with length (suffix drafting)."""
-        c, env, rng = self.c, r.env, r.rng
-        k = env.spec_k + _long_extra_k(c, r)
-        versions = max(0, r.policy_version - r.drafter_policy_version)
-        length = min(1.0, (context + turn.output_tokens / 2) / 16384)
-        alpha = (
-            env.spec_acceptance
-            * (1 + c.spec_length_gain * length)
-            * math.exp(-c.spec_version_decay * versions)
+        A rollout runs its planned turns up to the one it fails at (if it fails); a tool call follows every
+        turn but its last, and the failing one when the sandbox is lost. Each turn reads the task prompt
+        and the history so far (earlier outputs and observations), finds part of it in the prefix cache,
+        waits in the queue, prefills what is new and decodes, speculatively where the environment drafts.
+        """
+        c, R = self.c, len(rollouts)
+        fail_turn = np.asarray([r.fail_turn for r in rollouts], dtype=np.int64)
+        in_tool = np.asarray([r.fail_in_tool for r in rollouts], dtype=bool)
+        ran = np.where(fail_turn < 0, shape.turns, fail_turn + 1)  # turns each rollout runs
+        k_planned = _position(shape.owner, shape.turns)
+        keep = k_planned < ran[shape.owner]
+        owner, k, output = shape.owner[keep], k_planned[keep], shape.outputs[keep].copy()
+        T = len(owner)
+        k_call = _position(shape.call_owner, shape.calls)
+        co = shape.call_owner
+        called = (k_call < ran[co] - 1) | (in_tool[co] & (k_call == fail_turn[co]))
+        call_owner, tool = co[called], shape.tool[called]
+        lost = in_tool[call_owner] & (k_call[called] == fail_turn[call_owner])
+        seconds = shape.seconds[called]
+        seconds = np.where(lost, seconds * draws.random(len(seconds)), seconds)
+        observation = np.where(lost, 0, shape.observation[called])
+        exit_code = np.where(lost, 137, shape.exit_code[called])
+        # the turn each call follows: calls come in turn order, one per turn that has one
+        has_call = (k < ran[owner] - 1) | (in_tool[owner] & (k == fail_turn[owner]))
+        has_call &= shape.calls[owner] > k
+        # the failing turn (not a lost sandbox) is cut short
+        failing = (k == fail_turn[owner]) & ~in_tool[owner]
+        cut = np.maximum(1, (output * draws.random(T)).astype(np.int64))
+        output = np.where(failing, cut, output)
+        aborted = np.asarray([r.status == "aborted" for r in rollouts], dtype=bool)
+        error = np.where(failing, np.where(aborted[owner], 1, 2), 0)
+        # what each turn reads: prompt + history; its context is that less the last observation
+        prompt = np.asarray(
+            [self._task_prompt(r.env, int(r.task_id.split("/")[1])) for r in rollouts], dtype=np.int64
         )
-        alpha = min(0.95, max(0.05, alpha + rng.gauss(0, 0.02)))
-        per_step = 1 + sum(alpha**i for i in range(1, k + 1))
-        out = turn.output_tokens
-        steps = max(1, int(round(out / per_step * (1 + rng.gauss(0, 0.03)))))
-        steps = max(min(steps, out), math.ceil(out / (k + 1)))
-        turn.spec_k, turn.verify_steps = k, steps
-        turn.accepted_tokens, turn.draft_tokens = out - steps, steps * k
+        obs_by_turn = np.zeros(T, dtype=np.int64)
+        obs_by_turn[has_call] = observation
+        history = segment_exclusive_sum(output + obs_by_turn, owner)
+        input_tokens = prompt[owner] + history
+        last_obs = np.where(k > 0, np.concatenate(([0], obs_by_turn[:-1])), 0)
+        context = np.where(k == 0, 0, input_tokens - last_obs)
+        member = np.asarray([r.member for r in rollouts], dtype=np.int64)[owner]
+        cached = self._cached(draws, k, member, prompt[owner], context)
+        prefill_s = (input_tokens - cached) / c.prefill_tokens_per_s
+        ttft_s = draws.exponential(c.queue_seconds, T) + prefill_s
+        spec = self._speculate(draws, rollouts, owner, context, output)
+        step_s = 1.0 / c.decode_tokens_per_s
+        decode_s = np.where(
+            spec["spec_k"] > 0, spec["verify_steps"] * step_s * (1 + 0.05 * spec["spec_k"]), output * step_s
+        )
+        # the clock: turn, then its tool call between two gaps, then the next turn
+        turn_s = ttft_s + decode_s
+        call_s = np.zeros(T)
+        call_s[has_call] = seconds
+        block = turn_s + np.where(has_call, 2 * GAP_S + call_s, 0.0)
+        start = segment_exclusive_sum(block, owner)
+        end = start + turn_s
+        call_start = end[has_call] + GAP_S
+        turns = TurnColumns(
+            owner, k, start, end, input_tokens, cached, output, context, prefill_s, decode_s, ttft_s,
+            error=error, **spec,
+        )  # fmt: skip
+        tools = ToolColumns(
+            call_owner,
+            tool,
+            call_start,
+            call_start + seconds,
+            observation,
+            exit_code,
+            lost,
+            self._tools.names,
+        )
+        finished = np.bincount(owner, weights=block, minlength=R)  # last turn's end, or lost call's + gap
+        turn_counts = np.bincount(owner, minlength=R)
+        call_counts = np.bincount(call_owner, minlength=R)
+        first_turn = np.concatenate(([0], np.cumsum(turn_counts)[:-1]))
+        first_call = np.concatenate(([0], np.cumsum(call_counts)[:-1]))
+        last = first_turn + turn_counts - 1
+        trajectory = (input_tokens[last] + output[last]).tolist()
+        answers = output[last].tolist()
+        for i, r in enumerate(rollouts):
+            r.turn_columns, r.turn_rows = turns, (int(first_turn[i]), int(turn_counts[i]))
+            r.tool_columns, r.tool_rows = tools, (int(first_call[i]), int(call_counts[i]))
+            r.prompt, r.trajectory_tokens = int(prompt[i]), trajectory[i]
+            t = float(finished[i])
+            if r.completed:
+                t = self._scorings(r, r.prompt, t, answers[i])
+            r.duration = t + 0.01
+        return turns, tools
+
+    def _cached(self, draws, k, member, prompt, context) -> np.ndarray:
+        """Prefix-cache reuse: the group shares its prompt; later turns find their history, or part of it."""
+        c = self.c
+        block = c.cache_block_tokens
+        hit, part = draws.random(len(k)), draws.random(len(k))
+        if c.prefix_cache_hit_rate <= 0:
+            kept = context if c.levers.prefix_continuity else np.zeros_like(context)
+            return np.where(k > 0, (kept // block) * block, 0)
+        hit = hit < c.prefix_cache_hit_rate
+        first = np.where(hit & (member > 0), (prompt // block) * block, 0)
+        kept = np.where(hit, context, (context * part * 0.5).astype(np.int64))
+        kept = context if c.levers.prefix_continuity else kept  # the same draws, the whole history kept
+        return np.where(k == 0, first, (kept // block) * block)
+
+    def _speculate(self, draws, rollouts: list[Rollout], owner, context, output) -> dict[str, np.ndarray]:
+        """Acceptance falls with versions since the drafter was built and grows with length (suffix drafting);
+        zeros where the environment does not draft (or speculative decoding is off)."""
+        c = self.c
+        T = len(owner)
+        noise, jitter = draws.standard_normal(T), draws.standard_normal(T)
         lp = self.logprob_versions
-        if lp is not None and lp[0] <= r.policy_version < lp[1]:
-            turn.logprobs_source = "drafter"
+        per_rollout = np.asarray(
+            [
+                (
+                    r.env.spec_k + _long_extra_k(c, r) if c.spec_decoding and r.env.spec_k > 0 else 0,
+                    max(0, r.policy_version - r.drafter_policy_version),
+                    r.env.spec_acceptance,
+                    lp is not None and lp[0] <= r.policy_version < lp[1],
+                )
+                for r in rollouts
+            ],
+            dtype=float,
+        ).reshape(-1, 4)[owner]
+        k = per_rollout[:, 0].astype(np.int64)
+        on = k > 0
+        length = np.minimum(1.0, (context + output / 2) / 16384)
+        alpha = (
+            per_rollout[:, 2]
+            * (1 + c.spec_length_gain * length)
+            * np.exp(-c.spec_version_decay * per_rollout[:, 1])
+        )
+        alpha = np.clip(alpha + 0.02 * noise, 0.05, 0.95)
+        per_step = 1 + alpha * (1 - alpha**k) / (1 - alpha)
+        steps = np.maximum(1, np.rint(output / per_step * (1 + 0.03 * jitter))).astype(np.int64)
+        steps = np.maximum(np.minimum(steps, output), -(-output // (k + 1)))
+        steps = np.where(on, steps, 0)
+        return {
+            "spec_k": k,
+            "verify_steps": steps,
+            "accepted_tokens": np.where(on, output - steps, 0),
+            "draft_tokens": steps * k,
+            "drafter": on & (per_rollout[:, 3] > 0),
+        }
 
-    def _tool(self, r: Rollout, k: int, t: float) -> ToolCall:
-        tool, observation, seconds, exit_code = r.tool_plan[k]
-        start = t + GAP_S
-        if r.fail_in_tool and k == r.fail_turn:
-            lost = seconds * r.rng.random()
-            return ToolCall(tool.name, start, start + lost, 0, 137, "sandbox_lost")
-        return ToolCall(tool.name, start, start + seconds, observation, exit_code)
-
-    def _scorings(self, r: Rollout, prompt: int, t: float) -> float:
+    def _scorings(self, r: Rollout, prompt: int, t: float, answer: int) -> float:
         c, env, rng = self.c, r.env, r.rng
         start = t + 0.05
         if env.kind == "judged":
-            judge = self._judge(r, prompt, start)
+            judge = self._judge(r, prompt, start, answer)
             r.scorings.append(judge)
             t = judge.end
         else:
@@ -421,9 +517,8 @@ class Planner:
             t = teacher.end
         return t
 
-    def _judge(self, r: Rollout, prompt: int, start: float) -> Scoring:
+    def _judge(self, r: Rollout, prompt: int, start: float, answer: int) -> Scoring:
         c, rng = self.c, r.rng
-        answer = r.turns[-1].output_tokens
         input_tokens = c.judge_prompt_tokens + prompt + answer
         output = tokens(rng, c.judge_output_tokens, 0.4, 8, 4096)
         instance = r.index % c.judge.count
@@ -562,7 +657,7 @@ class Planner:
         r = Rollout(f"hung-{k}", None, f"{env.name}/hung", env, 0, rng_for(self.c.seed, "hung"), server=k)
         r.status, r.scored, r.policy_version, r.step = "aborted", False, version, -1
         turn = Turn(0, lo - 30.0, lo, env.prompt_tokens, 0, 900, 0, 0.1, 29.9, 0.1)
-        r.turns.append(turn)
+        r.turn_columns, r.turn_rows = TurnColumns.of([turn]), (0, 1)
         r.start, r.end, r.duration = lo - 30.0, hi, hi - lo + 30.0
         return r
 
@@ -570,7 +665,7 @@ class Planner:
 def _long_extra_k(c: SimConfig, r: Rollout) -> int:
     """levers.spec_long_extra_k: more speculative budget for rollouts planned to decode many tokens."""
     extra = c.levers.spec_long_extra_k
-    return extra if extra and sum(r.outputs) >= c.levers.spec_long_tokens else 0
+    return extra if extra and r.planned_output >= c.levers.spec_long_tokens else 0
 
 
 def _weight(g: Group) -> int:
@@ -580,15 +675,17 @@ def _weight(g: Group) -> int:
 
 def _estimate(r: Rollout, c: SimConfig) -> float:
     """Rough duration of a rollout before it is generated: decode plus tool time."""
-    return sum(r.outputs) / c.decode_tokens_per_s + sum(p[2] for p in r.tool_plan)
+    return r.planned_output / c.decode_tokens_per_s + r.planned_tool_s
 
 
 def _shift(r: Rollout, dispatch: float, gap: float) -> None:
-    """Place a rollout generated from t = 0: it is dispatched, waits `gap`, then runs its turns."""
+    """Place a rollout generated from t = 0: it is dispatched, waits `gap`, then runs its turns (its turn
+    and tool rows move by ``r.offset`` with the rest of the step's, in ``plan_step``)."""
     offset = dispatch + gap
-    for item in (*r.turns, *r.tools, *r.scorings):
+    for item in r.scorings:
         item.start += offset
         item.end += offset
+    r.offset = offset
     r.start, r.end = dispatch, offset + r.duration
 
 
@@ -610,3 +707,56 @@ def _successes_not_all_equal(rng, n: int, p: float) -> int:
     if sum(weights) <= 0:
         return rng.randint(1, n - 1)
     return 1 + weighted_index(rng, weights)
+
+
+class _Shape:
+    """The step's planned turns (per rollout: how many; per turn: output tokens) and the tool call planned
+    after each turn but the last (which tool, observation tokens, exit code, seconds), before any fails."""
+
+    __slots__ = (
+        "turns",
+        "owner",
+        "outputs",
+        "calls",
+        "call_owner",
+        "tool",
+        "exit_code",
+        "observation",
+        "seconds",
+    )
+
+    def __init__(self, turns, owner, outputs, calls, call_owner, tool, exit_code, observation, seconds):
+        self.turns, self.owner, self.outputs = turns, owner, outputs
+        self.calls, self.call_owner, self.tool = calls, call_owner, tool
+        self.exit_code, self.observation, self.seconds = exit_code, observation, seconds
+
+
+class _ToolTable:
+    """Every environment's tools in one table, so a step's calls are chosen with one draw per call."""
+
+    def __init__(self, environments: list[Environment]):
+        tools = [(i, t) for i, e in enumerate(environments) for t in e.tools]
+        self.names = [t.name for _, t in tools]
+        self.fail_exit_rate = np.asarray([t.fail_exit_rate for _, t in tools], dtype=float)
+        self.observation_tokens = np.asarray([t.observation_tokens for _, t in tools], dtype=float)
+        self.seconds = np.asarray([t.seconds for _, t in tools], dtype=float)
+        self.count = np.asarray([len(e.tools) for e in environments], dtype=np.int64)
+        self.first = np.concatenate(([0], np.cumsum(self.count)[:-1])).astype(np.int64)
+        self.cumulative = [np.cumsum([t.weight for t in e.tools]) for e in environments]
+
+    def choose(self, draws: np.random.Generator, env: np.ndarray) -> np.ndarray:
+        """A tool for each call, by its environment's weights."""
+        u = draws.random(len(env))
+        out = np.zeros(len(env), dtype=np.int64)
+        for e, cumulative in enumerate(self.cumulative):
+            mine = env == e
+            if len(cumulative) and mine.any():
+                pick = np.searchsorted(cumulative, u[mine] * cumulative[-1], side="right")
+                out[mine] = self.first[e] + np.minimum(pick, len(cumulative) - 1)
+        return out
+
+
+def _position(owner: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each row's position among its rollout's rows (rows grouped by rollout, ``counts`` per rollout)."""
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    return np.arange(len(owner)) - first[owner]

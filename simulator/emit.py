@@ -16,6 +16,8 @@ import traceback
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import TraceFlags
 
+from rollscope.simulator.records import StepSpans
+
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 
 
@@ -157,10 +159,10 @@ class Pool:
     def emitted(self) -> int:
         return self.counter.value
 
-    def send(self, records: dict[str, list[tuple]], tick=None) -> None:
-        """Route each process's records to the worker hosting it; blocks while workers are behind."""
+    def send(self, spans: StepSpans, tick=None) -> None:
+        """Route each process's spans, as records, to the worker hosting it; blocks while workers are behind."""
         batches: list[dict] = [{} for _ in self.workers]
-        for key, recs in records.items():
+        for key, recs in spans.all_records().items():
             batches[self.owner[key]][key] = recs
         for i, batch in enumerate(batches):
             if batch:

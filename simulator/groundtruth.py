@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from array import array
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +20,8 @@ from rollscope.collectors.semconv import SAMPLE_DECISIONS as _DECISIONS
 from rollscope.queries.funnel_stages import STAGES as _STAGES
 from rollscope.simulator.config import SimConfig, to_dict
 from rollscope.simulator.health import Health
-from rollscope.simulator.plan import Rollout, StepPlan
-from rollscope.simulator.records import Instance, train_loss
+from rollscope.simulator.plan import StepPlan
+from rollscope.simulator.records import Instance, SpanBuilder, StepSpans, train_loss
 
 FORMAT = 1
 
@@ -66,61 +66,89 @@ _GROUPS = {
 }
 
 
-class Sums:
-    """One rollout's contribution to every counter of a slice, computed once and added to several slices."""
-
-    __slots__ = ("values", "staleness", "length", "duration_ns")
-
-    def __init__(self, r: Rollout, ns, bound: int):
-        fresh = r.signal and r.staleness <= bound
-        decision = [r.decision == d for d in _DECISIONS]
-        funnel = [1, r.completed, r.completed and r.scored, r.signal, fresh, fresh]
-        pd, spec = [0] * 6, [0] * 5
-        for t in r.turns:
-            _add_turn(pd, spec, t)
-        tools = [len(r.tools), 0, 0, 0]
-        for call in r.tools:
-            tools[1] += call.observation_tokens
-            tools[2] += call.exit_code != 0
-            tools[3] += ns(call.end) - ns(call.start)
-        judge, teacher = [0] * 4, [0] * 2
-        for s in r.scorings:
-            if s.kind == "judge":
-                judge = [
-                    judge[0] + 1,
-                    judge[1] + s.input_tokens,
-                    judge[2] + s.output_tokens,
-                    judge[3] + (s.status == "timeout"),
-                ]
-            elif s.kind == "teacher":
-                teacher = [teacher[0] + 1, teacher[1] + s.tokens]
-        self.values = {
-            "funnel": funnel,
-            "decisions": decision,
-            "prefill_decode": pd,
-            "tools": tools,
-            "spec_decode": spec,
-            "judge": judge,
-            "teacher": teacher,
-        }
-        self.staleness = r.staleness
-        self.length = pd[3]
-        self.duration_ns = ns(r.end) - ns(r.start)
+_SLOTS = {group: len(keys) for group, keys in _GROUPS.items()}
+_AT = {}  # group -> (first, last + 1) in a flat row of counters
+for _group, _n in _SLOTS.items():
+    _first = sum(_SLOTS[g] for g in list(_SLOTS)[: list(_SLOTS).index(_group)])
+    _AT[_group] = (_first, _first + _n)
+_WIDTH = sum(_SLOTS.values())
 
 
-def _add_turn(pd: list, spec: list, t) -> None:
-    pd[0] += 1
-    pd[1] += t.input_tokens
-    pd[2] += t.cached_input_tokens
-    pd[3] += t.output_tokens
-    pd[4] += t.context_tokens
-    pd[5] += max(0, t.context_tokens - t.cached_input_tokens)
-    if t.spec_k:
-        spec[0] += 1
-        spec[1] += t.draft_tokens
-        spec[2] += t.accepted_tokens
-        spec[3] += t.verify_steps
-    spec[4] += t.logprobs_source == "drafter"
+def _column(group: str, key: str) -> int:
+    return _AT[group][0] + _GROUPS[group].index(key)
+
+
+class StepCounts:
+    """A step's counters, one row per rollout (``rows``, columns as ``_GROUPS`` laid end to end) and one
+    per turn (``turn_rows``: the prefill/decode and speculative-decoding counters), from the plan's columns
+    with array sums: each figure is counted once here and added to every slice it belongs to."""
+
+    def __init__(self, p: StepPlan, ns_array, bound: int):
+        R = len(p.rollouts)
+        t, tools = p.turns, p.tools
+        self.turn_rows = _turn_rows(t)
+        rows = np.zeros((R, _WIDTH), dtype=np.int64)
+        if R:
+            pd_first, pd_last = _AT["prefill_decode"]
+            sp_first, sp_last = _AT["spec_decode"]
+            per_turn = self.turn_rows
+            summed = np.stack(
+                [
+                    np.bincount(t.rollout, weights=per_turn[:, i], minlength=R)
+                    for i in range(per_turn.shape[1])
+                ],
+                axis=1,
+            ).astype(np.int64)
+            rows[:, pd_first:pd_last] = summed[:, :6]
+            rows[:, sp_first:sp_last] = summed[:, 6:]
+            tl_first, _ = _AT["tools"]
+            cpu = (ns_array(tools.end) - ns_array(tools.start)).astype(float)
+            rows[:, tl_first] = np.bincount(tools.rollout, minlength=R)
+            rows[:, tl_first + 1] = np.bincount(tools.rollout, weights=tools.observation_tokens, minlength=R)
+            rows[:, tl_first + 2] = np.bincount(tools.rollout, weights=tools.exit_code != 0, minlength=R)
+            rows[:, tl_first + 3] = np.bincount(tools.rollout, weights=cpu, minlength=R)
+        for i, r in enumerate(p.rollouts):
+            fresh = r.signal and r.staleness <= bound
+            row = rows[i]
+            f0 = _AT["funnel"][0]
+            row[f0 : f0 + 6] = (1, r.completed, r.completed and r.scored, r.signal, fresh, fresh)
+            row[_AT["decisions"][0] + _DECISIONS.index(r.decision)] = 1
+            for sc in r.scorings:
+                if sc.kind == "judge":
+                    j = _AT["judge"][0]
+                    row[j : j + 4] += (1, sc.input_tokens, sc.output_tokens, sc.status == "timeout")
+                elif sc.kind == "teacher":
+                    row[_AT["teacher"][0] : _AT["teacher"][1]] += (1, sc.tokens)
+        self.rows = rows
+        self.staleness = np.asarray([r.staleness for r in p.rollouts], dtype=np.int64)
+        self.lengths = rows[:, _column("prefill_decode", "output_tokens")]
+        times = np.asarray([(r.start, r.end) for r in p.rollouts], dtype=float).reshape(-1, 2)
+        self.durations = ns_array(times[:, 1]) - ns_array(times[:, 0])
+
+
+def _turn_rows(t) -> np.ndarray:
+    """Per turn: the prefill/decode counters, then the speculative-decoding ones."""
+    spec = t.spec_k > 0
+    return (
+        np.stack(
+            [
+                np.ones(len(t), dtype=np.int64),
+                t.input_tokens,
+                t.cached_input_tokens,
+                t.output_tokens,
+                t.context_tokens,
+                np.maximum(0, t.context_tokens - t.cached_input_tokens),
+                spec,
+                np.where(spec, t.draft_tokens, 0),
+                np.where(spec, t.accepted_tokens, 0),
+                np.where(spec, t.verify_steps, 0),
+                t.drafter,
+            ],
+            axis=1,
+        )
+        .astype(np.int64)
+        .reshape(-1, 11)
+    )
 
 
 class Slice:
@@ -128,22 +156,29 @@ class Slice:
 
     def __init__(self, c: SimConfig):
         self.c = c
-        self.sums = {group: [0] * len(keys) for group, keys in _GROUPS.items()}
+        self.counts = np.zeros(_WIDTH, dtype=np.int64)
         self.staleness: Counter = Counter()
-        self.lengths: list[int] = []
-        self.durations: list[int] = []
+        self.lengths: list[np.ndarray] = []
+        self.durations: list[np.ndarray] = []
 
-    def add(self, sums: Sums) -> None:
-        for group, values in sums.values.items():
-            acc = self.sums[group]
-            for i, v in enumerate(values):
-                acc[i] += v
-        self.staleness[sums.staleness] += 1
-        self.lengths.append(sums.length)
-        self.durations.append(sums.duration_ns)
+    @property
+    def sums(self) -> dict[str, list[int]]:
+        flat = self.counts.tolist()
+        return {group: flat[a:b] for group, (a, b) in _AT.items()}
 
-    def add_turn(self, t) -> None:
-        _add_turn(self.sums["prefill_decode"], self.sums["spec_decode"], t)
+    def add(self, counts: StepCounts, rows: np.ndarray | slice = slice(None)) -> None:
+        """Add these rollouts of the step (all of them by default)."""
+        self.counts += counts.rows[rows].sum(axis=0)
+        self.staleness.update(counts.staleness[rows].tolist())
+        self.lengths.append(counts.lengths[rows])
+        self.durations.append(counts.durations[rows])
+
+    def add_turns(self, turn_rows: np.ndarray) -> None:
+        """Add turns' counters alone (a policy version's slice)."""
+        summed = turn_rows.sum(axis=0)
+        pd, spec = _AT["prefill_decode"][0], _AT["spec_decode"][0]
+        self.counts[pd : pd + 6] += summed[:6]
+        self.counts[spec : spec + 5] += summed[6:]
 
     def group(self, name: str) -> dict[str, int]:
         return dict(zip(_GROUPS[name], self.sums[name], strict=True))
@@ -179,8 +214,8 @@ class Slice:
             "teacher": self.group("teacher"),
             "compute": {"flops": self.flops()},
             "rollout_length": {
-                "output_tokens": _quantiles(self.lengths),
-                "duration_s": _quantiles([d / 1e9 for d in self.durations]),
+                "output_tokens": _quantiles(np.concatenate([[], *self.lengths])),
+                "duration_s": _quantiles(np.concatenate([[], *self.durations]) / 1e9),
             },
         }
 
@@ -208,8 +243,8 @@ def flops(c: SimConfig, sums: dict[str, list]) -> dict[str, float]:
     }
 
 
-def _quantiles(values: list[float]) -> dict[str, float | None]:
-    if not values:
+def _quantiles(values) -> dict[str, float | None]:
+    if not len(values):
         return {"p50": None, "p90": None, "p99": None}
     q = np.quantile(np.asarray(values, dtype=float), [0.5, 0.9, 0.99])
     return {"p50": float(q[0]), "p90": float(q[1]), "p99": float(q[2])}
@@ -219,17 +254,18 @@ class Intervals:
     """Work intervals of one process (ns), reduced to the length of their union at the end."""
 
     def __init__(self) -> None:
-        self.starts = array("q")
-        self.ends = array("q")
+        self.starts: list[np.ndarray] = []
+        self.ends: list[np.ndarray] = []
 
-    def add(self, start: int, end: int) -> None:
-        self.starts.append(start)
-        self.ends.append(end)
+    def add(self, start, end) -> None:
+        """One interval, or arrays of them."""
+        self.starts.append(np.atleast_1d(np.asarray(start, dtype=np.int64)))
+        self.ends.append(np.atleast_1d(np.asarray(end, dtype=np.int64)))
 
     def union_ns(self) -> int:
         if not self.starts:
             return 0
-        starts, ends = np.frombuffer(self.starts, np.int64), np.frombuffer(self.ends, np.int64)
+        starts, ends = np.concatenate(self.starts), np.concatenate(self.ends)
         order = np.argsort(starts, kind="stable")
         s, e = starts[order], ends[order]
         reach = np.maximum.accumulate(e)
@@ -261,8 +297,10 @@ class _StepTimes:
 class Truth:
     """Accumulates the ground truth step by step while the plan is emitted."""
 
-    def __init__(self, c: SimConfig, run_id: str, preset: str, procs: list[Instance], ns):
-        self.c, self.run_id, self.preset, self.ns = c, run_id, preset, ns
+    def __init__(self, c: SimConfig, run_id: str, preset: str, procs: list[Instance], builder: SpanBuilder):
+        self.c, self.run_id, self.preset = c, run_id, preset
+        self.ns, self.ns_array = builder.ns, builder.ns_array
+        ns = self.ns
         self.procs = procs
         self.run = Slice(c)
         self.steps: list[tuple[_StepTimes, Slice]] = []
@@ -281,56 +319,76 @@ class Truth:
         self.health = Health(c, procs, run_id)
         self.silent_window = None  # the planner's silent worker (simulator.health), set by simulate()
 
-    def add_step(self, plan: StepPlan, records: dict[str, list[tuple]]) -> None:
+    def add_step(self, plan: StepPlan, spans: StepSpans) -> None:
+        counts = StepCounts(plan, self.ns_array, self.c.staleness_bound)
         step = Slice(self.c)
-        for r in plan.rollouts:
-            self._rollout(r, step)
+        step.add(counts)
+        self.run.add(counts)
+        env_of = np.asarray([r.env.name for r in plan.rollouts], dtype=object)
+        for name in dict.fromkeys(env_of.tolist()):
+            mine = env_of == name
+            self.envs[name].add(counts, mine)
+            key = (plan.step, name)
+            if key not in self.step_envs:
+                self.step_envs[key] = Slice(self.c)
+            self.step_envs[key].add(counts, mine)
         self.steps.append((_StepTimes.of(plan), step))
+        self._work(plan, counts)
+        self._versions(plan, counts)
+        self._busy(plan)
         self._trainer(plan)
-        self.learning.add_step(plan)
-        self.health.add_step(plan, records)
-        for key, recs in records.items():
-            self.instance_spans[key] += len(recs)
+        self.learning.add_step(plan, counts.lengths)
+        self.health.add_step(plan, spans)
+        self.instance_spans.update(spans.counts())
+        for recs in spans.records.values():
             for rec in recs:
-                name = rec[0]
-                self.span_counts["execute_tool" if name.startswith("execute_tool") else name] += 1
+                self.span_counts[rec[0]] += 1
+        for table in spans.tables:
+            self.span_counts.update(table.name.counts())
+        for name in [n for n in self.span_counts if n.startswith("execute_tool ")]:
+            self.span_counts["execute_tool"] += self.span_counts.pop(name)
 
-    def _rollout(self, r: Rollout, step: Slice) -> None:
-        sums = Sums(r, self.ns, self.c.staleness_bound)
-        for s in (self.run, step, self.envs[r.env.name], self._step_env(r)):
-            s.add(sums)
-        spent = sum(flops(self.c, sums.values).values())
-        self.waste["total"] += spent
-        if r.decision == "used":
-            self.work["output_tokens"] += sums.length
-            self.work["reprefill_waste_tokens"] += sums.values["prefill_decode"][5]
-            self.work["train_tokens"] += r.trajectory_tokens
-            self.work["teacher_tokens"] += sums.values["teacher"][1]
-        else:
-            self.waste["wasted"] += spent
-        self._busy(r)
-        for t in r.turns:
-            self._version(r, t)
+    def _work(self, p: StepPlan, counts: StepCounts) -> None:
+        """FLOPs spent on each rollout, wasted when it is not used; work per used token."""
+        rows = counts.rows
+        pd, judge, teacher = (_AT[g][0] for g in ("prefill_decode", "judge", "teacher"))
+        c = self.c
+        spent = (
+            2.0 * c.rollout.model_parameters * (rows[:, pd + 1] - rows[:, pd + 2] + rows[:, pd + 3])
+            + 2.0 * c.judge.model_parameters * (rows[:, judge + 1] + rows[:, judge + 2])
+            + 2.0 * c.teacher.model_parameters * rows[:, teacher + 1]
+        )
+        used = np.asarray([r.decision == "used" for r in p.rollouts], dtype=bool)
+        self.waste["total"] += float(spent.sum())
+        self.waste["wasted"] += float(spent[~used].sum())
+        self.work["output_tokens"] += int(rows[used, pd + 3].sum())
+        self.work["reprefill_waste_tokens"] += int(rows[used, pd + 5].sum())
+        self.work["train_tokens"] += sum(
+            r.trajectory_tokens for r, u in zip(p.rollouts, used, strict=True) if u
+        )
+        self.work["teacher_tokens"] += int(rows[used, teacher + 1].sum())
 
-    def _step_env(self, r: Rollout) -> Slice:
-        key = (r.step, r.env.name)
-        if key not in self.step_envs:
-            self.step_envs[key] = Slice(self.c)
-        return self.step_envs[key]
+    def _versions(self, p: StepPlan, counts: StepCounts) -> None:
+        if not len(p.turns):
+            return
+        version = np.asarray([r.policy_version for r in p.rollouts], dtype=np.int64)[p.turns.rollout]
+        for v in np.unique(version).tolist():
+            if v not in self.versions:
+                r = next(r for r in p.rollouts if r.policy_version == v)
+                self.versions[v] = (r.drafter_version, r.drafter_policy_version, Slice(self.c))
+            self.versions[v][2].add_turns(counts.turn_rows[version == v])
 
-    def _version(self, r: Rollout, t) -> None:
-        if r.policy_version not in self.versions:
-            self.versions[r.policy_version] = (r.drafter_version, r.drafter_policy_version, Slice(self.c))
-        self.versions[r.policy_version][2].add_turn(t)
-
-    def _busy(self, r: Rollout) -> None:
+    def _busy(self, p: StepPlan) -> None:
         ns = self.ns
-        server = self.busy[f"rollout-server-{r.server}"]
-        for t in r.turns:
-            server.add(ns(t.start), ns(t.end))
-        for s in r.scorings:
-            if s.kind in ("judge", "teacher"):
-                self.busy[f"{s.kind}-{s.instance}"].add(ns(s.start), ns(s.end))
+        server = np.asarray([r.server for r in p.rollouts], dtype=np.int64)[p.turns.rollout]
+        starts, ends = self.ns_array(p.turns.start), self.ns_array(p.turns.end)
+        for k in np.unique(server).tolist():
+            mine = server == k
+            self.busy[f"rollout-server-{k}"].add(starts[mine], ends[mine])
+        for r in p.rollouts:
+            for s in r.scorings:
+                if s.kind in ("judge", "teacher"):
+                    self.busy[f"{s.kind}-{s.instance}"].add(ns(s.start), ns(s.end))
 
     def _trainer(self, p: StepPlan) -> None:
         ns, t = self.ns, self.trainer
@@ -467,7 +525,7 @@ class Learning:
         self.by_env_zero: dict[str, dict] = {}
         self.mismatch: list[tuple] = []
 
-    def add_step(self, p: StepPlan) -> None:
+    def add_step(self, p: StepPlan, lengths: np.ndarray) -> None:
         rewards = [r.reward for r in p.rollouts if r.scored and r.reward is not None]
         self.rewards += rewards
         for r in p.rollouts:
@@ -490,18 +548,19 @@ class Learning:
             }
         )
         self.step_ends.append((self.ns(p.end), p.policy_version))
-        for r in p.rollouts:
+        for r, tokens in zip(p.rollouts, lengths.tolist(), strict=True):
             kind = {"used": "kept", "stale": "dropped stale"}.get(r.decision)
             if kind is not None:
-                tokens = sum(t.output_tokens for t in r.turns)
                 self.bias[kind].append((tokens, (self.ns(r.end) - self.ns(r.start)) / 1e9, r.reward))
 
     def _timing(self, p: StepPlan) -> dict:
         """Where each consumed sample's staleness came from: in flight (generating) or queued (waiting)."""
         ns, flight_s, queued_s, flight_v, stale = self.ns, [], [], [], []
+        ends = [e for e, _ in self.step_ends]  # steps end in order, each producing the next version
         for r in p.rollouts:
             end = ns(r.end)
-            newest = max((v for e, v in self.step_ends if e <= end), default=r.policy_version)
+            i = bisect_right(ends, end)
+            newest = self.step_ends[i - 1][1] if i else r.policy_version
             flight_s.append((end - ns(r.start)) / 1e9)
             queued_s.append(max(0, ns(p.ready) - end) / 1e9)
             flight_v.append(min(r.staleness, max(0, newest - r.policy_version)))

@@ -14,7 +14,15 @@ import numpy as np
 
 from rollscope.simulator.config import SimConfig
 from rollscope.simulator.plan import StepPlan
-from rollscope.simulator.records import JUDGE_STATUS, ROLLOUT_ID, STATUS, WAIT, Instance
+from rollscope.simulator.records import (
+    JUDGE_STATUS,
+    ROLLOUT_ID,
+    STATUS,
+    WAIT,
+    Instance,
+    SpanTable,
+    StepSpans,
+)
 
 STATES = ("generating", "weights_wait", "tools_wait", "idle")
 MAX_INTERVALS = 2_000_000  # beyond this (scale mode) the fleet's states are not kept: null in the truth
@@ -30,21 +38,63 @@ class Health:
         self.scoring: dict[tuple[int, str], list[tuple[float, bool]]] = defaultdict(list)
         self.train: list[tuple[int, int, int, float]] = []  # step, start, end, wait_s
         self.syncs: list[tuple[int, int]] = []
-        self.work: dict[str, list[tuple[int, int, int]]] = defaultdict(list)  # key -> (start, end, is_turn)
+        # key -> chunks of (starts, ends, is_turn) arrays
+        self.work: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = defaultdict(list)
         self.turn_s: dict[tuple[str, str], int] = defaultdict(int)  # (rollout, key) -> ns
         self.rollouts: dict[str, tuple[int | None, str, bool]] = {}  # rollout -> (step, status, usable)
         self.intervals = 0
         self.silent: dict | None = None
 
-    def add_step(self, plan: StepPlan, records: dict[str, list[tuple]]) -> None:
+    def add_step(self, plan: StepPlan, spans: StepSpans) -> None:
         for r in plan.rollouts:
             self.rollouts[r.rollout_id] = (r.step, r.status, r.decision == "used")
         for r in plan.hung_ended:
             self.rollouts[r.rollout_id] = (None, r.status, False)
-        for key, recs in records.items():
+        for key, recs in spans.records.items():
             for name, start, end, _, _, _, attrs, _ in recs:
                 self.last_end[key] = max(self.last_end.get(key, end), end)
                 self._record(key, name, start, end, attrs, plan.step)
+        for table in spans.tables:
+            self._table(table, plan.step)
+
+    def _table(self, t: SpanTable, step: int) -> None:
+        """A table's spans, as :meth:`_record` counts records: each process's last end; turns and rollouts
+        are work intervals (turn time counted per rollout); verifier and judge calls are scoring calls."""
+        names = t.name.values
+        turns = np.asarray([n == "rl.turn" for n in names], dtype=bool)[t.name.codes]
+        work = turns | np.asarray([n == "rl.rollout" for n in names], dtype=bool)[t.name.codes]
+        for kind, name in (("verifier", "rl.reward"), ("judge", "rl.judge")):
+            calls = np.asarray([n == name for n in names], dtype=bool)[t.name.codes]
+            if calls.any():
+                seconds = (t.end_ns[calls] - t.start_ns[calls]) / 1e9
+                status = t.attributes.get("judge_status")
+                timeouts = (
+                    np.asarray([v == "timeout" for v in status.values], dtype=bool)[status.codes[calls]]
+                    if status is not None
+                    else np.zeros(len(seconds), dtype=bool)
+                )
+                self.scoring[(step, kind)].extend(zip(seconds.tolist(), timeouts.tolist(), strict=True))
+        for k in np.unique(t.key).tolist():
+            mine = t.key == k
+            key = t.process[k]
+            end = int(t.end_ns[mine].max())
+            self.last_end[key] = max(self.last_end.get(key, end), end)
+            rows = mine & work
+            n = int(rows.sum())
+            if not n:
+                continue
+            self.intervals += n
+            if self.intervals <= MAX_INTERVALS:
+                self.work[key].append((t.start_ns[rows], t.end_ns[rows], turns[rows]))
+            rows &= turns
+            if not rows.any():
+                continue
+            ids = t.attributes["rollout_id"]
+            rollout = ids.codes[rows]
+            head = np.flatnonzero(np.concatenate(([True], rollout[1:] != rollout[:-1])))
+            seconds = np.add.reduceat(t.end_ns[rows] - t.start_ns[rows], head)
+            for code, ns in zip(rollout[head].tolist(), seconds.tolist(), strict=True):
+                self.turn_s[(ids.values[code], key)] += ns
 
     def _record(self, key: str, name: str, start: int, end: int, attrs: dict, step: int) -> None:
         if name in ("rl.reward", "rl.judge"):
@@ -57,7 +107,7 @@ class Health:
         elif name in ("rl.turn", "rl.rollout"):
             self.intervals += 1
             if self.intervals <= MAX_INTERVALS:
-                self.work[key].append((start, end, name == "rl.turn"))
+                self.work[key].append(([start], [end], [name == "rl.turn"]))
             if name == "rl.turn":
                 self.turn_s[(attrs[ROLLOUT_ID], key)] += end - start
             else:
@@ -133,14 +183,19 @@ class Health:
         """Per step (None: outside every window): the rollout processes' device-seconds in each state."""
         out: dict = defaultdict(lambda: dict.fromkeys(_fleet_keys(), 0.0))
         self.generating: dict[str, float] = {}
-        starts = np.asarray([w[1] for w in windows], dtype=np.int64)
-        for key, work in self.work.items():
-            if not any(is_turn for _, _, is_turn in work):
+        steps = [w[0] for w in windows] + [None]
+        for key, chunks in self.work.items():
+            starts, ends, turns = (np.concatenate([np.asarray(c[i]) for c in chunks]) for i in range(3))
+            if not turns.any():
                 continue
-            for step, state, seconds in _states(work, self.syncs, windows, starts):
-                out[step][f"{state}_device_s"] += seconds * self.devices[key]
-                if state == "generating":
-                    self.generating[key] = self.generating.get(key, 0.0) + seconds * self.devices[key]
+            window, state, seconds = _states(starts, ends, turns.astype(bool), self.syncs, windows)
+            device_s = np.bincount(window * len(STATES) + state, weights=seconds * self.devices[key])
+            for i, value in enumerate(device_s.tolist()):
+                if value:
+                    step, st = steps[i // len(STATES)], STATES[i % len(STATES)]
+                    out[step][f"{st}_device_s"] += value
+                    if st == "generating":
+                        self.generating[key] = self.generating.get(key, 0.0) + value
         return dict(out)
 
     def _wasted(self, fleet) -> dict:
@@ -164,33 +219,38 @@ class Health:
         return dict(out)
 
 
-def _states(work, syncs, windows, starts):
-    """(step, state, seconds) pieces of one process's time from its first to its last turn or rollout span."""
-    points: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for start, end, is_turn in work:
-        points[start][0 if is_turn else 1] += 1
-        points[end][0 if is_turn else 1] -= 1
-    for a, b in syncs:
-        points[a][2] += 1
-        points[b][2] -= 1
-    for w in windows:
-        points[w[1]]
-        points[w[4]]
-    lo, hi = min(s for s, _, _ in work), max(e for _, e, _ in work)
-    ts = np.asarray(sorted(points), dtype=np.int64)
-    deltas = np.asarray([points[t] for t in ts.tolist()], dtype=np.int64).reshape(-1, 3)
-    counts = np.cumsum(deltas, axis=0)
-    for i in range(len(ts) - 1):
-        t = int(ts[i])
-        if t < lo or t >= hi:
-            continue
-        gen, fly, sync = counts[i]
-        state = (
-            "generating" if gen > 0 else "weights_wait" if sync > 0 else "tools_wait" if fly > 0 else "idle"
-        )
-        j = int(np.searchsorted(starts, t, side="right")) - 1
-        step = windows[j][0] if j >= 0 and t < windows[j][4] else None
-        yield step, state, (int(ts[i + 1]) - t) / 1e9
+def _states(starts, ends, turns, syncs, windows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One process's time from its first to its last turn or rollout span, cut where anything starts or
+    ends: each piece's step window (``len(windows)``: outside every window), state (index in ``STATES``:
+    generating while a turn runs, else waiting for weights while a sync runs, else waiting on tools while a
+    rollout is open, else idle) and seconds. A sweep over the sorted change points, in arrays."""
+    sync = np.asarray(syncs, dtype=np.int64).reshape(-1, 2)
+    bounds = np.asarray([(w[1], w[4]) for w in windows], dtype=np.int64).reshape(-1, 2)
+    kind = np.where(turns, 0, 1)
+    times = np.concatenate([starts, ends, sync[:, 0], sync[:, 1], bounds[:, 0], bounds[:, 1]])
+    column = np.concatenate([kind, kind, np.full(2 * len(sync), 2), np.zeros(2 * len(bounds), np.int64)])
+    delta = np.concatenate(
+        [
+            np.ones(len(starts), np.int64),
+            -np.ones(len(ends), np.int64),
+            np.ones(len(sync), np.int64),
+            -np.ones(len(sync), np.int64),
+            np.zeros(2 * len(bounds), np.int64),
+        ]
+    )
+    ts, at = np.unique(times, return_inverse=True)
+    deltas = np.zeros((len(ts), 3), dtype=np.int64)
+    np.add.at(deltas, (at, column), delta)
+    counts = np.cumsum(deltas, axis=0)[:-1]
+    t, seconds = ts[:-1], np.diff(ts) / 1e9
+    inside = (t >= starts.min()) & (t < ends.max())
+    t, seconds, counts = t[inside], seconds[inside], counts[inside]
+    gen, fly, syncing = counts[:, 0], counts[:, 1], counts[:, 2]
+    state = np.where(gen > 0, 0, np.where(syncing > 0, 1, np.where(fly > 0, 2, 3)))
+    j = np.searchsorted(bounds[:, 0], t, side="right") - 1
+    in_window = (j >= 0) & (t < bounds[np.maximum(j, 0), 1]) if len(bounds) else np.zeros(len(t), bool)
+    window = np.where(in_window, j, len(bounds))
+    return window, state, seconds
 
 
 def _trainer_row(w) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -69,11 +70,11 @@ def simulate(
         config = _steps_for(config, run_id, spans_target)
     procs = instances(config)
     planner, builder = Planner(config), SpanBuilder(config, run_id)
-    truth = groundtruth.Truth(config, run_id, preset, procs, builder.ns)
+    truth = groundtruth.Truth(config, run_id, preset, procs, builder)
     first = planner.plan_step(0)
-    first_records = builder.step(first)
-    assignment = _assign(procs, first_records, workers, run_id)
-    total = spans_target or _estimate_total(first_records, config.steps)
+    first_spans = builder.step(first)
+    assignment = _assign(procs, first_spans.counts(), workers, run_id)
+    total = spans_target or len(first_spans) * config.steps
     pool = _pool(
         store, run_id, assignment, config, scale=spans_target is not None, fast=fast, paced=bool(pace)
     )
@@ -81,9 +82,7 @@ def simulate(
         pool.wait_ready()  # spawned workers import and attach first; rates and pacing start after that
         started = time.monotonic()
         bar = Progress(total, f"simulate {run_id}", enabled=progress)
-        written = _drive(
-            pool, planner, truth, builder, (first, first_records), config, spans_target, bar, pace
-        )
+        written = _drive(pool, planner, truth, builder, (first, first_spans), config, spans_target, bar, pace)
         stats = pool.finish(tick=lambda: bar.update(pool.emitted))
     except BaseException:
         pool.terminate()
@@ -119,24 +118,18 @@ def _prepare(store: Path, run_id: str, replace_run: bool) -> None:
 def _steps_for(config: SimConfig, run_id: str, target: int) -> SimConfig:
     """Scale mode: size the run so that about `target` spans are written (events keep their positions)."""
     first = SpanBuilder(config, run_id).step(Planner(config).plan_step(0))
-    per_step = max(1, sum(len(r) for r in first.values()))
+    per_step = max(1, len(first))
     return replace(config, steps=max(1, math.ceil(target / per_step)))
 
 
-def _estimate_total(records: dict[str, list], steps: int) -> int:
-    return sum(len(r) for r in records.values()) * steps
-
-
-def _assign(
-    procs: list[Instance], records: dict[str, list], workers: int | None, run_id: str
-) -> list[list[dict]]:
+def _assign(procs: list[Instance], counts: Counter, workers: int | None, run_id: str) -> list[list[dict]]:
     """Processes onto K workers, heaviest first onto the least loaded (load = spans in the first step)."""
     k = max(1, min(workers or os.cpu_count() or 2, len(procs)))
     loads = [0] * k
     out: list[list[dict]] = [[] for _ in range(k)]
-    for p in sorted(procs, key=lambda p: -len(records.get(p.key, ()))):
+    for p in sorted(procs, key=lambda p: -counts[p.key]):
         i = loads.index(min(loads))
-        loads[i] += len(records.get(p.key, ())) + 1
+        loads[i] += counts[p.key] + 1
         out[i].append(
             {
                 "key": p.key,
@@ -188,11 +181,11 @@ def _drive(
 ) -> int:
     written, started = 0, time.monotonic()
     tick = lambda: bar.update(pool.emitted)  # noqa: E731
-    step, records = first
+    step, spans = first
     while True:
-        truth.add_step(step, records)
-        pool.send(records, tick)
-        written += sum(len(r) for r in records.values())
+        truth.add_step(step, spans)
+        pool.send(spans, tick)
+        written += len(spans)
         if spans_target is None:  # the first step alone misjudges a run whose steps grow or shrink
             bar.estimate(round(written / (step.index + 1) * config.steps))
         tick()
@@ -203,7 +196,7 @@ def _drive(
             time.sleep(min(0.2, pace))
             tick()
         step = planner.plan_step(step.index + 1)
-        records = builder.step(step)
+        spans = builder.step(step)
 
 
 def _check_delivery(stats: dict[str, dict], written: int) -> None:

@@ -1,7 +1,8 @@
 """Seeded randomness for the plan: derived seeds, stratified decisions, skewed sizes.
 
-Every random choice comes from ``random.Random`` objects seeded from the run seed and the entity's name, so a
-plan never depends on process scheduling. Yes/no decisions that feed the funnel (infra failure, scoring
+Every random choice comes from generators seeded from the run seed and the entity's name (``random.Random``
+for group- and rollout-level decisions; one ``numpy`` generator per step for its turns, tool calls and ids,
+drawn a column at a time), so a plan never depends on process scheduling. Yes/no decisions that feed the funnel (infra failure, scoring
 failure, all-equal group, stale group) go through :class:`Stratified`: each item keeps its own probability,
 yet the realized count over the run stays within one of the expected count, so a preset's nominal rates come
 out as written instead of drifting with coin-flip noise.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+
+import numpy as np
 
 
 def derive_seed(*parts: object) -> int:
@@ -71,6 +74,29 @@ def lognormal(rng: random.Random, mean: float, sigma: float) -> float:
 
 def tokens(rng: random.Random, mean: float, sigma: float, low: int = 1, high: int = 1 << 30) -> int:
     return max(low, min(high, int(round(lognormal(rng, mean, sigma)))))
+
+
+def lognormal_array(draws: np.random.Generator, mean: np.ndarray, sigma) -> np.ndarray:
+    """:func:`lognormal` for an array of means, one draw each from a numpy generator."""
+    safe = np.where(mean > 0, mean, 1.0)
+    values = draws.lognormal(np.log(safe) - np.square(sigma) / 2, sigma)
+    return np.where(mean > 0, values, 0.0)
+
+
+def tokens_array(draws: np.random.Generator, mean: np.ndarray, sigma, low, high) -> np.ndarray:
+    """:func:`tokens` for an array of means."""
+    return np.clip(np.rint(lognormal_array(draws, mean, sigma)), low, high).astype(np.int64)
+
+
+def segment_exclusive_sum(values: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Per row, the sum of the rows before it in its segment (rows grouped by ``owner``, in order): a
+    rollout's history or clock before each of its turns."""
+    if not len(values):
+        return np.zeros(0, dtype=values.dtype)
+    before = np.cumsum(values) - values
+    head = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))
+    segment = np.cumsum(np.concatenate(([True], owner[1:] != owner[:-1]))) - 1
+    return before - before[head][segment]
 
 
 def sigmoid(x: float) -> float:

@@ -64,6 +64,11 @@ def test_fast_mode_writes_the_same_spans_and_ground_truth_as_the_normal_mode(tmp
     assert code == 0, err
     fast = groundtruth.load(tmp_path, "sim")
     assert fast["content_digest"] == truth["content_digest"] == groundtruth.content_digest(tmp_path, "sim")
+    # column by column, so a difference names its column (resource_attributes holds each writer's pid)
+    normal_rows, fast_rows = (groundtruth._canonical_table(s, "sim", True) for s in (store, tmp_path))
+    assert normal_rows.num_rows == fast_rows.num_rows == truth["spans"]["total"]
+    columns = [c for c in normal_rows.column_names if c != "resource_attributes"]
+    assert [c for c in columns if not normal_rows.column(c).equals(fast_rows.column(c))] == []
     assert {k: v for k, v in fast.items() if k != "preset"} == {
         k: v for k, v in truth.items() if k != "preset"
     }

@@ -24,7 +24,7 @@ def plan(*layers: dict):
     """Plan a whole run; return (step plans, ground truth document)."""
     c = config.resolve("default", list(layers))
     planner, builder = Planner(c), SpanBuilder(c, "plan")
-    truth = groundtruth.Truth(c, "plan", "default", instances(c), builder.ns)
+    truth = groundtruth.Truth(c, "plan", "default", instances(c), builder)
     steps = []
     for i in range(c.steps):
         step = planner.plan_step(i)
