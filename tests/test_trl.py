@@ -364,3 +364,50 @@ def _spans_in_order(store) -> list[dict]:
         }
         for row in rows
     ]
+
+
+@pytest.mark.parametrize("aggregation", ["sum_then_normalize", "normalize_then_sum"])
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_sample_decisions_follow_trls_own_arithmetic(aggregation, scale):
+    """The adapter decides zero_signal/unscored in numpy; TRL computes the same test in torch with its own
+    ``nanstd``. On rounds with ties, constant groups, missing scores and whole rows unscored, both agree."""
+    _needs_trl()
+    import types
+
+    import numpy as np
+    import torch
+    from trl.trainer.utils import nanstd
+
+    from rollscope.integrations.trl import _decisions
+
+    rng = np.random.default_rng(7)
+    generations, functions = 4, 2
+    for _ in range(200):
+        rewards = rng.choice([0.0, 0.5, 1.0, np.nan], size=(generations * 3, functions)).astype(np.float32)
+        rewards[rng.random(len(rewards)) < 0.2] = np.nan  # every function returned None for these samples
+        rewards[:generations] = rewards[0]  # a constant group
+        weights = rng.choice([1.0, 0.5, 2.0], size=functions).astype(np.float32)
+        trainer = types.SimpleNamespace(
+            num_generations=generations, multi_objective_aggregation=aggregation, scale_rewards=scale
+        )
+        unscorable = np.isnan(rewards).all(axis=1)
+        ours = _decisions(trainer, rewards, weights, unscorable)
+
+        r, w = torch.from_numpy(rewards), torch.from_numpy(weights).unsqueeze(0)
+        if aggregation == "normalize_then_sum":
+            grouped = r.view(-1, generations, functions)
+            mean_k = torch.nanmean(grouped, dim=1, keepdim=True)
+            std_k = nanstd(grouped, dim=1, keepdim=True)
+            combined = (((grouped - mean_k) / (std_k + 1e-4)).view(-1, functions) * w).nansum(dim=1)
+        else:
+            combined = (r * w).nansum(dim=1)
+        combined[torch.from_numpy(unscorable)] = torch.nan
+        if aggregation == "normalize_then_sum" or scale == "batch":
+            std = nanstd(combined).expand_as(combined)
+        else:
+            std = nanstd(combined.view(-1, generations), dim=1).repeat_interleave(generations, dim=0)
+        zero = torch.isclose(std, torch.zeros_like(std)).tolist()
+        theirs = [
+            "unscored" if u else "zero_signal" if z else "used" for u, z in zip(unscorable, zero, strict=True)
+        ]
+        assert ours == theirs
