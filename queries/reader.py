@@ -79,6 +79,15 @@ def _empty_dir() -> Path:
     return root
 
 
+def _empty_select(columns: list[list[str]]) -> str:
+    """No rows, typed as a derived table's published manifest says (``queries.derive._schemas``) and as its
+    Parquet reads (FLOP sums as DECIMAL(38, 0)): milliseconds, where typing it by binding its definition
+    (``_empty_dir``) costs seconds of every open."""
+    cast = {"HUGEINT": "DECIMAL(38, 0)"}
+    names = ", ".join(f'CAST(NULL AS {cast.get(t, t)}) AS "{c}"' for c, t in columns)
+    return f"SELECT {names} WHERE false"
+
+
 def _reader_macros() -> tuple[str, ...]:
     """The analyses' macros (``sql/analyses/macros``) a reader creates after the derived views: all but the
     definitions over raw spans that the store's derived tables hold instead (``*_src``, ``*_staged``) and the
@@ -199,10 +208,16 @@ class Reader:
         )
         template = sqlfiles.load("raw/derived_files")
         published = [s.files() for _, s in sorted(states.items())]  # once per run, not once per table
+        schemas = next(
+            (s.meta["schemas"] for s in states.values() if isinstance(s.meta.get("schemas"), dict)), {}
+        )
         for name in derived.TABLE_NAMES:
-            files = [str(f) for tables in published for f in tables[name]]
+            files = [str(f) for tables in published for f in tables.get(name, ())]
             table = f"_{name}_mat"
-            files = files or [str(_empty_dir() / f"{name}.parquet")]  # no run has it: empty, typed
+            if not files and name in schemas:  # no run has rows of it (no rollout in flight): empty, typed
+                cur.execute(f"CREATE OR REPLACE VIEW {table} AS {_empty_select(schemas[name])}")
+                continue
+            files = files or [str(_empty_dir() / f"{name}.parquet")]  # typed by binding its definition
             cur.execute(template.replace("@table", table).replace("@files", sql_list(files)))
 
     # --- querying -----------------------------------------------------------------------------------------
