@@ -266,20 +266,12 @@ def _write_blocked(con, name: str, relation: str, staging: Path, *, consolidated
     select = _stored(con, "_writing", skip=("_block",))
     if consolidated:
         blocks = [b for (b,) in con.execute("SELECT DISTINCT _block FROM _writing").fetchall() if b != "p"]
-        ranges: dict[str, list[int]] = {}
-        for block, label in consolidated_labels([int(b) for b in blocks]).items():
-            ranges.setdefault(label, []).append(block)
-        # a projection, not a join: the write streams (a join here ran a 30M-span derivation out of memory)
-        whens = " ".join(
-            f"WHEN TRY_CAST(_block AS BIGINT) BETWEEN {min(b)} AND {max(b)} THEN '{label}'"
-            for label, b in ranges.items()
-            if len(b) > 1
+        labels = consolidated_labels([int(b) for b in blocks])
+        rows = ", ".join(f"('{b}', '{label}')" for b, label in labels.items()) or "(NULL, NULL)"
+        con.execute(
+            "CREATE OR REPLACE TEMP VIEW _writing AS SELECT w.* REPLACE (coalesce(l.label, w._block) AS _block) "
+            f"FROM ({relation}) AS w LEFT JOIN (VALUES {rows}) AS l(block, label) ON l.block = w._block"
         )
-        if whens:
-            con.execute(
-                "CREATE OR REPLACE TEMP VIEW _writing AS SELECT * REPLACE "
-                f"(CASE {whens} ELSE _block END AS _block) FROM ({relation})"
-            )
     con.execute(
         f"COPY (SELECT {select}, _block FROM _writing) TO '{_quoted(target)}' "
         "(FORMAT parquet, PARTITION_BY (_block), COMPRESSION zstd, ROW_GROUP_SIZE 122880, OVERWRITE_OR_IGNORE)"
