@@ -205,9 +205,7 @@ def derive_full(job: Job) -> Result:
         for table in TABLES:
             relation = f"_{table.name}_mat"
             if table.blocked:
-                tables[table.name] = _write_blocked(
-                    con, table.name, _with_block(con, relation), job.staging, consolidated=True
-                )
+                tables[table.name] = _write_blocked(con, table.name, _with_block(con, relation), job.staging)
             else:
                 tables[table.name] = [_write_whole(con, table.name, relation, job.staging)]
         for name in INDEX:
@@ -258,20 +256,11 @@ def _with_block(con, relation: str, where: str = "true") -> str:
     )
 
 
-def _write_blocked(con, name: str, relation: str, staging: Path, *, consolidated: bool = False) -> list[Path]:
-    """Write ``relation`` (rows with ``_block``) as one part per block, ``<name>/b=<block>/<token>.parquet``;
-    ``consolidated`` (a full derivation): as the parts ``_consolidate`` would leave, ``b=<first>_<last>``."""
+def _write_blocked(con, name: str, relation: str, staging: Path) -> list[Path]:
+    """Write ``relation`` (rows with ``_block``) as one part per block, ``<name>/b=<block>/<token>.parquet``."""
     con.execute(f"CREATE OR REPLACE TEMP VIEW _writing AS {relation}")
     target = staging / name
     select = _stored(con, "_writing", skip=("_block",))
-    if consolidated:
-        blocks = [b for (b,) in con.execute("SELECT DISTINCT _block FROM _writing").fetchall() if b != "p"]
-        labels = consolidated_labels([int(b) for b in blocks])
-        rows = ", ".join(f"('{b}', '{label}')" for b, label in labels.items()) or "(NULL, NULL)"
-        con.execute(
-            "CREATE OR REPLACE TEMP VIEW _writing AS SELECT w.* REPLACE (coalesce(l.label, w._block) AS _block) "
-            f"FROM ({relation}) AS w LEFT JOIN (VALUES {rows}) AS l(block, label) ON l.block = w._block"
-        )
     con.execute(
         f"COPY (SELECT {select}, _block FROM _writing) TO '{_quoted(target)}' "
         "(FORMAT parquet, PARTITION_BY (_block), COMPRESSION zstd, ROW_GROUP_SIZE 122880, OVERWRITE_OR_IGNORE)"
@@ -285,26 +274,6 @@ def _write_blocked(con, name: str, relation: str, staging: Path, *, consolidated
         written.parent.rmdir() if not any(written.parent.iterdir()) else None
         parts.append(final)
     return parts
-
-
-def consolidated_labels(blocks: list[int]) -> dict[int, str]:
-    """Each block's part label once ``_consolidate`` has done all it would: the blocks before the newest two
-    cut from the first into the largest aligned runs of ``FANOUT ** k`` blocks (``"<first>_<last>"``), the newest
-    two alone. A full derivation writes its parts so, where one part per block left a 30M-span run with ~1,000
-    files per table for every reader to open until the next catch-ups merged them."""
-    if not blocks:
-        return {}
-    newest = max(blocks)
-    last_merged = newest - 2  # _consolidate leaves the newest two blocks alone
-    labels, start = {}, 0
-    while start <= last_merged:
-        size = 1
-        while start % (size * FANOUT) == 0 and start + size * FANOUT - 1 <= last_merged:
-            size *= FANOUT
-        label = str(start) if size == 1 else f"{start}_{start + size - 1}"
-        labels.update({b: label for b in range(start, start + size)})
-        start += size
-    return {b: labels.get(b, str(b)) for b in blocks}
 
 
 def _write_whole(con, name: str, relation: str, staging: Path) -> Path:
