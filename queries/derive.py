@@ -205,7 +205,8 @@ def derive_full(job: Job) -> Result:
         for table in TABLES:
             relation = f"_{table.name}_mat"
             if table.blocked:
-                tables[table.name] = _write_blocked(con, table.name, _with_block(con, relation), job.staging)
+                parts = _write_blocked(con, table.name, _with_block(con, relation), job.staging)
+                tables[table.name] = _consolidate_fully(con, table.name, parts, job.staging)
             else:
                 tables[table.name] = [_write_whole(con, table.name, relation, job.staging)]
         for name in INDEX:
@@ -618,6 +619,21 @@ def _rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]
         {"run": job.run_id},
     )
     return [_write_whole(con, table.name, "_merged", job.staging)]
+
+
+def _consolidate_fully(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
+    """A full derivation's one part per block, consolidated as far as ``_consolidate`` goes (a 30M-span run:
+    ~1,000 parts per table, which every reader would open until later catch-ups merged them, become ~13).
+    Pass by pass through ``_consolidate``: each merge is a streaming copy of Parquet parts, so memory stays that
+    of one row group, where writing the merged parts directly (``COPY … PARTITION_BY`` over few, large
+    partitions) ran a 30M-span derivation out of its memory limit."""
+    while True:
+        merged = _consolidate(con, name, parts, staging)
+        if merged == parts:
+            return parts
+        for gone in set(parts) - set(merged):
+            gone.unlink(missing_ok=True)  # superseded within this derivation: no manifest ever named it
+        parts = merged
 
 
 def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]:

@@ -259,3 +259,41 @@ def test_readers_report_and_check_while_writers_publish_and_compaction_runs(tmp_
     assert [c for c in commands if c[1] not in (0, 1) or c[2]] == []  # check exits 1 on a failed rule only
     layout.compact(store, grace_seconds=0)
     assert figures(Reader(store, run_id=RUN).con) == figures(Reader(raw_copy(store, tmp_path / "fresh")).con)
+
+
+def test_a_full_derivation_of_a_long_run_leaves_few_parts_and_the_same_figures(tmp_path):
+    """A long run derived from scratch is consolidated before it is published: a table of a
+    30M-span run kept ~1,000 files (one per block of steps) that every reader opened. With one step per block
+    the sample run has a block per step; its tables keep fewer than FANOUT parts per tier, and every figure
+    equals the one derived with the default blocks."""
+    from rollscope.queries import connect
+    from rollscope.queries.derive import FANOUT
+
+    store = raw_copy(ROOT / "sample_data", tmp_path / "store")
+    code = (
+        "import json, sys; from rollscope.queries import connect; from tests.test_derived import figures; "
+        "print('FIGURES ' + json.dumps(figures(connect(sys.argv[1], run_id='sample'), 'sample')))"
+    )
+    env = {**os.environ, "ROLLSCOPE_BLOCK_STEPS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(store)], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    small_blocks = json.loads(done.stdout.rsplit("FIGURES ", 1)[1])
+
+    state = derived.current(store, "sample")
+    steps = max(int(derived.part_range(p)[1]) for p in state.files()["funnel_sums"] if derived.part_range(p))
+    assert steps > 2 * FANOUT  # enough blocks that the parts must have been merged
+    for table in derived.TABLES:
+        parts = [p for p in state.files()[table.name] if derived.part_range(p)]
+        newest = max((derived.part_range(p)[1] for p in parts), default=0)
+        parts = [p for p in parts if derived.part_range(p)[1] < newest - 1]  # the newest two stay alone
+        tiers: dict[int, int] = {}
+        for part in parts:
+            first, last = derived.part_range(part)
+            tier = int(math.log(last - first + 1, FANOUT) + 1e-9)
+            tiers[tier] = tiers.get(tier, 0) + 1
+        assert all(n < FANOUT for n in tiers.values()), (table.name, tiers)
+
+    fresh = raw_copy(ROOT / "sample_data", tmp_path / "fresh")
+    assert small_blocks == json.loads(json.dumps(figures(connect(fresh, run_id="sample"), "sample")))
