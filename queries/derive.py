@@ -95,10 +95,15 @@ def stored_columns(con, name: str) -> str:
     return _stored(con, f"_{name}_mat")
 
 
+def stored_type(duckdb_type: str) -> str:
+    """The type a derived column has once stored as Parquet (and read back): HUGEINT as DECIMAL(38, 0)."""
+    return "DECIMAL(38, 0)" if duckdb_type == "HUGEINT" else duckdb_type
+
+
 def _stored(con, relation: str, skip: tuple[str, ...] = ()) -> str:
     columns = con.execute(f"DESCRIBE {relation}").fetchall()
     return ", ".join(
-        f'CAST("{c}" AS DECIMAL(38, 0)) AS "{c}"' if t == "HUGEINT" else f'"{c}"'
+        f'CAST("{c}" AS {stored_type(t)}) AS "{c}"' if stored_type(t) != t else f'"{c}"'
         for c, t, *_ in columns
         if c not in skip
     )

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from rollscope.errors import QueryError
 from rollscope.queries import sqlfiles
-from rollscope.queries.derive import analysis_macros, raw_views, sql_list, stored_columns
+from rollscope.queries.derive import analysis_macros, raw_views, sql_list, stored_columns, stored_type
 from rollscope.queries.derive import derive as derive_run
 from rollscope.store import derived
 from rollscope.store import layout as store
@@ -83,8 +83,7 @@ def _empty_select(columns: list[list[str]]) -> str:
     """No rows, typed as a derived table's published manifest says (``queries.derive._schemas``) and as its
     Parquet reads (FLOP sums as DECIMAL(38, 0)): milliseconds, where typing it by binding its definition
     (``_empty_dir``) costs seconds of every open."""
-    cast = {"HUGEINT": "DECIMAL(38, 0)"}
-    names = ", ".join(f'CAST(NULL AS {cast.get(t, t)}) AS "{c}"' for c, t in columns)
+    names = ", ".join(f'CAST(NULL AS {stored_type(t)}) AS "{c}"' for c, t in columns)
     return f"SELECT {names} WHERE false"
 
 
