@@ -74,11 +74,11 @@ def drafter_logprobs(con, run_id: str, limits: dict) -> CheckResult:
 def acceptance_drift(con, run_id: str, limits: dict) -> CheckResult:
     limit = limits["acceptance-drift"]
     drift = analyses.spec_drift(con, run_id, drop_points=limit)
-    if drift["drop_points"].isna().all():
+    if not drift["worst"].any():
         return CheckResult(
             "acceptance-drift", True, None, limit, "no speculative decoding recorded", "points"
         )
-    worst = drift.loc[drift["drop_points"].idxmax()]
+    worst = drift[drift["worst"]].iloc[0]
     message = (
         f"drafter {worst['drafter_version']} acceptance {formats.rate(worst['baseline_acceptance'])} → "
         f"{formats.rate(worst['latest_acceptance'])} from its first to its latest policy versions, "

@@ -83,12 +83,11 @@ def _stale_bias(con, run_id: str, filters: dict) -> dict:
 def _learning(con, run_id: str, filters: dict) -> dict:
     row = analyses.record(analyses.learning(con, run_id, **filters))
     tasks = analyses.task_solve_summary(con, run_id, **filters)
-    losses = analyses.trainer_steps(con, run_id, filters["steps"])["train_loss"].dropna()
     return {
         **{k: row.get(k) for k in ("scored", "reward_mean", "reward_p10", "reward_p50", "reward_p90")},
         "success_rate": row.get("success_rate"),
         "success_threshold": analyses.SUCCESS_THRESHOLD,
-        "train_loss_last": analyses.plain(losses.iloc[-1]) if len(losses) else None,
+        "train_loss_last": analyses.trainer(con, run_id, filters["steps"])["train_loss_last"],
         **{k: tasks[k] for k in ("tasks_attempted", "tasks_always_solved", "tasks_never_solved")},
     }
 

@@ -21,9 +21,7 @@ def headline(filters: data.Filters) -> None:
     run = analyses_record(data.analysis(analyses.learning, filters))
     zero = data.analysis(analyses.zero_signal_summary, filters)
     tasks = data.analysis(analyses.task_solve_summary, filters)
-    losses = data.call(filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps)[
-        "train_loss"
-    ].dropna()
+    trainer = data.call(filters.store, analyses.trainer, filters.run_id, steps=filters.steps)
     cols = st.columns(5)
     cols[0].metric("Mean reward", charts.number(run.get("reward_mean")), help="Over scored rollouts.")
     cols[1].metric(
@@ -33,7 +31,7 @@ def headline(filters: data.Filters) -> None:
     )
     cols[2].metric(
         "Latest train loss",
-        charts.number(losses.iloc[-1] if len(losses) else None, 4),
+        charts.number(trainer["train_loss_last"], 4),
         help="rl.train.loss of the latest step that recorded one.",
     )
     cols[3].metric(

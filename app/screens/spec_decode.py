@@ -26,7 +26,6 @@ def lint(filters: data.Filters) -> None:
 def warnings(filters: data.Filters) -> None:
     """Drift of the drafter in service now is a warning; a drafter already replaced only a note."""
     drift = data.analysis(analyses.spec_drift, filters)
-    current = drift.sort_values("first_policy_version")["drafter_version"].iloc[-1] if len(drift) else None
     flagged = drift[drift["flagged"]].sort_values("drop_points", ascending=False)
     for row in flagged.head(MAX_DRIFT_WARNINGS).itertuples():
         fell = (
@@ -34,7 +33,7 @@ def warnings(filters: data.Filters) -> None:
             f"{charts.rate(row.latest_acceptance)} ({charts.points(row.drop_points)}) between policy versions "
             f"{row.first_policy_version} and {row.last_policy_version}"
         )
-        if row.drafter_version == current:
+        if row.current:
             st.warning(
                 f"**Drafter {row.drafter_version} is drifting from the policy**: {fell}. Refresh or retrain it "
                 "on recent rollouts.",

@@ -1,7 +1,8 @@
 -- Drafter drift: per drafter version, acceptance over the first $baseline_versions policy versions it served
 -- (its baseline) against the latest $baseline_versions, the drop in percentage points, and whether the drop
 -- exceeds $drop_points; max_drop_points, on every row, is the largest drop of any drafter (the report's
--- spec_decode.max_drift_points). Summed from the turns that drafted, per step, environment, drafter and policy version
+-- spec_decode.max_drift_points); worst marks the drafter with that drop (the acceptance-drift check's subject) and
+-- current the drafter serving the latest policy versions (the one a refresh would replace). Summed from the turns that drafted, per step, environment, drafter and policy version
 -- (_spec_sums, macros/07).
 WITH kept AS (
     SELECT drafter_version, policy_version, drafted, accepted
@@ -40,6 +41,14 @@ SELECT
     *,
     100 * (baseline_acceptance - latest_acceptance) AS drop_points,
     coalesce(100 * (baseline_acceptance - latest_acceptance) > $drop_points, false) AS flagged,
-    max(100 * (baseline_acceptance - latest_acceptance)) OVER () AS max_drop_points
+    max(100 * (baseline_acceptance - latest_acceptance)) OVER () AS max_drop_points,
+    coalesce(
+        baseline_acceptance - latest_acceptance IS NOT NULL
+        AND row_number() OVER (
+            ORDER BY baseline_acceptance - latest_acceptance DESC NULLS LAST, drafter_version
+        ) = 1,
+        false
+    ) AS worst,
+    row_number() OVER (ORDER BY first_policy_version DESC, drafter_version DESC) = 1 AS current
 FROM compared
 ORDER BY first_policy_version, drafter_version
