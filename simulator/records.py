@@ -388,15 +388,13 @@ class SpanBuilder:
             "reward": ~np.isnan(reward),
         }
         processes = [f"{p}-{i}" for p in ("sandbox", "judge", "teacher") for i in range(getattr(c, p).count)]
-        return SpanTable(
+        return self._under_roots(
             processes,
             first[kind] + numbers[:, 0],
             Strings(kind, ["rl.reward", "rl.judge", "rl.teacher"]),
-            self.ns_array(times[:, 0]),
-            self.ns_array(times[:, 1]),
-            traces[owner],
-            _random_ids(ids, n),
-            roots[owner],
+            (times[:, 0], times[:, 1]),
+            owner,
+            (ids, traces, roots),
             error,
             attributes,
             valid,
@@ -477,15 +475,13 @@ class SpanBuilder:
         valid["drafter_policy_version"] = spec
         if self.c.environment_on_turns:
             attributes["environment"] = Strings(owner, [r.env.name for r in rollouts])
-        return SpanTable(
+        return self._under_roots(
             process,
             numbers[:, 0],
             Strings.constant("rl.turn", n),
-            self.ns_array(t.start),
-            self.ns_array(t.end),
-            traces[owner],
-            _random_ids(ids, n),
-            roots[owner],
+            (t.start, t.end),
+            owner,
+            (ids, traces, roots),
             error,
             attributes,
             valid,
@@ -508,17 +504,34 @@ class SpanBuilder:
             "observation_tokens": t.observation_tokens,
             "error_type": error,
         }
-        return SpanTable(
+        return self._under_roots(
             process,
             sandbox[owner],
             Strings(t.tool, [f"execute_tool {name}" for name in t.names]),
-            self.ns_array(t.start),
-            self.ns_array(t.end),
+            (t.start, t.end),
+            owner,
+            (ids, traces, roots),
+            error,
+            attributes,
+        )
+
+    def _under_roots(self, process, key, name, times, owner, ids, error, attributes, valid=None) -> SpanTable:
+        """Spans under their rollouts' root spans: row i belongs to rollout ``owner[i]`` (its trace and parent);
+        ``times`` is (start, end) in simulated seconds; ``ids`` is (the id generator, the rollouts' traces,
+        their root span ids)."""
+        generator, traces, roots = ids
+        return SpanTable(
+            process,
+            key,
+            name,
+            self.ns_array(times[0]),
+            self.ns_array(times[1]),
             traces[owner],
-            _random_ids(ids, n),
+            _random_ids(generator, len(owner)),
             roots[owner],
             error,
             attributes,
+            valid or {},
         )
 
     # --- trainer --------------------------------------------------------------------------------------------
