@@ -37,8 +37,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from rollscope.queries import sqlfiles
-from rollscope.store import layout
-from rollscope.store.derived import BLOCK_STEPS, TABLES, Job, Result, block_of, holds, part_range
+from rollscope.store import derived, layout
+from rollscope.store.derived import TABLES, Job, Result, block_of, holds, part_range
 
 log = logging.getLogger("rollscope.derive")
 
@@ -46,7 +46,6 @@ MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
 THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_count() or 1)
 FANOUT = 8  # parts of one tier merged into one by _consolidate
 INDEX = ("_traces", "_train_spans")  # the derived index, kept with the tables (not read by analyses)
-_BLOCK = f"CASE WHEN step IS NULL THEN 'p' ELSE CAST(floor(step / {BLOCK_STEPS}) AS BIGINT)::VARCHAR END"
 _IN_STEPS = "(step IS NULL OR step IN (SELECT step FROM _scope_steps))"
 _IN_ROLLOUTS = "rollout_id IN (SELECT rollout_id FROM _scope_rollouts)"
 
@@ -254,12 +253,18 @@ def _with_block(con, relation: str, where: str = "true") -> str:
     """``relation``'s rows with the block of their step (a table without a step column: its rollout's
     consuming step, from _rollout_steps_mat) as ``_block``."""
     if "step" in _columns(con, relation):
-        return f"SELECT *, {_BLOCK} AS _block FROM {relation} WHERE {where}"
+        return f"SELECT *, {_block('step')} AS _block FROM {relation} WHERE {where}"
     return (
-        f"SELECT t.*, {_BLOCK.replace('step', 'c.step')} AS _block FROM {relation} AS t "
+        f"SELECT t.*, {_block('c.step')} AS _block FROM {relation} AS t "
         "LEFT JOIN (SELECT rollout_id, any_value(step) AS step FROM _rollout_steps_mat GROUP BY ALL) AS c "
         f"USING (rollout_id) WHERE {where.replace('rollout_id', 't.rollout_id', 1)}"
     )
+
+
+def _block(step: str) -> str:
+    """SQL for the block label of consuming step ``step`` (``store.derived.block_of``; read at each call, so a
+    test may set ``derived.BLOCK_STEPS``)."""
+    return f"CASE WHEN {step} IS NULL THEN 'p' ELSE CAST(floor({step} / {derived.BLOCK_STEPS}) AS BIGINT)::VARCHAR END"
 
 
 def _write_blocked(con, name: str, relation: str, staging: Path) -> list[Path]:
@@ -416,9 +421,27 @@ def _stepped(con, parts: dict[str, list[Path]], blocks: set[str]) -> None:
     con.execute(f"CREATE OR REPLACE TABLE _stepped AS {body}")
 
 
+def _prior_steps(con, files: list[Path]) -> None:
+    """_prior_steps(rollout_id, step): every rollout's consuming step in the previous state, for scope.sql.
+
+    A scoped rollout may have moved from a step whose block no scoped step shares (a late group member moves
+    its group to a later train step; a recorded decision for another step): its rows at the old step must
+    leave that step's aggregates, and a table keyed by rollout must drop its row from the old block's part.
+    ``_stepped`` reads only the scoped blocks, so it cannot see that step; this map can. Two narrow columns of
+    one row per rollout, read once per catch-up."""
+    if not files:
+        con.execute("CREATE OR REPLACE TABLE _prior_steps (rollout_id VARCHAR, step BIGINT)")
+        return
+    con.execute(
+        "CREATE OR REPLACE TABLE _prior_steps AS SELECT DISTINCT rollout_id, step "
+        f"FROM read_parquet({sql_list(files)}, hive_partitioning = false) WHERE step IS NOT NULL"
+    )
+
+
 def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict) -> None:
     """Grow the scope to its closure, derive it from its spans; again (at most twice) when a scoped rollout
     moved to a step outside the scope (a late group member, a recorded decision for an earlier step)."""
+    _prior_steps(con, parts["rollout_steps"])
     for _ in range(3):
         size = -1
         while True:
