@@ -210,7 +210,7 @@ def derive_full(job: Job) -> Result:
             relation = f"_{table.name}_mat"
             if table.blocked:
                 parts = _write_blocked(con, table.name, _with_block(con, relation), job.staging)
-                tables[table.name] = _consolidate_fully(con, table.name, parts, job.staging)
+                tables[table.name] = _consolidate(con, table.name, parts, job.staging)
             else:
                 tables[table.name] = [_write_whole(con, table.name, relation, job.staging)]
         for name in INDEX:
@@ -649,26 +649,31 @@ def _rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]
     return [_write_whole(con, table.name, "_merged", job.staging)]
 
 
-def _consolidate_fully(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
-    """A full derivation's one part per block, consolidated as far as ``_consolidate`` goes (a 30M-span run:
-    ~1,000 parts per table, which every reader would open until later catch-ups merged them, become ~13).
-    Pass by pass through ``_consolidate``: each merge is a streaming copy of Parquet parts, so memory stays that
-    of one row group, where writing the merged parts directly (``COPY … PARTITION_BY`` over few, large
-    partitions) ran a 30M-span derivation out of its memory limit."""
+def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
+    """Merge a blocked table's parts of consumed steps, tier by tier, until no tier holds ``FANOUT`` parts, so a
+    run of any length keeps few: a part's tier is ``floor(log_FANOUT(blocks it spans))``; ``FANOUT`` parts of
+    one tier, none holding the newest two blocks (which the next catch-ups rewrite), become one part of the
+    blocks from the first to the last, which may complete the next tier's. Each row is rewritten at most
+    ``log_FANOUT(blocks)`` times; a table keeps under ``FANOUT`` parts per tier.
+
+    Both paths: a full derivation's one part per block (a 30M-span run: ~1,000 parts per table, which every
+    reader would open) become ~13 before it publishes; an incremental catch-up's rewritten blocks join the
+    tiers. Pass by pass: each merge is a streaming copy of Parquet parts, so memory stays that of one row group
+    (writing the merged parts directly, ``COPY … PARTITION_BY`` over few, large partitions, ran a 30M-span
+    derivation out of its memory limit). A part merged within this catch-up (under ``staging``) is deleted
+    once merged again: no manifest ever named it; a published part is left to the manifest's retirement."""
     while True:
-        merged = _consolidate(con, name, parts, staging)
+        merged = _consolidate_pass(con, name, parts, staging)
         if merged == parts:
             return parts
         for gone in set(parts) - set(merged):
-            gone.unlink(missing_ok=True)  # superseded within this derivation: no manifest ever named it
+            if gone.is_relative_to(staging):
+                gone.unlink(missing_ok=True)
         parts = merged
 
 
-def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
-    """Merge a blocked table's parts of consumed steps, tier by tier, so a run of any length keeps few: a
-    part's tier is ``floor(log_FANOUT(blocks it spans))``; ``FANOUT`` parts of one tier, none holding the newest
-    two blocks (which the next catch-ups rewrite), become one part of the blocks from the first to the last.
-    Each row is rewritten at most ``log_FANOUT(blocks)`` times; a table keeps under ``FANOUT`` parts per tier."""
+def _consolidate_pass(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
+    """One pass of ``_consolidate``: every tier's full groups of ``FANOUT`` parts merged once."""
     ranged = sorted((part_range(p), p) for p in parts if part_range(p) is not None)
     if not ranged:
         return parts
