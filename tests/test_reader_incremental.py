@@ -141,9 +141,17 @@ def replay_shuffled(spans: pa.Table, run: str, target, *, pieces: int, seed: int
     return live
 
 
-@pytest.mark.slow  # ~55 s each: a catch-up per shuffled batch (make test-slow; CI runs it)
+@pytest.mark.slow  # ~55 s each, ~3 min with a block per step: a catch-up per shuffled batch (make test-slow)
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("blocks", [None, 1], ids=["default-blocks", "a-block-per-step"])
 @pytest.mark.parametrize("name", ["samples", "derived"])
-def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive_in(name, tmp_path):
+def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive_in(
+    name, blocks, tmp_path, monkeypatch
+):
+    """With a block per step, the 12-step runs keep parts merged from several blocks (b=0_7) that catch-ups
+    rewrite as rollouts move between steps."""
+    if blocks is not None:
+        monkeypatch.setattr(store_derived, "BLOCK_STEPS", blocks)
     source, _ = simulated(name)
     live = replay_shuffled(stored_spans(source, name), name, tmp_path, pieces=16, seed=3, compact_at=10)
 
@@ -151,6 +159,9 @@ def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive
     # After the first, each catch-up re-derived only what the new segment could change (the train steps'
     # segment, as large as the run so far, and its switch to recorded decisions may take the full path).
     assert live.derived_how["incremental"] >= 14, live.derived_how
+    if blocks is not None:
+        parts = store_derived.current(tmp_path, name).files()["rollout_steps"]
+        assert any("_" in store_derived.part_block(p) for p in parts), parts  # merged parts were rewritten
     assert derived(live, name) == derived(fresh(source), name)
 
 
