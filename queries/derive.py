@@ -46,6 +46,12 @@ MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
 THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_count() or 1)
 FANOUT = 8  # parts of one tier merged into one by _consolidate
 INDEX = ("_traces", "_train_spans")  # the derived index, kept with the tables (not read by analyses)
+# The trace index's rows of one trace and rollout merged (a later part's supersede an earlier one's, the new
+# spans' the parts'): its group, the first start and the last end.
+_INDEX_ROWS = (
+    "SELECT trace_id, rollout_id, max(group_id) AS group_id, min(lo_ns) AS lo_ns, max(hi_ns) AS hi_ns "
+    "FROM {} GROUP BY trace_id, rollout_id"
+)
 _IN_STEPS = "(step IS NULL OR step IN (SELECT step FROM _scope_steps))"
 _IN_ROLLOUTS = "rollout_id IN (SELECT rollout_id FROM _scope_rollouts)"
 
@@ -530,15 +536,14 @@ def _merge(con, job: Job, parts: dict[str, list[Path]]) -> dict[str, list[Path]]
 
 def _index_parts(con, job: Job, old: list[Path]) -> list[Path]:
     """The trace index's parts after a catch-up: the previous ones, and one of the traces the new spans touched
-    (their rows over old and new spans, which supersede the earlier rows: scope_seed.sql takes each trace's
-    earliest start and latest end over every part). Not the index rewritten whole, which grows with the run.
+    (their rows over old and new spans merged, ``_INDEX_ROWS``, which supersede the earlier rows: a lookup takes
+    each trace's earliest start and latest end over every part). Not the index rewritten whole, which grows with
+    the run.
     Parts are merged tier by tier like the blocked tables' (a part of ``rows`` rows is in tier
     ``floor(log_FANOUT(rows))``; ``FANOUT`` of one tier become one), so the index keeps under ``FANOUT`` parts
     per tier and a row is rewritten at most ``log_FANOUT(rows)`` times."""
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE _idx_delta AS SELECT * FROM _idx "
-        "SEMI JOIN (SELECT DISTINCT trace_id FROM _new) AS n USING (trace_id)"
-    )
+    touched = "(SELECT * FROM _idx SEMI JOIN (SELECT DISTINCT trace_id FROM _new) AS n USING (trace_id))"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_delta AS {_INDEX_ROWS.format(touched)}")
     parts = [*old, _write_whole(con, "_traces", "_idx_delta", job.staging)]
     while True:
         tiers: dict[int, list[Path]] = {}
@@ -549,10 +554,7 @@ def _index_parts(con, job: Job, old: list[Path]) -> list[Path]:
         if full is None:
             return parts
         _view(con, "_idx_merging", full, schema="_idx")
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE _idx_merged AS SELECT trace_id, rollout_id, max(group_id) AS group_id, "
-            "min(lo_ns) AS lo_ns, max(hi_ns) AS hi_ns FROM _idx_merging GROUP BY trace_id, rollout_id"
-        )
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_merged AS {_INDEX_ROWS.format('_idx_merging')}")
         merged = _write_whole(con, "_traces", "_idx_merged", job.staging)
         parts = [p for p in parts if p not in full] + [merged]
 
