@@ -235,8 +235,19 @@ def test_a_group_that_moves_to_a_later_step_leaves_the_earlier_steps_compute(att
     """No rl.sample spans: a group counts at the first train step after its last rollout ended, so a late
     group member moves the whole group, and its work, to a later step: out of the part merged from the
     first blocks, into a part of its own."""
-    rollouts = attached(role="rollout", devices=4, model_parameters=1e9)
-    trainer = attached(role="train", devices=8, model_parameters=1e9)
+    # two processes, as a real run has (one per role; in one test process they would share an instance id)
+    rollouts = attached(
+        role="rollout",
+        devices=4,
+        model_parameters=1e9,
+        resource_attributes={"service.instance.id": "rollout-0"},
+    )
+    trainer = attached(
+        role="train",
+        devices=8,
+        model_parameters=1e9,
+        resource_attributes={"service.instance.id": "trainer-0"},
+    )
     live = Reader(store, materialize=True)
     for step in range(12):  # one rollout consumed per step, each at the first step after it ended
         start = 10 * step
