@@ -37,8 +37,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from rollscope.queries import sqlfiles
-from rollscope.store import layout
-from rollscope.store.derived import BLOCK_STEPS, TABLES, Job, Result, block_of, holds, part_range
+from rollscope.store import derived, layout
+from rollscope.store.derived import TABLES, Job, Result, block_of, holds, part_range
 
 log = logging.getLogger("rollscope.derive")
 
@@ -46,7 +46,12 @@ MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
 THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_count() or 1)
 FANOUT = 8  # parts of one tier merged into one by _consolidate
 INDEX = ("_traces", "_train_spans")  # the derived index, kept with the tables (not read by analyses)
-_BLOCK = f"CASE WHEN step IS NULL THEN 'p' ELSE CAST(floor(step / {BLOCK_STEPS}) AS BIGINT)::VARCHAR END"
+# The trace index's rows of one trace and rollout merged (a later part's supersede an earlier one's, the new
+# spans' the parts'): its group, the first start and the last end.
+_INDEX_ROWS = (
+    "SELECT trace_id, rollout_id, max(group_id) AS group_id, min(lo_ns) AS lo_ns, max(hi_ns) AS hi_ns "
+    "FROM {} GROUP BY trace_id, rollout_id"
+)
 _IN_STEPS = "(step IS NULL OR step IN (SELECT step FROM _scope_steps))"
 _IN_ROLLOUTS = "rollout_id IN (SELECT rollout_id FROM _scope_rollouts)"
 
@@ -211,7 +216,7 @@ def derive_full(job: Job) -> Result:
             relation = f"_{table.name}_mat"
             if table.blocked:
                 parts = _write_blocked(con, table.name, _with_block(con, relation), job.staging)
-                tables[table.name] = _consolidate_fully(con, table.name, parts, job.staging)
+                tables[table.name] = _consolidate(con, table.name, parts, job.staging)
             else:
                 tables[table.name] = [_write_whole(con, table.name, relation, job.staging)]
         for name in INDEX:
@@ -254,12 +259,18 @@ def _with_block(con, relation: str, where: str = "true") -> str:
     """``relation``'s rows with the block of their step (a table without a step column: its rollout's
     consuming step, from _rollout_steps_mat) as ``_block``."""
     if "step" in _columns(con, relation):
-        return f"SELECT *, {_BLOCK} AS _block FROM {relation} WHERE {where}"
+        return f"SELECT *, {_block('step')} AS _block FROM {relation} WHERE {where}"
     return (
-        f"SELECT t.*, {_BLOCK.replace('step', 'c.step')} AS _block FROM {relation} AS t "
+        f"SELECT t.*, {_block('c.step')} AS _block FROM {relation} AS t "
         "LEFT JOIN (SELECT rollout_id, any_value(step) AS step FROM _rollout_steps_mat GROUP BY ALL) AS c "
         f"USING (rollout_id) WHERE {where.replace('rollout_id', 't.rollout_id', 1)}"
     )
+
+
+def _block(step: str) -> str:
+    """SQL for the block label of consuming step ``step`` (``store.derived.block_of``; read at each call, so a
+    test may set ``derived.BLOCK_STEPS``)."""
+    return f"CASE WHEN {step} IS NULL THEN 'p' ELSE CAST(floor({step} / {derived.BLOCK_STEPS}) AS BIGINT)::VARCHAR END"
 
 
 def _write_blocked(con, name: str, relation: str, staging: Path) -> list[Path]:
@@ -416,9 +427,27 @@ def _stepped(con, parts: dict[str, list[Path]], blocks: set[str]) -> None:
     con.execute(f"CREATE OR REPLACE TABLE _stepped AS {body}")
 
 
+def _prior_steps(con, files: list[Path]) -> None:
+    """_prior_steps(rollout_id, step): every rollout's consuming step in the previous state, for scope.sql.
+
+    A scoped rollout may have moved from a step whose block no scoped step shares (a late group member moves
+    its group to a later train step; a recorded decision for another step): its rows at the old step must
+    leave that step's aggregates, and a table keyed by rollout must drop its row from the old block's part.
+    ``_stepped`` reads only the scoped blocks, so it cannot see that step; this map can. Two narrow columns of
+    one row per rollout, read once per catch-up."""
+    if not files:
+        con.execute("CREATE OR REPLACE TABLE _prior_steps (rollout_id VARCHAR, step BIGINT)")
+        return
+    con.execute(
+        "CREATE OR REPLACE TABLE _prior_steps AS SELECT DISTINCT rollout_id, step "
+        f"FROM read_parquet({sql_list(files)}, hive_partitioning = false) WHERE step IS NOT NULL"
+    )
+
+
 def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict) -> None:
     """Grow the scope to its closure, derive it from its spans; again (at most twice) when a scoped rollout
     moved to a step outside the scope (a late group member, a recorded decision for an earlier step)."""
+    _prior_steps(con, parts["rollout_steps"])
     for _ in range(3):
         size = -1
         while True:
@@ -507,15 +536,14 @@ def _merge(con, job: Job, parts: dict[str, list[Path]]) -> dict[str, list[Path]]
 
 def _index_parts(con, job: Job, old: list[Path]) -> list[Path]:
     """The trace index's parts after a catch-up: the previous ones, and one of the traces the new spans touched
-    (their rows over old and new spans, which supersede the earlier rows: scope_seed.sql takes each trace's
-    earliest start and latest end over every part). Not the index rewritten whole, which grows with the run.
+    (their rows over old and new spans merged, ``_INDEX_ROWS``, which supersede the earlier rows: a lookup takes
+    each trace's earliest start and latest end over every part). Not the index rewritten whole, which grows with
+    the run.
     Parts are merged tier by tier like the blocked tables' (a part of ``rows`` rows is in tier
     ``floor(log_FANOUT(rows))``; ``FANOUT`` of one tier become one), so the index keeps under ``FANOUT`` parts
     per tier and a row is rewritten at most ``log_FANOUT(rows)`` times."""
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE _idx_delta AS SELECT * FROM _idx "
-        "SEMI JOIN (SELECT DISTINCT trace_id FROM _new) AS n USING (trace_id)"
-    )
+    touched = "(SELECT * FROM _idx SEMI JOIN (SELECT DISTINCT trace_id FROM _new) AS n USING (trace_id))"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_delta AS {_INDEX_ROWS.format(touched)}")
     parts = [*old, _write_whole(con, "_traces", "_idx_delta", job.staging)]
     while True:
         tiers: dict[int, list[Path]] = {}
@@ -526,10 +554,7 @@ def _index_parts(con, job: Job, old: list[Path]) -> list[Path]:
         if full is None:
             return parts
         _view(con, "_idx_merging", full, schema="_idx")
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE _idx_merged AS SELECT trace_id, rollout_id, max(group_id) AS group_id, "
-            "min(lo_ns) AS lo_ns, max(hi_ns) AS hi_ns FROM _idx_merging GROUP BY trace_id, rollout_id"
-        )
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_merged AS {_INDEX_ROWS.format('_idx_merging')}")
         merged = _write_whole(con, "_traces", "_idx_merged", job.staging)
         parts = [p for p in parts if p not in full] + [merged]
 
@@ -626,26 +651,31 @@ def _rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]
     return [_write_whole(con, table.name, "_merged", job.staging)]
 
 
-def _consolidate_fully(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
-    """A full derivation's one part per block, consolidated as far as ``_consolidate`` goes (a 30M-span run:
-    ~1,000 parts per table, which every reader would open until later catch-ups merged them, become ~13).
-    Pass by pass through ``_consolidate``: each merge is a streaming copy of Parquet parts, so memory stays that
-    of one row group, where writing the merged parts directly (``COPY … PARTITION_BY`` over few, large
-    partitions) ran a 30M-span derivation out of its memory limit."""
+def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
+    """Merge a blocked table's parts of consumed steps, tier by tier, until no tier holds ``FANOUT`` parts, so a
+    run of any length keeps few: a part's tier is ``floor(log_FANOUT(blocks it spans))``; ``FANOUT`` parts of
+    one tier, none holding the newest two blocks (which the next catch-ups rewrite), become one part of the
+    blocks from the first to the last, which may complete the next tier's. Each row is rewritten at most
+    ``log_FANOUT(blocks)`` times; a table keeps under ``FANOUT`` parts per tier.
+
+    Both paths: a full derivation's one part per block (a 30M-span run: ~1,000 parts per table, which every
+    reader would open) become ~13 before it publishes; an incremental catch-up's rewritten blocks join the
+    tiers. Pass by pass: each merge is a streaming copy of Parquet parts, so memory stays that of one row group
+    (writing the merged parts directly, ``COPY … PARTITION_BY`` over few, large partitions, ran a 30M-span
+    derivation out of its memory limit). A part merged within this catch-up (under ``staging``) is deleted
+    once merged again: no manifest ever named it; a published part is left to the manifest's retirement."""
     while True:
-        merged = _consolidate(con, name, parts, staging)
+        merged = _consolidate_pass(con, name, parts, staging)
         if merged == parts:
             return parts
         for gone in set(parts) - set(merged):
-            gone.unlink(missing_ok=True)  # superseded within this derivation: no manifest ever named it
+            if gone.is_relative_to(staging):
+                gone.unlink(missing_ok=True)
         parts = merged
 
 
-def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
-    """Merge a blocked table's parts of consumed steps, tier by tier, so a run of any length keeps few: a
-    part's tier is ``floor(log_FANOUT(blocks it spans))``; ``FANOUT`` parts of one tier, none holding the newest
-    two blocks (which the next catch-ups rewrite), become one part of the blocks from the first to the last.
-    Each row is rewritten at most ``log_FANOUT(blocks)`` times; a table keeps under ``FANOUT`` parts per tier."""
+def _consolidate_pass(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
+    """One pass of ``_consolidate``: every tier's full groups of ``FANOUT`` parts merged once."""
     ranged = sorted((part_range(p), p) for p in parts if part_range(p) is not None)
     if not ranged:
         return parts

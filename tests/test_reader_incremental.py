@@ -18,6 +18,7 @@ import pytest
 
 from rollscope.queries import Reader
 from rollscope.queries.analyses import compute_terms
+from rollscope.store import derived as store_derived
 from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
 
@@ -140,9 +141,17 @@ def replay_shuffled(spans: pa.Table, run: str, target, *, pieces: int, seed: int
     return live
 
 
-@pytest.mark.slow  # ~55 s each: a catch-up per shuffled batch (make test-slow; CI runs it)
+@pytest.mark.slow  # ~55 s each, ~3 min with a block per step: a catch-up per shuffled batch (make test-slow)
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("blocks", [None, 1], ids=["default-blocks", "a-block-per-step"])
 @pytest.mark.parametrize("name", ["samples", "derived"])
-def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive_in(name, tmp_path):
+def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive_in(
+    name, blocks, tmp_path, monkeypatch
+):
+    """With a block per step, the 12-step runs keep parts merged from several blocks (b=0_7) that catch-ups
+    rewrite as rollouts move between steps."""
+    if blocks is not None:
+        monkeypatch.setattr(store_derived, "BLOCK_STEPS", blocks)
     source, _ = simulated(name)
     live = replay_shuffled(stored_spans(source, name), name, tmp_path, pieces=16, seed=3, compact_at=10)
 
@@ -150,6 +159,9 @@ def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive
     # After the first, each catch-up re-derived only what the new segment could change (the train steps'
     # segment, as large as the run so far, and its switch to recorded decisions may take the full path).
     assert live.derived_how["incremental"] >= 14, live.derived_how
+    if blocks is not None:
+        parts = store_derived.current(tmp_path, name).files()["rollout_steps"]
+        assert any("_" in store_derived.part_block(p) for p in parts), parts  # merged parts were rewritten
     assert derived(live, name) == derived(fresh(source), name)
 
 
@@ -212,39 +224,71 @@ def test_a_second_rollout_in_a_trace_unlinks_the_request_that_joined_the_first(a
 S = 1_000_000_000  # ns per second
 
 
-def test_a_group_that_moves_to_a_later_step_leaves_the_earlier_steps_compute(attached, store):
+@pytest.fixture
+def step_blocks(monkeypatch):
+    """One consuming step per block (``ROLLSCOPE_BLOCK_STEPS=1``): a run of a dozen steps then has parts
+    merged from several blocks (b=<first>_<last>), as a long run has with the default blocks."""
+    monkeypatch.setattr(store_derived, "BLOCK_STEPS", 1)
+
+
+def test_a_group_that_moves_to_a_later_step_leaves_the_earlier_steps_compute(attached, store, step_blocks):
     """No rl.sample spans: a group counts at the first train step after its last rollout ended, so a late
-    group member moves the whole group, and its work, to a later step."""
-    rollouts = attached(role="rollout", devices=4, model_parameters=1e9)
-    trainer = attached(role="train", devices=8, model_parameters=1e9)
+    group member moves the whole group, and its work, to a later step: out of the part merged from the
+    first blocks, into a part of its own."""
+    # two processes, as a real run has (one per role; in one test process they would share an instance id)
+    rollouts = attached(
+        role="rollout",
+        devices=4,
+        model_parameters=1e9,
+        resource_attributes={"service.instance.id": "rollout-0"},
+    )
+    trainer = attached(
+        role="train",
+        devices=8,
+        model_parameters=1e9,
+        resource_attributes={"service.instance.id": "trainer-0"},
+    )
     live = Reader(store, materialize=True)
-    with (
-        rollouts.rollout("a", group_id="g", start_time=0, end_time=10 * S),
-        rollouts.turn(0, input_tokens=100, output_tokens=50, start_time=1 * S, end_time=9 * S),
-    ):
-        pass
-    for step, start in ((0, 12), (1, 30)):
-        with trainer.train_step(step, train_tokens=10, start_time=start * S, end_time=(start + 5) * S):
+    for step in range(12):  # one rollout consumed per step, each at the first step after it ended
+        start = 10 * step
+        with (
+            rollouts.rollout(
+                f"r{step}",
+                group_id="g" if step == 0 else f"g{step}",
+                start_time=start * S,
+                end_time=(start + 10) * S,
+            ),
+            rollouts.turn(
+                0, input_tokens=100, output_tokens=50, start_time=(start + 1) * S, end_time=(start + 9) * S
+            ),
+        ):
+            pass
+        with trainer.train_step(
+            step, train_tokens=10, start_time=(start + 12) * S, end_time=(start + 17) * S
+        ):
             pass
     rollouts.force_flush(), trainer.force_flush()
     live.refresh()
-    assert _by_step(live)[0, "rollout"] == 8.0 * 4  # a's turn, consumed by step 0
+    assert _by_step(live)[0, "rollout"] == 8.0 * 4  # r0's turn, consumed by step 0
+    merged = {
+        store_derived.part_block(p) for p in store_derived.current(store, "exp-7").files()["rollout_steps"]
+    }
+    assert "0_7" in merged  # r0's rows are in a part merged from the first eight blocks
 
     with (
-        rollouts.rollout("b", group_id="g", start_time=5 * S, end_time=20 * S),
-        rollouts.turn(0, input_tokens=100, output_tokens=50, start_time=6 * S, end_time=19 * S),
+        rollouts.rollout("late", group_id="g", start_time=5 * S, end_time=100 * S),
+        rollouts.turn(0, input_tokens=100, output_tokens=50, start_time=6 * S, end_time=99 * S),
     ):
         pass
     rollouts.force_flush()
     live.refresh()
 
-    assert live.derivations["derived"] == 2
+    assert live.derived_how["incremental"] == 1
     by_step = _by_step(live)
-    assert (by_step[0, "rollout"], by_step[1, "rollout"]) == (
-        0.0,
-        (19 - 1) * 4.0,
-    )  # the group moved to step 1
-    assert by_step == _by_step(fresh(store))
+    # the group moved to step 9, the first to start (at 102 s) after its late member ended; its turns keep
+    # the process busy from 1 s to 99 s
+    assert (by_step[0, "rollout"], by_step[9, "rollout"]) == (0.0, (99 - 1) * 4.0)
+    assert derived(live, "exp-7") == derived(fresh(store), "exp-7")
 
 
 def test_a_train_step_that_consumed_nothing_yet_still_counts_at_its_step(attached, store):
