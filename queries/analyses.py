@@ -517,9 +517,12 @@ def learning(
     environment=None,
     success_threshold=SUCCESS_THRESHOLD,
     rolling=(),
+    percentiles: bool = True,
 ) -> pd.DataFrame:
     """Scored rollouts, mean reward, its p10 / p50 / p90 and the success rate, for the run or per consuming
-    step, environment or both (``by="step_environment"``; rolling means then per environment)."""
+    step, environment or both (``by="step_environment"``; rolling means then per environment).
+    ``percentiles=False``: the three percentiles NULL, for a caller that shows none of them (they are most of
+    the query's time: per step and environment at 30M spans, 1.3 s → 0.3 s)."""
     by = _by(by, _LEARNING_KEYS)
     filters = _filters(steps, environment)
     frame = query(
@@ -529,6 +532,7 @@ def learning(
         rolling,
         by=by,
         success_threshold=success_threshold,
+        percentiles=percentiles,
         **filters,
     )
     keep = {"step": ("step",), "environment": ("environment",), "step_environment": ("step", "environment")}
@@ -612,8 +616,14 @@ TRENDS = {
         "trainer_idle_fraction",
     ),
     "staleness_mean": (staleness_by_step, "mean_staleness"),
-    "reward_mean": (lambda con, run, s, e, r: learning(con, run, "step", s, e, rolling=r), "reward_mean"),
-    "success_rate": (lambda con, run, s, e, r: learning(con, run, "step", s, e, rolling=r), "success_rate"),
+    "reward_mean": (
+        lambda con, run, s, e, r: learning(con, run, "step", s, e, rolling=r, percentiles=False),
+        "reward_mean",
+    ),
+    "success_rate": (
+        lambda con, run, s, e, r: learning(con, run, "step", s, e, rolling=r, percentiles=False),
+        "success_rate",
+    ),
     "train_loss": (lambda con, run, s, e, r: trainer_steps(con, run, s, r), "train_loss"),
     "mismatch_kl": (lambda con, run, s, e, r: mismatch(con, run, "step", s, e, r), "mismatch_kl_mean"),
 }
