@@ -540,10 +540,12 @@ def rollout_group(filters: Filters, rollout_id: str):
 
 
 def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object]:
-    """One rollout's outcome and consumer, and its spans for the waterfall."""
+    """One rollout's outcome and consumer, and its spans for the waterfall, both read in its time window
+    (``trace.window``), looked up once for the two."""
+    bounds = call(filters.store, trace.window, filters.run_id, rollout_id)
     return (
-        call(filters.store, trace.rollout, filters.run_id, rollout_id),
-        call(filters.store, trace.spans, filters.run_id, rollout_id),
+        call(filters.store, trace.rollout, filters.run_id, rollout_id, bounds),
+        call(filters.store, trace.spans, filters.run_id, rollout_id, bounds),
     )
 
 

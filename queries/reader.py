@@ -117,7 +117,13 @@ class Reader:
         self.run_id = run_id
         self.wait = wait
         self.derive = derive
+        # Parquet footers parsed once per file, not at every bind: the raw views read their segments with
+        # union_by_name, so binding any query over them read every segment's footer again (Rollouts' waterfall
+        # at 30M spans: 0.55 s of binding → 0.05 s). Every file a reader reads is immutable (segments and
+        # derived parts are replaced by new files, never rewritten), and DuckDB re-reads a footer whose file
+        # changed anyway.
         self.con = duckdb.connect(":memory:")
+        self.con.execute("SET parquet_metadata_cache = true")  # not a connect() option: Parquet loads later
         self._lock = threading.Lock()
         self._raw: dict[str, list[str]] = {name: [] for name in DATASETS}
         self._states: dict[str, derived.Published] = {}

@@ -57,9 +57,13 @@ def window(con, run_id: str, rollout_id: str) -> dict:
     return {k: _plain(v) for k, v in frame.iloc[0].items()}
 
 
-def rollout(con, run_id: str, rollout_id: str) -> dict | None:
-    """The rollout's identity and outcome, and the train step (and policy version) that consumed it."""
-    frame = _query(con, "consumer", run_id=run_id, rollout_id=rollout_id, **window(con, run_id, rollout_id))
+def rollout(con, run_id: str, rollout_id: str, bounds: dict | None = None) -> dict | None:
+    """The rollout's identity and outcome, and the train step (and policy version) that consumed it.
+
+    ``bounds``: the rollout's ``window``, when the caller has it already (the Rollouts page computes it once
+    for this and ``spans``: each lookup of one rollout id reads the run's per-rollout table whole)."""
+    bounds = bounds if bounds is not None else window(con, run_id, rollout_id)
+    frame = _query(con, "consumer", run_id=run_id, rollout_id=rollout_id, **bounds)
     if frame.empty:
         return None
     return {k: _plain(v) for k, v in frame.iloc[0].items()}
@@ -70,12 +74,13 @@ def group(con, run_id: str, rollout_id: str) -> pd.DataFrame:
     return _query(con, "group", run_id=run_id, rollout_id=rollout_id)
 
 
-def spans(con, run_id: str, rollout_id: str) -> pd.DataFrame:
+def spans(con, run_id: str, rollout_id: str, bounds: dict | None = None) -> pd.DataFrame:
     """Every span of the rollout in start order, with ``kind``, ``start_s`` and ``end_s`` from its start.
 
-    Reads the raw spans of the rollout's time window only (``window``): segments are ordered by time, not by
-    rollout, so an unbounded lookup would read the whole run."""
-    return _query(con, "spans", run_id=run_id, rollout_id=rollout_id, **window(con, run_id, rollout_id))
+    Reads the raw spans of the rollout's time window only (``window``, or ``bounds`` when the caller has it):
+    segments are ordered by time, not by rollout, so an unbounded lookup would read the whole run."""
+    bounds = bounds if bounds is not None else window(con, run_id, rollout_id)
+    return _query(con, "spans", run_id=run_id, rollout_id=rollout_id, **bounds)
 
 
 def _plain(value):

@@ -594,3 +594,25 @@ def test_trends_give_one_point_per_consuming_step(tiny):
     assert analyses.trend(con, "tiny", "usable", rolling=2)["rolling_mean"].tolist() == [2.0, 1.0]
     with pytest.raises(ValueError, match="metric must be one of"):
         analyses.trend(con, "tiny", "vibes")
+
+
+def test_the_overview_trends_of_one_analysis_run_it_once(tiny):
+    four_groups(tiny)
+    con = tiny.done()
+    memo = analyses.Memo(lambda: con)
+    usable = analyses.trend(memo, "tiny", "usable", rolling=True)
+    signal = analyses.trend(memo, "tiny", "nonzero_signal_rate", rolling=True)
+    assert memo.computed() == {"run_exists", "funnel"} and memo.kept() == 2  # one funnel by step for both
+    assert usable.equals(analyses.trend(con, "tiny", "usable", rolling=True))
+    assert signal.equals(analyses.trend(con, "tiny", "nonzero_signal_rate", rolling=True))
+
+
+def test_learning_without_percentiles_keeps_every_other_figure(tiny):
+    four_groups(tiny)
+    con = tiny.done()
+    for by in (None, "step", "step_environment"):
+        whole = analyses.learning(con, "tiny", by)
+        lean = analyses.learning(con, "tiny", by, percentiles=False)
+        percentiles = ["reward_p10", "reward_p50", "reward_p90"]
+        assert whole[percentiles].notna().all().all() and lean[percentiles].isna().all().all()
+        assert lean.drop(columns=percentiles).equals(whole.drop(columns=percentiles))

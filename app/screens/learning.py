@@ -94,7 +94,9 @@ def rewards(filters: data.Filters) -> None:
         f"Pale: each step; dark: the mean of the last {charts.ROLLING_STEPS} steps. What to look for: a rising mean; "
         "near 100 % the tasks are too easy and groups stop carrying signal."
     )
-    per_env = data.analysis(analyses.learning, filters, by="step_environment", rolling=("success_rate",))
+    per_env = data.analysis(
+        analyses.learning, filters, by="step_environment", rolling=("success_rate",), percentiles=False
+    )
     wide = per_env.pivot(
         index="step", columns="environment", values=["success_rate", "success_rate_rolling_mean"]
     )

@@ -68,8 +68,7 @@ est AS (
     FROM b, deltas AS d
 )
 SELECT 'infra' AS lever, e.*, r.*
-FROM est AS e,
-    _advice_row(
-        $run_id, $step_lo, $step_hi, CASE WHEN e.applies THEN e.usable_after END, e.d_rollout_s, e.d_judge_s,
+FROM est AS e, b,
+    _advice_row(b, CASE WHEN e.applies THEN e.usable_after END, e.d_rollout_s, e.d_judge_s,
         e.d_teacher_s
     ) AS r

@@ -50,5 +50,5 @@ est AS (
     FROM b, judging AS j
 )
 SELECT 'scoring' AS lever, e.*, r.*
-FROM est AS e,
-    _advice_row($run_id, $step_lo, $step_hi, CASE WHEN e.applies THEN e.usable_after END, 0.0, e.d_judge_s, 0.0) AS r
+FROM est AS e, b,
+    _advice_row(b, CASE WHEN e.applies THEN e.usable_after END, 0.0, e.d_judge_s, 0.0) AS r

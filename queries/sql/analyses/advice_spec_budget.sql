@@ -62,7 +62,6 @@ judged AS (
     FROM est AS e, b
 )
 SELECT 'spec_budget' AS lever, j.*, r.*
-FROM judged AS j,
-    _advice_row(
-        $run_id, $step_lo, $step_hi, CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0
+FROM judged AS j, b,
+    _advice_row(b, CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0
     ) AS r

@@ -38,5 +38,5 @@ est AS (
     FROM b, counts AS c, idle AS i
 )
 SELECT 'staleness' AS lever, e.*, r.*
-FROM est AS e,
-    _advice_row($run_id, $step_lo, $step_hi, CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS r
+FROM est AS e, b,
+    _advice_row(b, CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS r

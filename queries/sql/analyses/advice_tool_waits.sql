@@ -51,5 +51,5 @@ judged AS (
     FROM est AS e, b
 )
 SELECT 'tool_waits' AS lever, j.*, r.*
-FROM judged AS j,
-    _advice_row($run_id, $step_lo, $step_hi, CASE WHEN j.applies THEN j.usable_after END, 0.0, 0.0, 0.0) AS r
+FROM judged AS j, b,
+    _advice_row(b, CASE WHEN j.applies THEN j.usable_after END, 0.0, 0.0, 0.0) AS r

@@ -5,7 +5,8 @@
 -- Counted from the scored rollouts per step, environment, task and reward value kept ahead (_reward_counts,
 -- macros/09_learning.sql). A percentile is exact: with n values in order, q's is the value at position
 -- h = (n − 1)·q (from 0), interpolated between the values at floor(h) and ceil(h), as quantile_cont takes it;
--- the value at position i is the lowest whose running count passes i.
+-- the value at position i is the lowest whose running count passes i. $percentiles = false leaves them NULL and
+-- skips their running counts, most of the query's time (a chart of the success rate needs none of them).
 WITH kept AS (
     SELECT
         CASE WHEN $by IN ('step', 'step_environment') THEN step END AS step,
@@ -19,12 +20,17 @@ WITH kept AS (
       AND ($by NOT IN ('step', 'step_environment') OR step IS NOT NULL)
 ),
 counted AS (
-    SELECT
-        step, environment, reward, sum(scored) AS n,
-        sum(sum(scored)) OVER (PARTITION BY step, environment ORDER BY reward ROWS UNBOUNDED PRECEDING) AS upto,
-        sum(sum(scored)) OVER (PARTITION BY step, environment) AS total
+    SELECT step, environment, reward, sum(scored) AS n
     FROM kept
     GROUP BY step, environment, reward
+),
+running AS (  -- the running counts the percentiles read; none when $percentiles is false (they stay NULL)
+    SELECT
+        step, environment, reward,
+        sum(n) OVER (PARTITION BY step, environment ORDER BY reward ROWS UNBOUNDED PRECEDING) AS upto,
+        sum(n) OVER (PARTITION BY step, environment) AS total
+    FROM counted
+    WHERE $percentiles IS DISTINCT FROM false
 ),
 picked AS (
     SELECT
@@ -32,7 +38,7 @@ picked AS (
         (any_value(total) - 1) * q AS h,
         min(reward) FILTER (upto > floor((total - 1) * q)) AS below,
         min(reward) FILTER (upto > ceil((total - 1) * q)) AS above
-    FROM counted, (VALUES (0.1), (0.5), (0.9)) AS p(q)
+    FROM running, (VALUES (0.1), (0.5), (0.9)) AS p(q)
     GROUP BY step, environment, q
 ),
 percentiles AS (
@@ -56,5 +62,5 @@ figures AS (
 SELECT
     f.step, f.environment, f.scored, f.reward_mean, p.reward_p10, p.reward_p50, p.reward_p90, f.success_rate
 FROM figures AS f
-JOIN percentiles AS p ON p.step IS NOT DISTINCT FROM f.step AND p.environment IS NOT DISTINCT FROM f.environment
+LEFT JOIN percentiles AS p ON p.step IS NOT DISTINCT FROM f.step AND p.environment IS NOT DISTINCT FROM f.environment
 ORDER BY ALL NULLS LAST

@@ -6,7 +6,7 @@ WITH target AS (
     SELECT group_id FROM rollouts WHERE run_id = $run_id AND rollout_id = $rollout_id AND group_id IS NOT NULL
 ),
 members AS (
-    SELECT r.rollout_id, r.rollout_status, r.reward, r.policy_version, r.duration_s, r.start_ns
+    SELECT r.rollout_id, r.rollout_status, r.reward, r.policy_version, r.duration_s, r.start_ns, r.end_ns
     FROM rollouts AS r
     WHERE r.run_id = $run_id AND r.group_id = (SELECT group_id FROM target)
 ),
@@ -17,6 +17,10 @@ work AS (  -- the rollouts' turns, as the per-rollout work (_rollout_work) keeps
     SELECT rollout_id, turns, generated AS decoded_tokens
     FROM _rollout_work($run_id)
     WHERE rollout_id IN (SELECT rollout_id FROM members) AND turns > 0
+      -- Their turns start while they run (a minute each side for clock skew, as window.sql): the per-rollout
+      -- table's row groups keep time ranges, so this reads the group's few, not the run's.
+      AND first_turn_ns BETWEEN (SELECT min(start_ns) FROM members) - 60_000_000_000
+                            AND (SELECT max(end_ns) FROM members) + 60_000_000_000
 )
 SELECT
     m.rollout_id,

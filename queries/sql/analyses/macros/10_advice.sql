@@ -84,10 +84,12 @@ SELECT
     greatest(coalesce(t.train_s_per_token, 0), 0) AS train_s_per_token
 FROM stages AS s, terms AS x, train AS t;
 
--- _advice_row(run, step_lo, step_hi, usable_after, d_rollout_s, d_judge_s, d_teacher_s): what a lever buys, from
--- the usable rollouts it would give and the work-seconds it adds (+) or saves (−) per term.
-CREATE OR REPLACE MACRO _advice_row(run, step_lo, step_hi, usable_after, d_rollout_s, d_judge_s, d_teacher_s) AS TABLE
-WITH b AS (SELECT * FROM _advice_base(run, step_lo, step_hi)),
+-- _advice_row(b, usable_after, d_rollout_s, d_judge_s, d_teacher_s): what a lever buys, from the usable rollouts
+-- it would give and the work-seconds it adds (+) or saves (−) per term. b is the lever's row of _advice_base
+-- (`FROM ..., b, _advice_row(b, ...)`), passed in rather than computed again: each lever reads the per-step
+-- tables for it once.
+CREATE OR REPLACE MACRO _advice_row(b, usable_after, d_rollout_s, d_judge_s, d_teacher_s) AS TABLE
+WITH b AS (SELECT unnest(b)),
 d AS (
     SELECT
         b.*,
