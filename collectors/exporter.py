@@ -300,7 +300,7 @@ class StoreSpanProcessor(SpanProcessor):
     ):
         self._exporter = exporter
         self._max_queue = max_queue_size
-        self._batch = min(max_export_batch_size, max_queue_size)
+        self._wake_at = min(max_export_batch_size, max_queue_size) - 1  # queued before a full batch's last
         self._delay = max(0.001, min(schedule_delay_millis / 1000, exporter.segment_seconds))
         self._shutdown = False
         self._init_process_state()
@@ -310,6 +310,7 @@ class StoreSpanProcessor(SpanProcessor):
         """Per process: a forked child starts with an empty queue and its own thread."""
         self._lock = threading.Lock()
         self._queue = SpanRecords()
+        self._queued = 0  # len(self._queue), kept here: SpanRecords.__len__ is a Python call
         self._first_queued = 0.0
         self._wake = threading.Event()
         self._flushed = threading.Condition()
@@ -325,18 +326,19 @@ class StoreSpanProcessor(SpanProcessor):
         pass
 
     def on_end(self, span: ReadableSpan) -> None:
+        """What the job's thread pays per span: its fields appended to column lists, under a lock."""
         try:
             with self._lock:
-                queue = self._queue
-                kept = not self._shutdown and len(queue) < self._max_queue
+                queued = self._queued
+                kept = queued < self._max_queue and not self._shutdown
                 if kept:
-                    if not len(queue):
+                    self._queue.append(span)
+                    self._queued = queued + 1
+                    if not queued:
                         self._first_queued = time.monotonic()  # the segment's age counts from here
-                    queue.append(span)
-                    full = len(queue) >= self._batch
             if not kept:
                 self._exporter.count_dropped(1)
-            elif full and not self._wake.is_set():
+            elif queued >= self._wake_at and not self._wake.is_set():
                 self._wake.set()
         except Exception:  # the job must never see our failure
             _log_failure("rollscope: could not read a finished span")
@@ -348,16 +350,16 @@ class StoreSpanProcessor(SpanProcessor):
         try:
             n = len(records)
             with self._lock:
-                queue = self._queue
-                kept = 0 if self._shutdown else max(0, min(n, self._max_queue - len(queue)))
+                queued = self._queued
+                kept = 0 if self._shutdown else max(0, min(n, self._max_queue - queued))
                 if kept:
-                    if not len(queue):
+                    if not queued:
                         self._first_queued = time.monotonic()
-                    queue.extend(records, kept if kept < n else None)
-                full = len(queue) >= self._batch
+                    self._queue.extend(records, kept if kept < n else None)
+                    self._queued = queued + kept
             if kept < n:
                 self._exporter.count_dropped(n - kept)
-            if kept and full and not self._wake.is_set():
+            if kept and queued + kept > self._wake_at and not self._wake.is_set():
                 self._wake.set()
         except Exception:  # the job must never see our failure
             _log_failure("rollscope: could not queue %d span records", len(records))
@@ -418,7 +420,7 @@ class StoreSpanProcessor(SpanProcessor):
     def _drain(self) -> bool:
         """Convert every queued record and buffer the rows in the exporter; False if publishing failed."""
         with self._lock:
-            records, self._queue = self._queue, SpanRecords()
+            records, self._queue, self._queued = self._queue, SpanRecords(), 0
             since = self._first_queued
         if not len(records):
             return True

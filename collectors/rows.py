@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from operator import itemgetter
 
 import numpy as np
@@ -76,7 +77,8 @@ class SpanRows:
         self._resources: list[ResourceRow] = []
         self._resource_ids: dict[int, int] = {}
         self._resource_of_row: list[int] = []
-        self._sparse: dict[str, tuple[list[int], list]] = {c: ([], []) for c in _SPAN_ONLY}
+        # row numbers as int64 arrays: a batch's rows are copied in as bytes, never made into Python ints
+        self._sparse: dict[str, tuple[array, list]] = {c: (array("q"), []) for c in _SPAN_ONLY}
         self._extras: dict[int, dict] = {}
         self._events: tuple[list[int], list[str]] = ([], [])
         self.untyped = 0  # convention attributes kept as JSON because their type was wrong
@@ -147,7 +149,8 @@ class SpanRows:
 
         Spans of one kind carry the same names in the same order (every turn span of a job sets the same
         fields), so a batch holds a handful of groups and the per-span work is one ``tuple(keys)``; which
-        name goes to which column is planned once per group (``_plan``), the values move with ``zip``.
+        name goes to which column is planned once per group (``_plan``), the values move with ``map``. A
+        group's row numbers are copied into each of its columns as int64 bytes, not as Python ints.
         """
         attributes = attributes if isinstance(attributes, list | tuple) else list(attributes)
         names = list(map(tuple, attributes))
@@ -155,7 +158,7 @@ class SpanRows:
             return
         groups: dict[tuple, tuple] = {}
         if names.count(names[0]) == len(names):  # the common case, checked in C: one kind of span
-            groups[names[0]] = (list(range(first, first + len(names))), attributes)
+            groups[names[0]] = (np.arange(first, first + len(names), dtype=np.int64), attributes)
         else:
             for row, (keys, attrs) in enumerate(zip(names, attributes, strict=True), first):
                 group = groups.get(keys)
@@ -170,14 +173,15 @@ class SpanRows:
             if not keys:
                 continue
             columns, extras = _plan(keys)
+            row_bytes = array("q", rows).tobytes() if isinstance(rows, list) else rows.tobytes()
             for i, column in columns:  # a column at a time, in C: no per-span object is made
                 column_rows, column_values = sparse[column]
-                column_rows.extend(rows)
+                column_rows.frombytes(row_bytes)
                 column_values.extend(map(itemgetter(keys[i]), dicts))
             if extras:
                 names = [key for _, key in extras]
                 pick = itemgetter(*names)
-                for row, d in zip(rows, dicts, strict=True):
+                for row, d in zip(array("q", row_bytes), dicts, strict=True):
                     picked = pick(d)
                     self._extras[row] = dict(zip(names, picked if len(names) > 1 else (picked,), strict=True))
 
@@ -242,14 +246,14 @@ class SpanRows:
             for run in set(runs)
         }
 
-    def _typed(self, column: str, rows: list[int], values: list) -> pa.Array:
+    def _typed(self, column: str, rows: Sequence[int], values: list) -> pa.Array:
         arrow_type = _TYPES[column]
         try:
             return pa.array(values, arrow_type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
             return pa.array(self._coerce_column(column, rows, values), arrow_type)
 
-    def _coerce_column(self, column: str, rows: list[int], values: list) -> list:
+    def _coerce_column(self, column: str, rows: Sequence[int], values: list) -> list:
         """Slow path, taken only for a column holding a wrong-typed value."""
         arrow_type = _TYPES[column]
         attribute = _ATTRIBUTE_OF_COLUMN[column]
@@ -275,7 +279,7 @@ def resource_columns(resources: list[ResourceRow], resource_of_row: pa.Array) ->
     return columns
 
 
-def _scatter(rows: list[int], values: pa.Array, n: int, ascending: bool) -> pa.Array:
+def _scatter(rows: Sequence[int], values: pa.Array, n: int, ascending: bool) -> pa.Array:
     """A length-n column with ``values`` at ``rows`` (distinct; ``ascending`` when known to be sorted) and
     nulls elsewhere."""
     if len(rows) == n and ascending:
@@ -283,7 +287,8 @@ def _scatter(rows: list[int], values: pa.Array, n: int, ascending: bool) -> pa.A
     if not rows:
         return _nulls(values.type, n)
     index = np.full(n, -1, dtype=np.int64)
-    index[np.frombuffer(array("q", rows), dtype=np.int64)] = np.arange(len(rows), dtype=np.int64)
+    rows = rows if isinstance(rows, array) else array("q", rows)
+    index[np.frombuffer(rows, dtype=np.int64)] = np.arange(len(rows), dtype=np.int64)
     if len(rows) == n:  # every row has a value, in another order
         return values.take(pa.array(index))
     return values.take(pa.array(index, mask=index < 0))
@@ -383,97 +388,113 @@ def readable_spans_to_rows(
     ``resource_defaults`` fills resource attributes a job's own TracerProvider did not set (attach() added
     to an existing provider cannot change its resource).
     """
-    spans = list(spans)
-    resources: dict[int, ResourceRow] = {}
+    records = SpanRecords()
+    for span in spans:
+        records.append(span)
+    return records.to_rows(default_run_id, resource_defaults=resource_defaults)
 
-    def resource_row(resource) -> ResourceRow:
-        row = resources.get(id(resource))
-        if row is None:
-            merged = {**(resource_defaults or {}), **resource.attributes}
-            row = resources[id(resource)] = ResourceRow.from_attributes(merged, default_run_id)
-        return row
 
-    contexts = [s.context for s in spans]
-    parents = [s.parent for s in spans]
-    statuses = [s.status for s in spans]
-    scopes = [s.instrumentation_scope for s in spans]
-    fixed = {
-        "trace_id": [c.trace_id.to_bytes(16, "big") for c in contexts],
-        "span_id": [c.span_id for c in contexts],
-        "parent_span_id": [p.span_id if p is not None else None for p in parents],
-        "name": [s.name for s in spans],
-        "span_kind": [_KIND_NAMES[s.kind] for s in spans],
-        "start_ns": [s.start_time for s in spans],
-        "end_ns": [s.end_time for s in spans],
-        "status_code": [_STATUS_NAMES[st.status_code] for st in statuses],
-        "status_message": [st.description or None for st in statuses],
-        "scope_name": [sc.name if sc is not None else None for sc in scopes],
-    }
-    events = {i: [_event(e) for e in s.events] for i, s in enumerate(spans) if getattr(s, "_events", True)}
-    rows = SpanRows()
-    rows.extend([resource_row(s.resource) for s in spans], fixed, map(_plain_attributes, spans), events)
-    return rows
+_RECORD_FIELDS = (
+    "trace_ids",
+    "span_ids",
+    "parents",
+    "names",
+    "kinds",
+    "starts",
+    "ends",
+    "codes",
+    "messages",
+    "scopes",
+    "resources",
+    "attributes",
+    "events",
+)
+
+
+def record(span) -> tuple:
+    """What the store keeps of a finished SDK span, as one tuple (fields in ``_RECORD_FIELDS`` order).
+
+    This runs on the job's thread for every span (``StoreSpanProcessor.on_end``), so it reads the SDK's
+    private fields, a fifth of the cost of its public properties (pinned by tests/test_sdk_contract.py), and
+    keeps only ints, strings, the attribute dict and objects every span shares: the span itself is freed at
+    once. An SDK whose fields differ takes the public path.
+    """
+    try:
+        context, parent, status = span._context, span._parent, span._status
+        events = span._events
+        return (
+            context.trace_id,
+            context.span_id,
+            parent.span_id if parent is not None else None,
+            span._name,
+            span._kind,
+            span._start_time,
+            span._end_time,
+            status._status_code,
+            status._description,
+            span._instrumentation_scope,
+            span._resource,
+            span._attributes._dict,
+            tuple(events) if events._dq else None,  # the deque: BoundedList's len() is a Python call
+        )
+    except AttributeError:
+        context, parent, status, events = span.context, span.parent, span.status, span.events
+        return (
+            context.trace_id,
+            context.span_id,
+            parent.span_id if parent is not None else None,
+            span.name,
+            span.kind,
+            span.start_time,
+            span.end_time,
+            status.status_code,
+            status.description,
+            span.instrumentation_scope,
+            span.resource,
+            _plain_attributes(span),
+            tuple(events) if events else None,
+        )
 
 
 class SpanRecords:
-    """Finished SDK spans as column lists: what ``StoreSpanProcessor.on_end`` keeps of each span.
+    """Finished spans as column lists: what ``StoreSpanProcessor.on_end`` keeps of each span.
 
-    ``append`` reads the dozen fields the store keeps and lets the span go: nothing per span is kept but
-    ints, strings and the attribute dict, none of which the garbage collector has to scan, and the lists are
-    turned into rows a column at a time (``to_rows``). It reads the SDK's private fields, a fifth of the cost
-    of its public properties; an SDK whose fields differ takes the public path.
+    ``append`` reads the dozen fields the store keeps (``record``) and lets the span go: nothing per span is
+    kept but ints, strings and the attribute dict, none of which the garbage collector tracks, and the lists
+    are turned into rows a column at a time (``to_rows``). A list of one tuple per span would spare
+    ``on_end`` its lock (one append is atomic), but each tuple holds the span's kind and scope, so the
+    collector tracks and scans every waiting one: measured, that cost more than the lock it saves.
     """
 
-    __slots__ = _RECORD_FIELDS = (
-        "trace_ids",
-        "span_ids",
-        "parents",
-        "names",
-        "kinds",
-        "starts",
-        "ends",
-        "codes",
-        "messages",
-        "scopes",
-        "resources",
-        "attributes",
-        "events",
-    )
+    __slots__ = ("columns", *_RECORD_FIELDS)
 
     def __init__(self) -> None:
-        for name in self._RECORD_FIELDS:
-            setattr(self, name, [])
+        self.columns = tuple([] for _ in _RECORD_FIELDS)
+        for name, column in zip(_RECORD_FIELDS, self.columns, strict=True):
+            setattr(self, name, column)
 
     def __len__(self) -> int:
         return len(self.ends)
 
     def append(self, span) -> None:
-        try:
-            context, parent, status, events = span._context, span._parent, span._status, span._events
-            name, kind, start, end = span._name, span._kind, span._start_time, span._end_time
-            scope, resource, attributes = span._instrumentation_scope, span._resource, span._attributes._dict
-            code, message = status._status_code, status._description
-        except AttributeError:
-            context, parent, status, events = span.context, span.parent, span.status, span.events
-            name, kind, start, end = span.name, span.kind, span.start_time, span.end_time
-            scope, resource = span.instrumentation_scope, span.resource
-            attributes = dict(span.attributes or {})
-            code, message = status.status_code, status.description
-        events = tuple(events) if events else None
-        # every field read above; the appends below cannot fail half way
-        self.trace_ids.append(context.trace_id)
-        self.span_ids.append(context.span_id)
-        self.parents.append(parent.span_id if parent is not None else None)
-        self.names.append(name)
-        self.kinds.append(kind)
-        self.starts.append(start)
-        self.ends.append(end)
-        self.codes.append(code)
-        self.messages.append(message)
-        self.scopes.append(scope)
-        self.resources.append(resource)
-        self.attributes.append(attributes)
-        self.events.append(events)
+        """Keep one finished span's fields (all read before a list grows: the columns stay aligned)."""
+        (trace_id, span_id, parent, name, kind, start, end, code, message, scope, resource, attrs,
+         events) = record(span)  # fmt: skip
+        (trace_ids, span_ids, parents, names, kinds, starts, ends, codes, messages, scopes, resources,
+         attributes, events_) = self.columns  # fmt: skip
+        trace_ids.append(trace_id)
+        span_ids.append(span_id)
+        parents.append(parent)
+        names.append(name)
+        kinds.append(kind)
+        starts.append(start)
+        ends.append(end)
+        codes.append(code)
+        messages.append(message)
+        scopes.append(scope)
+        resources.append(resource)
+        attributes.append(attrs)
+        events_.append(events)
 
     def add(
         self,
@@ -491,25 +512,15 @@ class SpanRecords:
         producer that records spans after the fact in bulk (the TRL adapter), where the SDK's span objects,
         sampler and attribute checks would cost ten times what the store keeps of them. ``scope`` and
         ``resource`` are the tracer's and provider's objects, so these rows equal the SDK path's."""
-        self.trace_ids.append(trace_id)
-        self.span_ids.append(span_id)
-        self.parents.append(parent_id)
-        self.names.append(name)
-        self.kinds.append(SpanKind.INTERNAL)
-        self.starts.append(start)
-        self.ends.append(end)
-        self.codes.append(StatusCode.UNSET)
-        self.messages.append(None)
-        self.scopes.append(scope)
-        self.resources.append(resource)
-        self.attributes.append(attributes)
-        self.events.append(None)
+        row = (trace_id, span_id, parent_id, name, SpanKind.INTERNAL, start, end, StatusCode.UNSET, None, scope,
+               resource, attributes, None)  # fmt: skip
+        for column, value in zip(self.columns, row, strict=True):
+            column.append(value)
 
     def extend(self, other: SpanRecords, count: int | None = None) -> None:
         """Append ``other``'s records (its first ``count`` of them, if given)."""
-        for name in self._RECORD_FIELDS:
-            values = getattr(other, name)
-            getattr(self, name).extend(values if count is None else values[:count])
+        for mine, theirs in zip(self.columns, other.columns, strict=True):
+            mine.extend(theirs if count is None else theirs[:count])
 
     def to_rows(
         self, default_run_id: str | None, *, resource_defaults: Mapping[str, object] | None = None
@@ -518,28 +529,31 @@ class SpanRecords:
         rows = SpanRows()
         if not len(self):
             return rows
+        (trace_ids, span_ids, parents, names, kinds, starts, ends, codes, messages, scopes, resources,
+         attributes, events) = self.columns  # fmt: skip
         scope_names = {
-            key: sc.name if sc is not None else None for key, sc in {id(sc): sc for sc in self.scopes}.items()
+            key: sc.name if sc is not None else None for key, sc in {id(sc): sc for sc in scopes}.items()
         }
         resource_rows = {
             id(r): ResourceRow.from_attributes({**(resource_defaults or {}), **r.attributes}, default_run_id)
-            for r in {id(r): r for r in self.resources}.values()
+            for r in {id(r): r for r in resources}.values()
         }
         fixed = {
-            "trace_id": [t.to_bytes(16, "big") for t in self.trace_ids],
-            "span_id": self.span_ids,
-            "parent_span_id": self.parents,
-            "name": self.names,
-            "span_kind": list(map(_KIND_BY_ID.__getitem__, map(id, self.kinds))),  # Enum hashing is Python
-            "start_ns": self.starts,
-            "end_ns": self.ends,
-            "status_code": list(map(_STATUS_BY_ID.__getitem__, map(id, self.codes))),
-            "status_message": [m or None for m in self.messages],
-            "scope_name": list(map(scope_names.__getitem__, map(id, self.scopes))),
+            "trace_id": list(map(int.to_bytes, trace_ids, repeat(16), repeat("big"))),
+            "span_id": span_ids,
+            "parent_span_id": parents,
+            "name": names,
+            "span_kind": list(map(_KIND_BY_ID.__getitem__, map(id, kinds))),  # Enum hashing is Python
+            "start_ns": starts,
+            "end_ns": ends,
+            "status_code": list(map(_STATUS_BY_ID.__getitem__, map(id, codes))),
+            "status_message": [m or None for m in messages] if any(messages) else [None] * len(messages),
+            "scope_name": list(map(scope_names.__getitem__, map(id, scopes))),
         }
-        events = {i: [_event(e) for e in row] for i, row in enumerate(self.events) if row}
-        resources = list(map(resource_rows.__getitem__, map(id, self.resources)))
-        rows.extend(resources, fixed, self.attributes, events)
+        with_events = (
+            {i: [_event(e) for e in row] for i, row in enumerate(events) if row} if any(events) else None
+        )
+        rows.extend(list(map(resource_rows.__getitem__, map(id, resources))), fixed, attributes, with_events)
         return rows
 
 

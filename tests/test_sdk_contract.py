@@ -62,3 +62,24 @@ def test_records_take_the_private_path_and_keep_what_the_public_one_gives():
     assert records.attributes[0] is span._attributes._dict  # the dict itself: the fast path was taken
     assert (records.names, records.codes) == (["rl.turn"], [StatusCode.ERROR])
     assert records.trace_ids == [span.context.trace_id] and records.parents == [span.parent.span_id]
+
+
+def test_a_spans_events_are_read_through_the_deque_rows_checks():
+    """``rows.record`` asks the events' deque whether there are any (``BoundedList.__len__`` is a Python
+    call on every span); a span with events and one without read back as the public property gives them."""
+    with_events = finished_span()
+    assert type(with_events._events._dq).__name__ == "deque", "the SDK's BoundedList no longer keeps _dq"
+    plain = next(s for s in _spans_of(lambda tracer: tracer.start_span("plain").end()) if s.name == "plain")
+    records = SpanRecords()
+    records.append(with_events)
+    records.append(plain)
+    assert records.events == [tuple(with_events.events), None]
+    assert [e.name for e in records.events[0]] == ["retry"]
+
+
+def _spans_of(emit) -> list:
+    keep = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(keep))
+    emit(provider.get_tracer("contract"))
+    return list(keep.get_finished_spans())
