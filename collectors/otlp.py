@@ -47,6 +47,11 @@ from rollscope.collectors.rows import ResourceRow, SpanRows
 from rollscope.store.layout import RUN_ID_PATTERN
 from rollscope.store.schema import SPAN_FIELDS
 
+try:  # `pip install 'rollscope[fast]'`: OTLP/JSON bodies parse in about half the time (see parse_json)
+    from orjson import loads as _fast_loads
+except ImportError:  # the default install: the standard library alone
+    _fast_loads = None
+
 
 class MalformedPayload(ValueError):
     """The body is not a valid OTLP trace request; the receiver answers 400 with this message."""
@@ -620,10 +625,7 @@ def decode_json(body: bytes, default_run_id: str | None = None) -> Decoded:
 
     The whole request is checked before any span is kept, so a malformed one stores nothing (400).
     """
-    try:
-        request = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise MalformedPayload(f"body is not JSON: {e}") from None
+    request = parse_json(body)
     resources = []
     for i, rs in enumerate(_list(_object(request, "request"), "resourceSpans", "request")):
         where = f"resourceSpans[{i}]"
@@ -643,6 +645,27 @@ def decode_json(body: bytes, default_run_id: str | None = None) -> Decoded:
             else:
                 _json_add(decoded, resource, chunk)
     return decoded
+
+
+def parse_json(body: bytes) -> object:
+    """The body's JSON value: by orjson when it is installed, else (or when orjson refuses it) by the standard
+    library, which then decides and words the 400.
+
+    ``json.loads`` was about a quarter of the receiver's CPU on OTLP/JSON; orjson builds the same objects in
+    about half the time. It is stricter (UTF-8 only, no byte-order mark, no ``NaN`` literal), so what it
+    refuses goes to the standard library and the receiver accepts exactly what it accepted without orjson.
+    One difference remains, outside what OTLP allows: an integer literal beyond 64 bits arrives as the
+    nearest float instead of an exact int (int64 fields are decimal strings in OTLP/JSON).
+    ``tests/test_receiver_attributes.py`` holds the two parsers to the same rows and refusals."""
+    if _fast_loads is not None:
+        try:
+            return _fast_loads(body)
+        except ValueError:  # orjson.JSONDecodeError
+            pass
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise MalformedPayload(f"body is not JSON: {e}") from None
 
 
 def _json_scopes(rs: dict, where: str) -> list:
