@@ -181,7 +181,7 @@ def pipeline_per_span(payloads: list[bytes], n_spans: int, batch_requests: int) 
     )
     names = list(stages)
     with tempfile.TemporaryDirectory() as tmp:
-        writer = SegmentWriter(tmp, "spans", durable=True)
+        writer = SegmentWriter(tmp, "spans", durable=True, dictionary=False)  # as the group commit writes
         for first in range(0, len(payloads), batch_requests):
             rows = SpanRows()
             for body in payloads[first : first + batch_requests]:
