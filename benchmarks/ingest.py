@@ -320,6 +320,16 @@ def send_all_grpc(port: int, payloads: list[bytes], clients: int) -> None:
     _run_clients(client, clients, errors, "calls")
 
 
+def fast_extra(python: str | None = None) -> str:
+    """Which packages of rollscope's `fast` extra (orjson, httptools, uvloop) the receiver that ``python``
+    runs can import: they change its CPU per span, so each figure says which it ran with."""
+    code = "import importlib.util as u; print(' '.join(m for m in ('orjson', 'httptools', 'uvloop') if u.find_spec(m)))"
+    found = subprocess.run(
+        [python or sys.executable, "-c", code], capture_output=True, text=True
+    ).stdout.split()
+    return ", ".join(found) if found else "none of the fast extra"
+
+
 def end_to_end(
     payloads: list[bytes], content_type: str, n_spans: int, clients: int, python: str | None = None
 ) -> dict:
@@ -384,6 +394,9 @@ def main() -> None:
         f"  ({1e6 / total:,.0f} spans per CPU-second)"
     )
 
+    print(f"this tree's receiver runs with {fast_extra()}")
+    if args.compare:
+        print(f"the compared receiver runs with {fast_extra(args.compare)}")
     for label, payloads, content_type in (
         ("protobuf", proto, "application/x-protobuf"),
         ("json", json_bodies, "application/json"),

@@ -466,6 +466,8 @@ def _server(receiver: Receiver):
 
     config = uvicorn.Config(
         receiver.app,
+        http="auto",  # httptools' C parser when the `fast` extra is installed, else h11
+        loop="auto",  # uvloop likewise, else asyncio's own loop
         log_level="warning",
         access_log=False,
         lifespan="on",
