@@ -181,7 +181,7 @@ def pipeline_per_span(payloads: list[bytes], n_spans: int, batch_requests: int) 
     )
     names = list(stages)
     with tempfile.TemporaryDirectory() as tmp:
-        writer = SegmentWriter(tmp, "spans", durable=True)
+        writer = SegmentWriter(tmp, "spans", durable=True, dictionary=False)  # as the group commit writes
         for first in range(0, len(payloads), batch_requests):
             rows = SpanRows()
             for body in payloads[first : first + batch_requests]:
@@ -320,6 +320,16 @@ def send_all_grpc(port: int, payloads: list[bytes], clients: int) -> None:
     _run_clients(client, clients, errors, "calls")
 
 
+def fast_extra(python: str | None = None) -> str:
+    """Which packages of rollscope's `fast` extra (orjson, httptools, uvloop) the receiver that ``python``
+    runs can import: they change its CPU per span, so each figure says which it ran with."""
+    code = "import importlib.util as u; print(' '.join(m for m in ('orjson', 'httptools', 'uvloop') if u.find_spec(m)))"
+    found = subprocess.run(
+        [python or sys.executable, "-c", code], capture_output=True, text=True
+    ).stdout.split()
+    return ", ".join(found) if found else "none of the fast extra"
+
+
 def end_to_end(
     payloads: list[bytes], content_type: str, n_spans: int, clients: int, python: str | None = None
 ) -> dict:
@@ -384,6 +394,9 @@ def main() -> None:
         f"  ({1e6 / total:,.0f} spans per CPU-second)"
     )
 
+    print(f"this tree's receiver runs with {fast_extra()}")
+    if args.compare:
+        print(f"the compared receiver runs with {fast_extra(args.compare)}")
     for label, payloads, content_type in (
         ("protobuf", proto, "application/x-protobuf"),
         ("json", json_bodies, "application/json"),

@@ -3,7 +3,10 @@
 The receiver answers 200 only once a request's spans are in a segment published with fsync (file and
 directory), so ``kill -9`` or a power cut never loses an acknowledged span. Publishing each request alone
 would cost an fsync and a Parquet file per request; instead requests that arrive within ``window`` seconds of
-each other, or while the previous commit is being written, share one segment per run.
+each other, or while the previous commit is being written, share one segment per run. A window also waits
+(up to ``window`` again) for requests whose bodies are in and being decoded (``expect``): each segment costs
+a few milliseconds of CPU whatever its size (Parquet's per-column work, Arrow's per-column assembly), so a
+commit that left behind a request arriving a millisecond later would pay them once more for it.
 """
 
 from __future__ import annotations
@@ -43,27 +46,45 @@ class GroupCommit:
         self.segments_published = 0
         self.segments_by_run: dict[str, int] = {}
         self.untyped_by_run: dict[str, int] = {}
-        self._writer = SegmentWriter(self.store, "spans", durable=True, compact_seconds=compact_seconds)
+        self._writer = SegmentWriter(
+            self.store, "spans", durable=True, compact_seconds=compact_seconds, dictionary=False
+        )
         self._rows: dict[str, SpanRows] = {}
         self._waiting: list[tuple[Done, set[str]]] = []  # each request's callback and the runs it added to
+        self._expected = 0  # requests announced by expect() and not yet submitted (or given up)
         self._cond = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="rollscope-commit", daemon=True)
         _warm_up()
         self._thread.start()
 
-    def submit(self, decoded: Decoded, done: Done) -> None:
-        """Add a request's spans to the open batch; ``done(None)`` is called from the commit thread once
-        they are durable, ``done(error)`` if publishing failed."""
+    def expect(self) -> None:
+        """A request's body is in and its spans are on their way (``submit``, or ``unexpect`` if it fails):
+        an open window waits for them rather than commit without them."""
         with self._cond:
+            self._expected += 1
+
+    def unexpect(self) -> None:
+        """An expected request will not be submitted (malformed, refused, nothing to store)."""
+        with self._cond:
+            self._expected -= 1
+            if not self._expected and self._waiting:
+                self._cond.notify()
+
+    def submit(self, decoded: Decoded, done: Done, *, expected: bool = False) -> None:
+        """Add a request's spans to the open batch; ``done(None)`` is called from the commit thread once
+        they are durable, ``done(error)`` if publishing failed. ``expected``: announced by ``expect()``."""
+        with self._cond:
+            if expected:
+                self._expected -= 1
             if self._closed:
                 raise RuntimeError("the receiver is shutting down")
             decoded.add_to(self._rows_of)
             self._waiting.append((done, {part.resource.run_id for part in decoded.parts}))
-            # Wake the commit thread only when it waits for a first request or the batch is full: during a
-            # window it sleeps until the window ends anyway, and a wake-up per request costs it a thread
-            # switch and a re-check each time.
-            if len(self._waiting) == 1 or self._pending() >= self.max_rows:
+            # Wake the commit thread only when it waits for a first request, for the last expected one, or
+            # the batch is full: during a window it sleeps until the window ends anyway, and a wake-up per
+            # request costs it a thread switch and a re-check each time.
+            if len(self._waiting) == 1 or not self._expected or self._pending() >= self.max_rows:
                 self._cond.notify()
 
     def _rows_of(self, run_id: str) -> SpanRows:
@@ -91,17 +112,19 @@ class GroupCommit:
                 done(next((errors[r] for r in runs if r in errors), None))
 
     def _next_batch(self) -> tuple[dict[str, SpanRows], list] | None:
-        """Wait for a first request, then up to ``window`` seconds for others to join it."""
+        """Wait for a first request, then up to ``window`` seconds for others to join it, and up to
+        ``window`` more for expected ones still being decoded."""
         with self._cond:
             while not self._waiting and not self._closed:
                 self._cond.wait()
             if not self._waiting:
                 return None
-            deadline = time.monotonic() + self.window
+            now = time.monotonic()
+            deadline, latest = now + self.window, now + 2 * self.window
             while (
                 not self._closed
                 and self._pending() < self.max_rows
-                and (left := deadline - time.monotonic()) > 0
+                and (left := (deadline if not self._expected else latest) - time.monotonic()) > 0
             ):
                 self._cond.wait(left)
             batch = (self._rows, self._waiting)
@@ -132,4 +155,4 @@ class GroupCommit:
 
 def _warm_up() -> None:
     """Write one empty segment to memory: the first Parquet write imports pandas (~0.2 s), not a request."""
-    pq.write_table(SpanRows().tables()[None], io.BytesIO(), compression="zstd")
+    pq.write_table(SpanRows().tables()[None], io.BytesIO(), compression="zstd", use_dictionary=False)

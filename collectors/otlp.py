@@ -28,10 +28,11 @@ import base64
 import binascii
 import json
 import struct
+from collections import deque
 from collections.abc import Callable
 from functools import partial
-from itertools import chain, islice, repeat
-from operator import attrgetter, itemgetter, methodcaller
+from itertools import chain, compress, islice, repeat
+from operator import attrgetter, eq, is_, itemgetter, methodcaller
 from typing import NamedTuple
 
 import numpy as np
@@ -46,6 +47,11 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 from rollscope.collectors.rows import ResourceRow, SpanRows
 from rollscope.store.layout import RUN_ID_PATTERN
 from rollscope.store.schema import SPAN_FIELDS
+
+try:  # `pip install 'rollscope[fast]'`: OTLP/JSON bodies parse in about half the time (see parse_json)
+    from orjson import loads as _fast_loads
+except ImportError:  # the default install: the standard library alone
+    _fast_loads = None
 
 
 class MalformedPayload(ValueError):
@@ -620,10 +626,7 @@ def decode_json(body: bytes, default_run_id: str | None = None) -> Decoded:
 
     The whole request is checked before any span is kept, so a malformed one stores nothing (400).
     """
-    try:
-        request = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise MalformedPayload(f"body is not JSON: {e}") from None
+    request = parse_json(body)
     resources = []
     for i, rs in enumerate(_list(_object(request, "request"), "resourceSpans", "request")):
         where = f"resourceSpans[{i}]"
@@ -643,6 +646,27 @@ def decode_json(body: bytes, default_run_id: str | None = None) -> Decoded:
             else:
                 _json_add(decoded, resource, chunk)
     return decoded
+
+
+def parse_json(body: bytes) -> object:
+    """The body's JSON value: by orjson when it is installed, else (or when orjson refuses it) by the standard
+    library, which then decides and words the 400.
+
+    ``json.loads`` was about a quarter of the receiver's CPU on OTLP/JSON; orjson builds the same objects in
+    about half the time. It is stricter (UTF-8 only, no byte-order mark, no ``NaN`` literal), so what it
+    refuses goes to the standard library and the receiver accepts exactly what it accepted without orjson.
+    One difference remains, outside what OTLP allows: an integer literal beyond 64 bits arrives as the
+    nearest float instead of an exact int (int64 fields are decimal strings in OTLP/JSON).
+    ``tests/test_receiver_attributes.py`` holds the two parsers to the same rows and refusals."""
+    if _fast_loads is not None:
+        try:
+            return _fast_loads(body)
+        except ValueError:  # orjson.JSONDecodeError
+            pass
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise MalformedPayload(f"body is not JSON: {e}") from None
 
 
 def _json_scopes(rs: dict, where: str) -> list:
@@ -792,21 +816,21 @@ _KEY, _VALUE = itemgetter("key"), itemgetter("value")
 
 
 def _json_plain_values(raw: list, kinds: tuple, shapes: set) -> list | None:
-    """``raw`` with int64 strings turned into ints; None when one is not a decimal int64/uint64."""
-    if ("intValue", str) in shapes:
-        where = [i for i, v in enumerate(raw) if type(v) is str and kinds[i] == "intValue"]
-        text = [raw[i] for i in where]
-        if not (
-            all(map(str.isascii, text))
-            and all(map(str.isdigit, map(methodcaller("removeprefix", "-"), text)))
-        ):
-            return None
-        for i, number in zip(where, map(int, text), strict=True):
-            raw[i] = number
-    if ("intValue", str) in shapes or ("intValue", int) in shapes:
-        ints = [v for v, kind in zip(raw, kinds, strict=True) if kind == "intValue"]
-        if min(ints) < -(2**63) or max(ints) > _UINT64_MAX:
-            return None
+    """``raw`` with int64 strings turned into ints; None when one is not a decimal int64/uint64. Every step
+    is a ``map`` or ``compress`` in C: a Python loop over a request's thousands of values cost more."""
+    if ("intValue", str) not in shapes and ("intValue", int) not in shapes:
+        return raw
+    where = list(compress(range(len(raw)), map(eq, kinds, repeat("intValue"))))
+    given = list(map(raw.__getitem__, where))  # decimal strings, or JSON integers
+    text = list(compress(given, map(is_, map(type, given), repeat(str))))
+    if not (
+        all(map(str.isascii, text)) and all(map(str.isdigit, map(methodcaller("removeprefix", "-"), text)))
+    ):
+        return None
+    ints = list(map(int, given))
+    if min(ints) < -(2**63) or max(ints) > _UINT64_MAX:
+        return None
+    deque(map(raw.__setitem__, where, ints), maxlen=0)
     return raw
 
 

@@ -220,7 +220,12 @@ class Receiver:
             body = await self._off_loop(_decompress, body, encoding, self.config.max_request_bytes)
             self._reserve(len(body), reserved)
         future = loop.create_future()
-        self._decoder.submit(self._decode_and_submit, body, as_json, loop, future)
+        self._commit.expect()
+        try:
+            self._decoder.submit(self._decode_and_submit, body, as_json, loop, future)
+        except BaseException:
+            self._commit.unexpect()
+            raise
         try:
             decoded, error = await future  # one hop back to the loop per request, when its spans are durable
         except MalformedPayload as e:
@@ -246,16 +251,23 @@ class Receiver:
     def _decode_and_submit(self, body: bytes, as_json: bool, loop, future: asyncio.Future) -> None:
         """On the decoder thread: decode, queue the spans for the next commit; ``future`` gets ``(decoded,
         error)`` once they are durable (or the decode error), from whichever thread finishes the request."""
+        submitted = False
         try:
             decoded = (decode_json if as_json else decode_protobuf)(body, self.config.run_id)
             if not decoded.accepted:
                 return self._settle_soon(loop, future, (decoded, None))
+            submitted = True  # submit() counts the request as arrived, even when it refuses it
             try:
-                self._commit.submit(decoded, lambda error: self._settle_soon(loop, future, (decoded, error)))
+                self._commit.submit(
+                    decoded, lambda error: self._settle_soon(loop, future, (decoded, error)), expected=True
+                )
             except RuntimeError:
                 raise _ShuttingDown from None
         except BaseException as e:
             self._settle_soon(loop, future, e)
+        finally:
+            if not submitted:
+                self._commit.unexpect()
 
     def _settle_soon(self, loop, future: asyncio.Future, outcome) -> None:
         """Settle ``future`` on the loop; settlements that arrive together share one wake-up of the loop (a
@@ -454,6 +466,8 @@ def _server(receiver: Receiver):
 
     config = uvicorn.Config(
         receiver.app,
+        http="auto",  # httptools' C parser when the `fast` extra is installed, else h11
+        loop="auto",  # uvloop likewise, else asyncio's own loop
         log_level="warning",
         access_log=False,
         lifespan="on",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 import socket
+import threading
+import time
 import urllib.request
 
 import pytest
@@ -18,6 +20,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from rollscope import queries
 from rollscope.app.cli import build_parser
+from rollscope.collectors.group_commit import GroupCommit
+from rollscope.collectors.otlp import decode_protobuf
 from rollscope.collectors.receiver import ReceiverConfig, running
 from tests.conftest import rollscope
 from tests.fixtures.receiver import JSON, PROTOBUF, finished_spans, get, json_body, post, protobuf_body
@@ -283,3 +287,29 @@ def test_a_wrongly_typed_resource_value_is_kept_as_json_and_fails_nothing(store)
         {"devices": None, "model_parameters": 8_000_000_000, "kept": "eight", "n": 2},
         {"devices": None, "model_parameters": None, "kept": None, "n": 3},
     ]
+
+
+def test_a_commit_window_waits_for_a_request_already_being_decoded(store):
+    """Two requests, the second announced while the first's window is open but submitted after it ends: they
+    share one segment (each segment costs CPU whatever its size), and both are acknowledged once it is
+    durable."""
+    first, second = (decode_protobuf(protobuf_body(finished_spans(3, seed=s))) for s in (1, 2))
+    acknowledged = []
+    done = threading.Event()
+
+    def ack(error):
+        acknowledged.append(error)
+        if len(acknowledged) == 2:
+            done.set()
+
+    commit = GroupCommit(store, window=1.0)
+    try:
+        commit.submit(first, ack)
+        commit.expect()  # the second request's body is in; its decode takes longer than the window
+        time.sleep(1.3)
+        commit.submit(second, ack, expected=True)
+        assert done.wait(10)
+    finally:
+        commit.close()
+    assert (acknowledged, commit.segments_published) == ([None, None], 1)
+    assert sql(store, "SELECT count(*) AS n FROM spans") == [{"n": 6}]

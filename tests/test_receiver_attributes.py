@@ -178,3 +178,37 @@ def test_events_and_statuses_of_a_few_spans_among_many_are_kept():
     statuses = list(zip(part.fixed["status_code"], part.fixed["status_message"], strict=True))
     assert statuses[9] == ("error", "exit 1")
     assert set(statuses[:9] + statuses[10:]) == {("unset", None)}
+
+
+def _outcome(body: bytes) -> str:
+    """What the JSON reader makes of a body, comparably: its parts and rejections, or that it refused it."""
+    try:
+        decoded = otlp.decode_json(body, "exp-1")
+    except otlp.MalformedPayload:
+        return "400"
+    return repr(([(p.resource, p.fixed, p.attributes, p.events) for p in decoded.parts], decoded.rejected))
+
+
+def test_otlp_json_reads_the_same_with_orjson_as_with_the_standard_library(monkeypatch):
+    """orjson (the `fast` extra) is stricter than ``json.loads``; whatever it refuses is left to the standard
+    library, so a receiver with it stores and refuses exactly what one without it does."""
+    pytest.importorskip("orjson")
+    bodies = [encode_json(ExportTraceServiceRequest.FromString(_request(s, 40, 0.05))) for s in range(4)]
+    for breakage in _JSON_BREAKAGES:
+        request = _json_request(5)
+        breakage(request)
+        bodies.append(json.dumps(request).encode())
+    text = bodies[0].decode()
+    bodies += [
+        b"\xef\xbb\xbf" + bodies[0],  # a byte-order mark: orjson refuses it, json.loads reads past it
+        text.encode("utf-16"),  # json.loads detects UTF-16 and UTF-32; orjson reads UTF-8 only
+        text.replace('"doubleValue": 2.0', '"doubleValue": NaN', 1).encode(),  # not JSON; json.loads takes it
+        bodies[1][: len(bodies[1]) // 2],
+        b'{"resourceSpans": [], "x": "\\ud800"}',  # a lone surrogate
+        b'{"resourceSpans": []} trailing',
+    ]
+    fast = [_outcome(body) for body in bodies]
+    monkeypatch.setattr(otlp, "_fast_loads", None)
+    assert fast == [_outcome(body) for body in bodies]
+    assert fast.count("400") == len(_JSON_BREAKAGES) + 2  # the breakages, the cut body, the trailing text
+    assert "400" not in fast[:4] and fast[-6] == fast[0] and fast[-5] == fast[0] and "nan" in fast[-4]
