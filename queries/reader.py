@@ -95,6 +95,16 @@ def _reader_macros() -> tuple[str, ...]:
     return analysis_macros(definitions=False)
 
 
+def _one_schema(states, name: str) -> bool:
+    """Whether every run's manifest gives derived table ``name`` the same columns and types (then its parts
+    are read without ``union_by_name``: binding reads one footer, not every part's)."""
+    columns = [
+        s.meta.get("schemas", {}).get(name) if isinstance(s.meta.get("schemas"), dict) else None
+        for s in states
+    ]
+    return bool(columns) and columns[0] is not None and all(c == columns[0] for c in columns)
+
+
 def schema_file(dataset: str) -> str:
     return str(_schema_dir() / dataset / "run_id=_" / "empty.parquet")
 
@@ -222,8 +232,13 @@ class Reader:
             if not files and name in schemas:  # no run has rows of it (no rollout in flight): empty, typed
                 cur.execute(f"CREATE OR REPLACE VIEW {table} AS {_empty_select(schemas[name])}")
                 continue
+            union = "false" if files and _one_schema(states.values(), name) else "true"
             files = files or [str(_empty_dir() / f"{name}.parquet")]  # typed by binding its definition
-            cur.execute(template.replace("@table", table).replace("@files", sql_list(files)))
+            cur.execute(
+                template.replace("@table", table)
+                .replace("@files", sql_list(files))
+                .replace("@union_by_name", union)
+            )
 
     # --- querying -----------------------------------------------------------------------------------------
 
@@ -246,6 +261,11 @@ class Reader:
         except duckdb.IOException:
             self.refresh()
             return answer()
+
+    @property
+    def runs(self) -> list[str]:
+        """The runs whose segments the views read now (the store's, or ``run_id``'s alone)."""
+        return sorted({store.run_of(p) for p in self._raw["spans"]})
 
     def segment_count(self, dataset: str = "spans") -> int:
         return len(self._raw[dataset])
