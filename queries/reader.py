@@ -222,12 +222,12 @@ class Reader:
             [*raw["collector_stats"], schema_file("collector_stats")],
         )
         template = sqlfiles.load("raw/derived_files")
-        published = [s.files() for _, s in sorted(states.items())]  # once per run, not once per table
+        published = [s.file_names() for _, s in sorted(states.items())]  # once per run, not once per table
         schemas = next(
             (s.meta["schemas"] for s in states.values() if isinstance(s.meta.get("schemas"), dict)), {}
         )
         for name in derived.TABLE_NAMES:
-            files = [str(f) for tables in published for f in tables.get(name, ())]
+            files = [f for tables in published for f in tables.get(name, ())]
             table = f"_{name}_mat"
             if not files and name in schemas:  # no run has rows of it (no rollout in flight): empty, typed
                 cur.execute(f"CREATE OR REPLACE VIEW {table} AS {_empty_select(schemas[name])}")
