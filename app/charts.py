@@ -319,23 +319,25 @@ def sparkline(frame: pd.DataFrame, x: str, y: str, title: str, percent: bool = F
     """A small per-step series on a train-step axis: the raw values thin and pale, and when the frame has
     ``rolling_mean`` that mean drawn over them."""
     xs, values = thinned(frame[x], frame[y])
-    fig = go.Figure(
-        go.Scatter(x=xs, y=values, mode="lines", name=label(y), line={"width": 1, "color": "#93c5fd"})
-    )
+    traces = [go.Scatter(x=xs, y=values, mode="lines", name=label(y), line={"width": 1, "color": "#93c5fd"})]
     if "rolling_mean" in frame:
         xs, means = thinned(frame[x], frame["rolling_mean"])
-        fig.add_scatter(
-            x=xs,
-            y=means,
-            mode="lines",
-            name="rolling mean",
-            line={"width": 2.5, "color": "#1d4ed8"},
+        traces.append(
+            go.Scatter(
+                x=xs, y=means, mode="lines", name="rolling mean", line={"width": 2.5, "color": "#1d4ed8"}
+            )
         )
-    fig.update_layout(title=title, height=170, margin={"l": 0, "r": 0, "t": 30, "b": 0}, showlegend=False)
-    fig.update_xaxes(title={"text": "train step", "standoff": 2}, nticks=6, title_font_size=11)
+    # One layout, given whole: each update_* call validates the figure again (the Overview draws seven).
+    layout = {
+        "title": title,
+        "height": 170,
+        "margin": {"l": 0, "r": 0, "t": 30, "b": 0},
+        "showlegend": False,
+        "xaxis": {"title": {"text": "train step", "standoff": 2, "font": {"size": 11}}, "nticks": 6},
+    }
     if percent:
-        fig.update_yaxes(tickformat=".0%")
-    return fig
+        layout["yaxis"] = {"tickformat": ".0%"}
+    return go.Figure(data=traces, layout=layout)
 
 
 def waterfall(spans: pd.DataFrame) -> go.Figure:

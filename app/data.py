@@ -18,9 +18,11 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -36,6 +38,7 @@ SAMPLE_STORE = Path(__file__).resolve().parent.parent / "sample_data"
 LIVE_CHOICES_S = (2, 5, 10, 30)
 MIN_REFRESH_S = 1.0  # sessions refreshing the same store more often than this share one refresh
 FILTERS = "_rollscope_filters"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -135,14 +138,16 @@ def live_store(path: str) -> LiveStore:
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def sandbox(path: str):
+def sandbox(path: str, _first_run: str | None = None):
     """The SQL explorer's locked-down connection for this store (one, shared; queries run one at a time).
 
     It derives no run itself: its derived views hold the runs readers have derived (the one on screen is, by
-    ``run_sql``), so opening it on a store of many runs costs the run shown."""
+    ``run_sql``). It opens with the run on screen alone (``_first_run``, the first page's to ask) and binds the
+    store's other runs at the first query, so the page on a store of many runs costs the run shown, and a query
+    still reads every run."""
     from rollscope.queries.sandbox import Sandbox
 
-    return Sandbox(path, derive=False)
+    return Sandbox(path, derive=False, first_run=_first_run)
 
 
 # --- the store and its filters ----------------------------------------------------------------------------
@@ -413,24 +418,42 @@ def report_value(key: str, value) -> str:
     return formats.count(value) if float(value).is_integer() else formats.number(value)
 
 
-def compare(filters: Filters, other: str) -> pd.DataFrame:
-    """The reports of the page's run and ``other`` side by side (``report_table``), both with the filters.
+AT_ONCE_THREADS = 4  # a page's independent figures computed together (DuckDB releases the GIL)
 
-    The two reports are computed at once, one per thread: each is some thirty small queries that leave a core
-    idle, so together they take little more than the larger one."""
+
+def at_once(calls: dict[str, Callable[[], T]]) -> Iterator[tuple[str, T]]:
+    """Each of ``calls`` (a page's ``analysis`` / ``call`` figures, independent of each other) started at once on
+    a few threads of the page's session; yields ``(name, result)`` in ``calls``' order as each is ready, so the
+    page draws the first while the others compute. A page's figures are small queries over per-step tables
+    (parse, bind and plan on the calling thread, then a short scan), which one after another leave a core idle;
+    a chart's Python work overlaps them too. Figures two calls share are computed once (``analyses.Memo``).
+    The first error, in ``calls``' order, is raised where its result would be."""
     from concurrent.futures import ThreadPoolExecutor
 
     from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
     context = get_script_run_ctx()
 
-    def one(run: str) -> dict:
+    def one(call: Callable[[], T]) -> T:
         add_script_run_ctx(ctx=context)  # the cache and spinner belong to the page's session
-        return analysis(queries_report.report, filters, run_id=run)
+        return call()
 
+    workers = max(1, min(len(calls), AT_ONCE_THREADS))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollscope-page") as pool:
+        futures = {name: pool.submit(one, call) for name, call in calls.items()}
+        for name, future in futures.items():
+            yield name, future.result()
+
+
+def compare(filters: Filters, other: str) -> pd.DataFrame:
+    """The reports of the page's run and ``other`` side by side (``report_table``), both with the filters.
+
+    The two reports are computed at once, one per thread: each is some thirty small queries that leave a core
+    idle, so together they take little more than the larger one."""
     runs = (filters.run_id, other)
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="compare") as pool:
-        reports = dict(zip(runs, pool.map(one, runs), strict=True))
+    reports = dict(
+        at_once({run: partial(analysis, queries_report.report, filters, run_id=run) for run in runs})
+    )
     return report_table(live_store(filters.store).cursor(filters.run_id), reports)
 
 
@@ -506,12 +529,12 @@ def views() -> dict[str, str]:
 
 
 @st.cache_data(show_spinner=False)
-def view_columns(path: str) -> dict[str, list[str]]:
+def view_columns(path: str, _run_id: str) -> dict[str, list[str]]:
     """Each view's columns, from the SQL explorer's own connection (``Sandbox.columns``): the same for every
     store, and asking the connection the page already holds costs milliseconds, where opening a reader over an
     empty store to ask it cost ~2 s on a cold page. Cached, so a rerun never waits on the sandbox's lock behind
     a user's running query."""
-    return sandbox(path).columns()
+    return sandbox(path, _run_id).columns()
 
 
 def macros() -> dict[str, str]:
@@ -560,4 +583,4 @@ def run_sql(filters: Filters, sql: str):
     """The SQL explorer's query, in the sandbox (QueryError on refusal, failure or time limit), with the run on
     screen's derived state current."""
     live_store(filters.store).reader(filters.run_id).refresh()
-    return sandbox(filters.store).query(sql)
+    return sandbox(filters.store, filters.run_id).query(sql)

@@ -16,10 +16,12 @@ child process of its own (peak RSS is the child's ``VmHWM``, its own memory's hi
 
 Then the growth exponent of each figure over the sizes (least squares of log figure on log spans; 0 is flat,
 1 grows with the run). ``--many-runs N`` adds N-1 small runs (copies of the sample run) next to the largest
-size's run and measures its warm report again: a store of many runs should cost the run shown.
+size's run, derives ``--many-derived`` of them, and measures its warm report, the Overview and Compare pages, and
+the SQL explorer (cold render, then its example query over every run) again: a store of many runs should cost the
+run shown.
 
 Usage: python -m benchmarks.scale [--sizes 1000000 3000000 10000000 30000000] [--root /tmp/scale-bench]
-       [--keep] [--keep-derived] [--pages [PAGE ...]] [--many-runs 100]
+       [--keep] [--keep-derived] [--pages [PAGE ...]] [--many-runs 100] [--many-derived 10]
 """
 
 from __future__ import annotations
@@ -200,6 +202,28 @@ elif kind == "pages":
         if page:
             out[page] = dashboard.render(__import__("pathlib").Path(store), page)[0]
     out["seconds"] = max(out.values())
+elif kind == "sql":  # the SQL explorer's cold render, then its example query (every run of the store)
+    sys.path.insert(0, sys.argv[4])
+    import logging
+    logging.disable(logging.WARNING)
+    from pathlib import Path
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+    from benchmarks import dashboard
+    from rollscope.app import data
+    dashboard.RUN = run
+    dashboard.filters.__defaults__ = (run,)
+    dashboard.sidebar_seconds(Path(store))  # the run on screen's reader, warm, as for every page
+    at = AppTest.from_file(str(Path(sys.argv[4]) / "app" / "screens" / "sql.py"), default_timeout=1200)
+    dashboard.share_components(at)
+    at.session_state["store"] = store
+    at.session_state[data.FILTERS] = dashboard.filters(Path(store))
+    st.cache_data.clear()
+    t = time.perf_counter(); at.run(); out["cold"] = time.perf_counter() - t
+    t = time.perf_counter(); at.button[0].click().run(); out["first_query"] = time.perf_counter() - t
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    out["runs_answered"] = int(at.dataframe[0].value["run_id"].nunique())
+    out["seconds"] = max(out["cold"], out["first_query"])
 # Peak RSS of this process's own memory (VmHWM: ru_maxrss would count the parent's, inherited across exec).
 out["rss_bytes"] = next(
     int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
@@ -243,6 +267,13 @@ def main() -> int:
     )
     parser.add_argument("--pages", nargs="*", choices=PAGES, default=list(PAGES))
     parser.add_argument("--many-runs", type=int, default=100, help="runs in the many-runs store (0: skip)")
+    parser.add_argument(
+        "--many-derived",
+        type=int,
+        default=10,
+        help="small runs of the many-runs store derived before its pages are measured (as dashboards that "
+        "showed them leave them; ~5 s each)",
+    )
     parser.add_argument(
         "--keep-derived",
         action="store_true",
@@ -344,13 +375,20 @@ def main() -> int:
 
         one = results[largest]["report"]
         child("catch_up", store)
+        for i in range(min(args.many_derived, args.many_runs - 1)):
+            child("catch_up", store, f"small-{i:03d}")
         many = child("report", store)
+        shown = child("pages", store, RUN, "overview,compare", str(ROOT))
+        sql = child("sql", store, RUN, str(ROOT))
+        derived_runs = sum(1 for p in (store / "derived").iterdir() if (p / "manifest.json").is_file())
         print()
         print(
             f"store of {len(layout.run_ids(store))} runs (the {results[largest]['rows'] / 1e6:.1f}M-span run and "
-            f"{len(layout.run_ids(store)) - 1} of {104_672:,} spans): warm report of the large run "
-            f"{many['seconds']:.2f} s, {gib(many['rss_bytes'])} (alone in its store: {one['seconds']:.2f} s, "
-            f"{gib(one['rss_bytes'])})"
+            f"{len(layout.run_ids(store)) - 1} of {104_672:,} spans; {derived_runs} derived): warm report of the "
+            f"large run {many['seconds']:.2f} s, {gib(many['rss_bytes'])} (alone in its store: "
+            f"{one['seconds']:.2f} s, {gib(one['rss_bytes'])}); pages of the large run: Overview "
+            f"{shown['overview']:.2f} s, Compare {shown['compare']:.2f} s, SQL {sql['cold']:.2f} s cold and "
+            f"{sql['first_query']:.2f} s for its example query over every run ({sql['runs_answered']} answered)"
         )
     if not args.keep:
         for size in sizes:

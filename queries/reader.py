@@ -95,6 +95,16 @@ def _reader_macros() -> tuple[str, ...]:
     return analysis_macros(definitions=False)
 
 
+def _one_schema(states, name: str) -> bool:
+    """Whether every run's manifest gives derived table ``name`` the same columns and types (then its parts
+    are read without ``union_by_name``: binding reads one footer, not every part's)."""
+    columns = [
+        s.meta.get("schemas", {}).get(name) if isinstance(s.meta.get("schemas"), dict) else None
+        for s in states
+    ]
+    return bool(columns) and columns[0] is not None and all(c == columns[0] for c in columns)
+
+
 def schema_file(dataset: str) -> str:
     return str(_schema_dir() / dataset / "run_id=_" / "empty.parquet")
 
@@ -212,18 +222,23 @@ class Reader:
             [*raw["collector_stats"], schema_file("collector_stats")],
         )
         template = sqlfiles.load("raw/derived_files")
-        published = [s.files() for _, s in sorted(states.items())]  # once per run, not once per table
+        published = [s.file_names() for _, s in sorted(states.items())]  # once per run, not once per table
         schemas = next(
             (s.meta["schemas"] for s in states.values() if isinstance(s.meta.get("schemas"), dict)), {}
         )
         for name in derived.TABLE_NAMES:
-            files = [str(f) for tables in published for f in tables.get(name, ())]
+            files = [f for tables in published for f in tables.get(name, ())]
             table = f"_{name}_mat"
             if not files and name in schemas:  # no run has rows of it (no rollout in flight): empty, typed
                 cur.execute(f"CREATE OR REPLACE VIEW {table} AS {_empty_select(schemas[name])}")
                 continue
+            union = "false" if files and _one_schema(states.values(), name) else "true"
             files = files or [str(_empty_dir() / f"{name}.parquet")]  # typed by binding its definition
-            cur.execute(template.replace("@table", table).replace("@files", sql_list(files)))
+            cur.execute(
+                template.replace("@table", table)
+                .replace("@files", sql_list(files))
+                .replace("@union_by_name", union)
+            )
 
     # --- querying -----------------------------------------------------------------------------------------
 
@@ -246,6 +261,11 @@ class Reader:
         except duckdb.IOException:
             self.refresh()
             return answer()
+
+    @property
+    def runs(self) -> list[str]:
+        """The runs whose segments the views read now (the store's, or ``run_id``'s alone)."""
+        return sorted({store.run_of(p) for p in self._raw["spans"]})
 
     def segment_count(self, dataset: str = "spans") -> int:
         return len(self._raw[dataset])

@@ -53,24 +53,34 @@ class Sandbox:
         time_limit_s: float = DEFAULT_TIME_LIMIT_S,
         memory_limit: str = DEFAULT_MEMORY_LIMIT,
         derive: bool = True,
+        first_run: str | None = None,
     ):
         """``derive=False``: never derive a run; its derived views hold what other readers published (the
-        dashboard, which derives the runs it shows)."""
+        dashboard, which derives the runs it shows). ``first_run``: open only that run (the one on screen),
+        and bind the store's other runs when the first query runs: the views list and a query's answer cover
+        every run, but opening the explorer on a store of a hundred runs costs the one shown."""
         self.row_limit = row_limit
         self.time_limit_s = time_limit_s
         # Views over the raw segments and the derived Parquet: nothing is loaded, refresh() re-lists them.
-        self._reader = Reader(Path(store).resolve(), derive=derive)
+        self._reader = Reader(Path(store).resolve(), derive=derive, run_id=first_run)
         self._lock = threading.Lock()
         _lock_down(self._reader.con, self._reader.read_paths, memory_limit)
 
     def query(self, sql: str) -> SandboxResult:
-        """Run one reading statement over the current segments; refusals and failures raise QueryError."""
+        """Run one reading statement over the current segments of every run; refusals and failures raise
+        QueryError."""
         statement = reading_statement(sql)
         with self._lock:
+            self._reader.run_id = None  # every run of the store from the first query on (a no-op after)
             self._reader.refresh()
             started = time.perf_counter()
             frame, truncated = self._fetch(statement, sql)
             return SandboxResult(frame, truncated, time.perf_counter() - started)
+
+    def runs(self) -> list[str]:
+        """The runs the views read now: ``first_run`` alone until the first query, then every run."""
+        with self._lock:
+            return self._reader.runs
 
     def columns(self) -> dict[str, list[str]]:
         """Each documented view's columns, read from this connection's own views (no second reader)."""

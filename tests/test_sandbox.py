@@ -7,6 +7,7 @@ import time
 import pytest
 
 from rollscope.errors import QueryError
+from rollscope.queries.reader import Reader
 from rollscope.queries.sandbox import Sandbox, SandboxRefusal
 from tests.test_dashboard_fixtures import RunWriter, write_run
 
@@ -142,4 +143,23 @@ def test_new_segments_are_visible_to_the_next_query(tmp_path):
     writer.flush()
     assert box.query("SELECT count(*) AS n FROM rollouts").frame["n"].tolist() == [32]
     writer.shutdown()
+    box.close()
+
+
+def test_the_explorer_opens_on_the_run_shown_and_its_queries_read_every_run(tmp_path):
+    """A store of many runs (issue 11 item 6): opening the explorer binds the run on screen alone, so it costs
+    that run; the first query binds the others, so a query still answers over every run."""
+    store = tmp_path / "store"
+    for i in range(3):
+        write_run(store, f"run-{i}", seed=i, steps=1, spec=False)
+    every = Reader(store)  # every run derived, as dashboards that showed them left them
+    box = Sandbox(store, derive=False, first_run="run-1")
+    assert box.runs() == ["run-1"]
+    assert "new_input_tokens" in box.columns()["turns"]
+    per_run = (
+        "SELECT run_id, count(*) AS n, sum(reward) AS reward FROM rollouts GROUP BY run_id ORDER BY run_id"
+    )
+    answer = box.query(per_run).frame
+    assert answer["run_id"].tolist() == ["run-0", "run-1", "run-2"] == box.runs()
+    assert answer.to_dict("list") == every.sql(per_run).to_dict("list")
     box.close()

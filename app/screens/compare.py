@@ -1,5 +1,9 @@
 """Compare runs: two runs side by side on every analysis, with the same filters applied to both."""
 
+from collections.abc import Iterator
+from functools import partial
+
+import pandas as pd
 import streamlit as st
 
 from rollscope.app import charts, data
@@ -13,8 +17,7 @@ def pick_other(filters: data.Filters) -> str:
     return st.selectbox(f"Compare {filters.run_id} with", others, key="compare-with")
 
 
-def figures(filters: data.Filters, other: str) -> None:
-    table = data.compare(filters, other)
+def figures(filters: data.Filters, other: str, table: pd.DataFrame) -> None:
     shown = table.drop(columns=["key"])
 
     def highlight(row):  # the better run's cell, where better is plain (more usable, less waste, ...)
@@ -29,9 +32,8 @@ def figures(filters: data.Filters, other: str) -> None:
     )
 
 
-def funnels(filters: data.Filters, runs: tuple[str, str]) -> None:
-    for column, run in zip(st.columns(2), runs, strict=True):
-        frame = data.analysis(analyses.funnel, filters, run_id=run)
+def funnels(frames: dict[str, pd.DataFrame]) -> None:
+    for column, (run, frame) in zip(st.columns(2), frames.items(), strict=True):
         with column:
             if frame.empty:
                 st.caption(f"{run}: no rollouts in this selection.")
@@ -43,13 +45,10 @@ def funnels(filters: data.Filters, runs: tuple[str, str]) -> None:
     st.caption("What to look for: the stage where one run keeps more of its rollouts than the other.")
 
 
-def overlays(filters: data.Filters, runs: tuple[str, str]) -> None:
+def overlays(ready: Iterator[tuple[tuple[str, str], pd.DataFrame]]) -> None:
     left, right = st.columns(2)
     with left:
-        frames = {
-            run: data.analysis(analyses.compute_terms, filters, run_id=run).query("term != 'env'")
-            for run in runs
-        }
+        frames = {run: frame.query("term != 'env'") for (_, run), frame in take(ready, 2)}
         st.plotly_chart(
             charts.by_run(
                 frames, "term", "device_seconds", "Accelerator time per term", "term", "device-seconds"
@@ -58,9 +57,7 @@ def overlays(filters: data.Filters, runs: tuple[str, str]) -> None:
         )
         st.caption("What to look for: which term one run spends more on.")
     with right:
-        frames = {
-            run: data.analysis(analyses.prefill_decode, filters, run_id=run, by="turn_index") for run in runs
-        }
+        frames = {run: frame for (_, run), frame in take(ready, 2)}
         st.plotly_chart(
             charts.by_run(
                 frames,
@@ -74,10 +71,7 @@ def overlays(filters: data.Filters, runs: tuple[str, str]) -> None:
             key="compare-pd",
         )
         st.caption("What to look for: the run whose ratio climbs with turns re-prefills its history.")
-    frames = {
-        run: data.analysis(analyses.funnel, filters, run_id=run, by="step").dropna(subset=["step"])
-        for run in runs
-    }
+    frames = {run: frame.dropna(subset=["step"]) for (_, run), frame in take(ready, 2)}
     st.plotly_chart(
         charts.by_run(
             frames,
@@ -94,11 +88,37 @@ def overlays(filters: data.Filters, runs: tuple[str, str]) -> None:
     st.caption("What to look for: one run turning a larger share of its rollouts into training data.")
 
 
+# Each chart's analysis, asked for both runs, in the order the page draws them.
+CHARTS = (
+    ("funnel", analyses.funnel, {}),
+    ("compute", analyses.compute_terms, {}),
+    ("prefill_decode", analyses.prefill_decode, {"by": "turn_index"}),
+    ("usable", analyses.funnel, {"by": "step"}),
+)
+
+
+def take(ready: Iterator, count: int) -> list:
+    return [next(ready) for _ in range(count)]
+
+
 def body(filters: data.Filters) -> None:
     other = pick_other(filters)
-    figures(filters, other)
-    funnels(filters, (filters.run_id, other))
-    overlays(filters, (filters.run_id, other))
+    runs = (filters.run_id, other)
+    # Every figure of the page asked for at once (both reports, each chart's analysis for both runs); each is
+    # drawn as it is ready (data.at_once).
+    ready = data.at_once(
+        {
+            ("table", other): partial(data.compare, filters, other),
+            **{
+                (chart, run): partial(data.analysis, function, filters, run_id=run, **options)
+                for chart, function, options in CHARTS
+                for run in runs
+            },
+        }
+    )
+    figures(filters, other, next(ready)[1])
+    funnels({run: frame for (_, run), frame in take(ready, 2)})
+    overlays(ready)
 
 
 data.live(

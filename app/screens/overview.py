@@ -1,5 +1,9 @@
 """Overview: the headline figures of `rollscope report`, the funnel in one line, checks and trends."""
 
+from collections.abc import Iterable
+from functools import partial
+
+import pandas as pd
 import streamlit as st
 
 from rollscope.app import charts, data
@@ -49,8 +53,7 @@ def funnel_line(funnel: dict) -> str:
     return " → ".join(stages) + f" = **{charts.count(funnel['usable'])}** usable"
 
 
-def checks(filters: data.Filters) -> None:
-    results = data.checks(filters)
+def checks(results: pd.DataFrame) -> None:
     st.subheader("Checks")
     failing = results[results[""] == "✗"]
     st.caption(
@@ -68,15 +71,15 @@ def checks(filters: data.Filters) -> None:
             st.markdown(f":green[:material/check_circle: **{row.check}**]: {row.message}")
 
 
-def trends(filters: data.Filters) -> None:
+def trends(series_by_metric: Iterable[tuple[str, pd.DataFrame]]) -> None:
     st.subheader("Trends")
     st.caption(
         f"Per consuming train step: each step's value (pale) and its rolling mean over {charts.ROLLING_STEPS} steps "
         "(dark). What to look for: a rate sliding step after step (the workload drifting as the policy learns)."
     )
     columns = st.columns(3)
-    for i, (metric, title) in enumerate(TRENDS.items()):
-        series = data.analysis(analyses.trend, filters, metric=metric, rolling=True)
+    for i, (metric, series) in enumerate(series_by_metric):
+        title = TRENDS[metric]
         with columns[i % 3]:
             if series.empty:
                 st.caption(f"{title}: no steps yet")
@@ -86,7 +89,15 @@ def trends(filters: data.Filters) -> None:
 
 
 def body(filters: data.Filters) -> None:
-    figures = data.analysis(report.headline, filters)
+    # Every figure of the page asked for at once; each is drawn as it is ready (data.at_once).
+    ready = data.at_once(
+        {
+            "headline": partial(data.analysis, report.headline, filters),
+            "checks": partial(data.checks, filters),
+            **{m: partial(data.analysis, analyses.trend, filters, metric=m, rolling=True) for m in TRENDS},
+        }
+    )
+    _, figures = next(ready)
     if not figures["funnel"]["dispatched"]:
         st.info(
             f"No rollouts in run {filters.run_id} for this selection yet: figures fill in as rollout "
@@ -95,8 +106,8 @@ def body(filters: data.Filters) -> None:
     headline(figures)
     st.markdown(funnel_line(figures["funnel"]))
     st.caption("What to look for: the stage with the lowest rate is where experience is lost (see Funnel).")
-    checks(filters)
-    trends(filters)
+    checks(next(ready)[1])
+    trends(ready)
 
 
 data.live(

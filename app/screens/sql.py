@@ -10,7 +10,7 @@ RESULT = "sql-result"
 
 def views(filters: data.Filters) -> None:
     st.markdown("**Views**")
-    columns = data.view_columns(filters.store)
+    columns = data.view_columns(filters.store, filters.run_id)
     for view, what in data.views().items():
         with st.expander(f"`{view}`: {what}"):
             st.caption(", ".join(f"`{c}`" for c in columns.get(view, [])))
@@ -32,7 +32,7 @@ def show(filters: data.Filters) -> None:
     if isinstance(result, QueryError):
         data.show_error(result)
         return
-    limits = data.sandbox(filters.store)
+    limits = data.sandbox(filters.store, filters.run_id)
     st.caption(
         f"{charts.count(len(result.frame))} rows in {charts.seconds(result.seconds)}"
         + (f", cut at the row limit ({charts.count(limits.row_limit)})" if result.truncated else "")
@@ -41,7 +41,7 @@ def show(filters: data.Filters) -> None:
 
 
 filters = data.page("SQL", "Ask the views anything: the same SQL as `rollscope sql`, in a read-only sandbox.")
-limits = data.sandbox(filters.store)
+limits = data.sandbox(filters.store, filters.run_id)
 st.caption(
     f"Sandboxed: reads only this store's views, writes nothing, returns at most "
     f"{charts.count(limits.row_limit)} rows and stops a query after {limits.time_limit_s:g} s."
