@@ -211,10 +211,11 @@ def derive_full(job: Job) -> Result:
         )
         ranges = _ranges(con, job.live)
         schemas = _schemas(con)
+        bounds = _process_bounds(con, None)
         tables = {}
         for table in TABLES:
             relation = f"_{table.name}_mat"
-            if table.blocked:
+            if table.blocked or table.refresh == "windows":
                 parts = _write_blocked(con, table.name, _with_block(con, relation), job.staging)
                 tables[table.name] = _consolidate(con, table.name, parts, job.staging)
             else:
@@ -228,6 +229,7 @@ def derive_full(job: Job) -> Result:
         "orphans": int(orphans),
         "spans": int(spans),
         "ranges": ranges,
+        "process_bounds": bounds,
     }
     return Result(tables, meta, "full")
 
@@ -353,8 +355,9 @@ def derive_scoped(job: Job) -> Result:
             "SELECT * FROM _new WHERE name IN ('rl.train_step', 'rl.weight_sync')"
         )
         _scope_and_derive(con, job, parts, ranges, params)
-        tables = _merge(con, job, parts)
-    meta = {**meta, "spans": meta["spans"] + added, "ranges": ranges, "schemas": schemas}
+        notes: dict = {}
+        tables = _merge(con, job, parts, notes)
+    meta = {**meta, **notes, "spans": meta["spans"] + added, "ranges": ranges, "schemas": schemas}
     return Result(tables, meta, "incremental")
 
 
@@ -507,8 +510,9 @@ def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
 
 
-def _merge(con, job: Job, parts: dict[str, list[Path]]) -> dict[str, list[Path]]:
-    """Every table's parts after the catch-up, in TABLES order (a "rederive" table reads earlier ones)."""
+def _merge(con, job: Job, parts: dict[str, list[Path]], notes: dict) -> dict[str, list[Path]]:
+    """Every table's parts after the catch-up, in TABLES order (a "rederive" table reads earlier ones); what
+    the next catch-up builds on goes into ``notes`` (the manifest's meta)."""
     blocks = _blocks(con)
     tables: dict[str, list[Path]] = {}
     con.execute("CREATE OR REPLACE TABLE _train_spans_mat AS SELECT * FROM _train_all")
@@ -523,7 +527,7 @@ def _merge(con, job: Job, parts: dict[str, list[Path]]) -> dict[str, list[Path]]
             con.execute(f"CREATE OR REPLACE TEMP TABLE _merged AS {merge}", {"run": job.run_id})
             tables[table.name] = [_write_whole(con, table.name, "_merged", job.staging)]
         elif table.refresh == "windows":
-            tables[table.name] = _refresh_windows(con, job, table, tables, parts[table.name])
+            tables[table.name] = _refresh_windows(con, job, table, tables, parts[table.name], notes)
         elif table.refresh == "tail":
             tables[table.name] = _refresh_tail(con, job, table, tables, parts)
         else:
@@ -576,9 +580,14 @@ def _replace_rows(con, job: Job, name: str, parts: list[Path], blocks: set[str])
     return _consolidate(con, name, [p for p in parts if p not in old] + written, job.staging)
 
 
-def _refresh_windows(con, job: Job, table, tables: dict[str, list[Path]], old: list[Path]) -> list[Path]:
+def _refresh_windows(
+    con, job: Job, table, tables: dict[str, list[Path]], old: list[Path], notes: dict
+) -> list[Path]:
     """A "windows" table (rollout_goodput): its rows of the step windows from the one holding the new spans'
-    first start on swept again, the earlier windows' rows kept (refresh_rollout_goodput.sql)."""
+    first start on swept again (refresh_rollout_goodput.sql), the earlier windows' rows kept. Kept as blocks
+    of steps like a blocked table, so only the blocks of those windows (and ``p``, time outside every window)
+    are rewritten; the processes' bounds come from the manifest merged with the scoped rows'
+    (``_process_bounds``), not from every turn and rollout of the run."""
     from rollscope.queries.reader import schema_file
 
     t0 = con.execute(
@@ -591,15 +600,67 @@ def _refresh_windows(con, job: Job, table, tables: dict[str, list[Path]], old: l
         "WHERE train_step IS NOT NULL",
         [t0],
     ).fetchone()
+    _read_final(con, tables)
+    bounds = job.previous.meta.get("process_bounds") if job.previous is not None else None
+    notes["process_bounds"] = _process_bounds(con, bounds)
     if from_ns is None:  # before the first window: sweep it all
         return _rederive(con, job, table, tables)
-    _read_final(con, tables)
-    _view(con, "_old_rollout_goodput", old, schema="_rollout_goodput_mat")
     text = sqlfiles.load(f"raw/refresh_{table.name}").replace("@schema", sql_list([schema_file("spans")]))
     values = {"run": job.run_id, "from_ns": from_ns, "first_ns": first_ns}
     for statement in duckdb.extract_statements(text):
         con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
-    return [_write_whole(con, table.name, "_merged", job.staging)]
+    kept = f"step IN (SELECT train_step FROM _old_train_steps WHERE start_ns < {int(from_ns)})"
+    blocks = {"p"} | {
+        block_of(s)
+        for (s,) in con.execute(
+            "SELECT step FROM _merged WHERE step IS NOT NULL UNION SELECT train_step FROM _old_train_steps "
+            "WHERE train_step IS NOT NULL AND start_ns >= ?",
+            [from_ns],
+        ).fetchall()
+    }
+    return _rewrite_blocks(con, job, table.name, old, "_merged", kept, blocks)
+
+
+def _rewrite_blocks(
+    con, job: Job, name: str, parts: list[Path], new: str, kept: str, blocks: set
+) -> list[Path]:
+    """A table kept in blocks of steps but refreshed by a rule of its own: the parts holding ``blocks`` (or a
+    ``b=all`` part of an earlier layout) rewritten as their rows that satisfy ``kept`` plus the ``new`` relation's
+    rows; the other parts reused."""
+    old = [p for p in parts if derived.part_block(p) == "all" or holds(p, blocks)]
+    relation = _with_block(con, new)
+    if old:
+        _view(con, f"_old_{name}_touched", old, schema=new)
+        relation += f" UNION ALL BY NAME {_with_block(con, f'_old_{name}_touched', kept)}"
+    written = _write_blocked(con, name, relation, job.staging)
+    return _consolidate(con, name, [p for p in parts if p not in old] + written, job.staging)
+
+
+def _process_bounds(con, meta: list | None) -> list[list]:
+    """_proc_bounds: each process's first start, last end, devices and whether it ran turns
+    (process_bounds.sql) over the final turns and rollouts: the previous state's (``meta``; without them,
+    computed from the final tables, once) merged with the scoped rows'. Returns them for the manifest."""
+    text = sqlfiles.load("raw/process_bounds")
+    if meta is None:
+        con.execute(
+            "CREATE OR REPLACE TABLE _proc_bounds AS "
+            + text.replace("@turns", "_turns_mat").replace("@rollouts", "_rollouts_mat")
+        )
+    else:
+        con.execute(
+            "CREATE OR REPLACE TABLE _proc_bounds "
+            "(instance_id VARCHAR, lo BIGINT, hi BIGINT, devices DOUBLE, has_turns BOOLEAN)"
+        )
+        if meta:
+            con.executemany("INSERT INTO _proc_bounds VALUES (?, ?, ?, ?, ?)", meta)
+        scoped = text.replace("@turns", "_turns_scoped").replace("@rollouts", "_rollouts_scoped")
+        con.execute(
+            "CREATE OR REPLACE TABLE _proc_bounds AS SELECT instance_id, min(lo) AS lo, max(hi) AS hi, "
+            "max(devices) AS devices, bool_or(has_turns) AS has_turns "
+            f"FROM (SELECT * FROM _proc_bounds UNION ALL BY NAME ({scoped.rstrip().rstrip(';')})) "
+            "GROUP BY instance_id"
+        )
+    return [list(r) for r in con.execute("SELECT * FROM _proc_bounds ORDER BY instance_id").fetchall()]
 
 
 def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: dict) -> list[Path]:
