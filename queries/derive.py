@@ -326,9 +326,9 @@ def derive_scoped(job: Job) -> Result:
         t.scope == "run" and t.refresh is None for t in TABLES
     ):
         raise Fallback("a table without an incremental rule")
-    new, ranges = _new_segments(job.live, previous.segments, meta["ranges"])
-    if not new:
-        raise Fallback("no new segment")
+    new, ranges, measured = _new_segments(job.live, previous.segments, meta["ranges"])
+    if not new:  # only compactions since: the same rows, under the live segments' names
+        return Result(parts, {**meta, "ranges": ranges}, "incremental")
     added = sum(pq.read_metadata(p).num_rows for p in new)
     if added > meta["spans"]:
         raise Fallback("more new spans than derived ones")
@@ -346,7 +346,7 @@ def derive_scoped(job: Job) -> Result:
         why = sqlfiles.execute(con, "raw/scope_seed", **params).iloc[0]["fallback"]
         if isinstance(why, str):
             raise Fallback(why)
-        ranges.update(_ranges(con, new))
+        ranges.update(_ranges(con, measured))
         con.execute(
             "CREATE TABLE _new_process_activity AS SELECT * FROM _process_activity_src($run)", {"run": run}
         )
@@ -361,29 +361,56 @@ def derive_scoped(job: Job) -> Result:
     return Result(tables, meta, "incremental")
 
 
-def _new_segments(live: list[Path], derived_from: frozenset[str], ranges: dict) -> tuple[list[Path], dict]:
-    """The live segments the previous state lacks, and the time ranges of those it holds (a compacted one's is
-    its sources'). Fallback when a derived segment vanished or a compaction mixed derived and new rows."""
-    new, kept, covered = [], {}, set()
+def _new_segments(
+    live: list[Path], derived_from: frozenset[str], ranges: dict
+) -> tuple[list[Path], dict, list[Path]]:
+    """The files holding the rows the previous state lacks, the time ranges of the live segments it holds (a
+    compacted one's is its sources'), and the live segments whose range must be read from their own footer.
+
+    The writers compact while a run is live, and a compaction may merge derived segments with new ones, or
+    merge an earlier merge again: a compacted segment is followed down to its first sources (``_sources``,
+    through the files a compaction keeps aside for a grace period, ``layout.replaced_path``). Its new rows are
+    read from the new sources and its range from its own footer; only when a new source is gone already does
+    the catch-up derive in full. Fallback too when a derived segment vanished without a compaction."""
+    new, kept, covered, measured = [], {}, set(), []
     for path in live:
         if path.name in derived_from:
             covered.add(path.name)
             kept[path.name] = ranges.get(path.name)
             continue
-        sources = layout.sources(path)
-        if sources and sources <= derived_from:
-            covered |= sources
-            spans = [ranges.get(s) for s in sources]
+        sources = _sources(path, derived_from)
+        derived_sources = {name for name, _ in sources if name in derived_from}
+        fresh = [file for name, file in sources if name not in derived_from]
+        covered |= derived_sources
+        if not fresh:
+            spans = [ranges.get(s) for s in derived_sources]
             kept[path.name] = None if None in spans else [min(r[0] for r in spans), max(r[1] for r in spans)]
-        elif sources & derived_from:
-            raise Fallback("a compaction merged derived and new segments")
-        else:
+            continue
+        if not derived_sources:
             new.append(path)
+        elif None in fresh:
+            raise Fallback("a compaction merged derived and new segments, and a new one is gone")
+        else:
+            new.extend(fresh)
+        measured.append(path)
     if covered != derived_from:
         raise Fallback("a derived segment vanished without a compaction")
     if None in kept.values():
         raise Fallback("a segment without a time range")
-    return new, kept
+    return new, kept, measured
+
+
+def _sources(path: Path, derived_from: frozenset[str]) -> list[tuple[str, Path | None]]:
+    """A live segment's first sources (``derived.first_sources``; itself when no compaction made it), each with
+    its file, in place or kept aside by a compaction (None: gone for good; a derived one is not looked for)."""
+    names = derived.first_sources(path, derived_from)
+    if not names:
+        return [(path.name, path)]
+    found = []
+    for name in sorted(names):
+        where = None if name in derived_from else layout.resolve([derived.partition_of(path) / name])
+        found.append((name, where[0] if where else None))
+    return found
 
 
 def _view(con, name: str, files: list[Path], *, schema: str | None = None) -> None:

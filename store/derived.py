@@ -508,19 +508,38 @@ def published(root: Path, run_id: str) -> Published | None:
 def up_to_date(state: Published, live: list[Path]) -> bool:
     """Whether ``state`` was derived from exactly the rows of the run's ``live`` span segments.
 
-    A compacted segment counts as derived when every segment it replaces was; every derived segment must be
-    live or replaced by a live compacted one (a vanished segment means rows went away).
+    A compacted segment counts as derived when every segment it replaces was (followed down through an earlier
+    compaction's merged file, kept aside for a grace period: the writers compact while a run is live, and merge
+    their merges again); every derived segment must be live or replaced by a live compacted one (a vanished
+    segment means rows went away).
     """
     covered: set[str] = set()
     for path in live:
         if path.name in state.segments:
             covered.add(path.name)
             continue
-        sources = layout.sources(path)
+        sources = first_sources(path, state.segments)
         if not sources or not sources <= state.segments:
             return False
         covered |= sources
     return covered == state.segments
+
+
+def first_sources(path: Path, known: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The names of the segments a compacted segment replaces, followed down through the merged files it
+    replaces (in place or kept aside by the compaction) to segments no compaction made or named in ``known``;
+    empty for a segment no compaction made. A merged source gone for good stays as its own name."""
+    found: set[str] = set()
+    for name in layout.sources(path):
+        where = None if name in known else layout.resolve([partition_of(path) / name])
+        deeper = first_sources(where[0], known) if where else frozenset()
+        found |= deeper or {name}
+    return frozenset(found)
+
+
+def partition_of(segment: Path) -> Path:
+    """The run partition a segment is in (a segment kept aside by a compaction is one level down)."""
+    return segment.parent.parent if segment.parent.name == layout.REPLACED_DIR else segment.parent
 
 
 def current(store: Path | str, run_id: str, live: list[Path] | None = None) -> Published | None:
