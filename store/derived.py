@@ -11,7 +11,8 @@ can open a run of any length without holding it in memory, and published atomica
 
 A table of scope "rollout", "trace" or "step" is kept as one part per block of ``BLOCK_STEPS`` consuming
 steps (``b=<step // BLOCK_STEPS>``) and one for what no step has consumed yet (``b=p``); a "run" table as one
-part (``b=all``). The manifest also keeps what an incremental catch-up builds on: the derived index (``_traces``:
+part (``b=all``), except those whose refresh rewrites only their newest steps' rows ("windows", "tail"), which
+are kept in blocks of steps too (their rows of no step, or of the whole run, in ``b=p``). The manifest also keeps what an incremental catch-up builds on: the derived index (``_traces``:
 per trace and rollout its time range and group, one part per catch-up of the traces it touched, merged tier by
 tier; ``_train_spans``: the raw train step and weight sync spans), each segment's time range, the run's
 staleness bound, whether its trainer records rl.sample decisions, and every table's columns and types (the
@@ -36,7 +37,8 @@ previous state. That function derives one of two ways:
   table's rows of the scoped steps (or rollouts) replaced: only the parts of the touched blocks are rewritten,
   the others reused by path; "run" tables are refreshed by their ``refresh`` rule (below, on ``Table``).
 * **full** (the reference): every table from every span of the run, when there is no previous state of this
-  ``FORMAT``, a derived segment vanished without a compaction or a compaction merged derived and new segments,
+  ``FORMAT``, a derived segment vanished without a compaction, a compaction merged derived and new segments and
+  a new one is gone already (while the compaction keeps them aside, the new rows are read from them),
   the new spans outnumber the derived ones, the run's first rl.sample of a rollout arrives (step timing switches
   to recorded decisions), the staleness bound rises, an rl.rollout / rl.reward / rl.judge span of no rollout
   arrives (or ever did), a train step arrives whose data was ready before the newest one's (in a run without
@@ -46,7 +48,8 @@ A reader that cannot take the lock either reads the last published state (``wait
 live refresh) or waits for the holder and reads what it published (``wait=True``, the CLI).
 
 A compaction merges segments without changing rows: a compacted segment whose sources were all derived from
-counts as derived, so compaction never triggers a catch-up. A segment that disappears otherwise (a run
+(followed down through the merges it merged again, ``first_sources``) counts as derived, so compaction never
+triggers a catch-up. A segment that disappears otherwise (a run
 rewritten, a source deleted) does, in full.
 
 When the store is not writable (e.g. the ``sample_data`` shipped inside an installed package), derived data
@@ -105,8 +108,10 @@ class Table:
     # "rederive" (recomputed from the other derived tables, never from raw spans), "merge" (old rows merged
     # with the new spans' by queries/sql/raw/merge_<name>.sql) or "windows" (rows per step window: those from
     # the window holding the new spans on swept again, queries/sql/raw/refresh_<name>.sql) or "tail" (a union
-    # of time intervals: its part from the first changed interval on taken again, refresh_<name>.sql). A "run" table without one is derived in full
-    # on every catch-up: the safe default for a new table.
+    # of time intervals: its part from the first changed interval on taken again, refresh_<name>.sql) or "bins"
+    # (run_percentiles: exact percentiles found through value counts per bin, kept in the derived index and
+    # caught up by adding and taking away counts, queries/sql/raw/percentiles_from_bins.sql). A "run" table
+    # without one is derived in full on every catch-up: the safe default for a new table.
     refresh: str | None = None
 
     @property
@@ -299,7 +304,7 @@ TABLES: tuple[Table, ...] = (
         "_run_percentiles_src($run)",
         "exact percentiles of the run and of each environment (tails, turn latency)",
         scope="run",
-        refresh="rederive",
+        refresh="bins",
     ),
     # Is it stuck (queries/sql/analyses/macros/08_health.sql): liveness, scoring latency, goodput.
     # Scopes: a process's activity depends on the whole run so far; the rollouts in flight, a scoring call and
