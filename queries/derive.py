@@ -206,10 +206,6 @@ def derive_full(job: Job) -> Result:
     with _connection(job.staging) as con:
         raw_views(con, [*map(str, job.live), schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.execute(con, "raw/derive_full", run=run)
-        _percentile_bins(con, "_bins", "_rollout_tails_mat", "_turn_latency_mat")
-        if _percentiles_from_bins(con, run):  # as a catch-up takes them: the same values to the last bit
-            con.execute("DELETE FROM _run_percentiles_mat")
-            con.execute("INSERT INTO _run_percentiles_mat BY NAME SELECT * FROM _merged")
         bound, samples, orphans, spans = (
             sqlfiles.execute(con, "raw/derive_index", run=run).astype(object).iloc[0]
         )
@@ -226,7 +222,6 @@ def derive_full(job: Job) -> Result:
                 tables[table.name] = [_write_whole(con, table.name, relation, job.staging)]
         for name in INDEX:
             tables[name] = [_write_whole(con, name, f"{name}_mat", job.staging)]
-        tables["_percentile_bins"] = [_write_whole(con, "_percentile_bins", "_bins", job.staging)]
     meta = {
         "schemas": schemas,
         "bound": None if pd.isna(bound) else int(bound),
@@ -510,9 +505,7 @@ def _derive_scoped_tables(con, run: str) -> None:
     """derive_full.sql over the scoped spans, less the statements of the "run" tables refreshed from the other
     derived tables or merged (their rows from a scope alone would be thrown away)."""
     skipped = tuple(
-        f"INTO _{t.name}_mat "
-        for t in TABLES
-        if t.refresh in ("rederive", "merge", "windows", "tail", "bins")
+        f"INTO _{t.name}_mat " for t in TABLES if t.refresh in ("rederive", "merge", "windows", "tail")
     )
     for sql, used, _ in sqlfiles.statements("raw/derive_full"):
         if not any(marker in sql for marker in skipped):
@@ -564,12 +557,9 @@ def _merge(con, job: Job, parts: dict[str, list[Path]], notes: dict) -> dict[str
             tables[table.name] = _refresh_windows(con, job, table, tables, parts[table.name], notes)
         elif table.refresh == "tail":
             tables[table.name] = _refresh_tail(con, job, table, tables, parts)
-        elif table.refresh == "bins":
-            tables[table.name] = _refresh_bins(con, job, table, tables, parts, notes)
         else:
             tables[table.name] = _rederive(con, job, table, tables)
         log.debug("run %s: %s in %.2f s", job.run_id, table.name, time.perf_counter() - started)
-    tables["_percentile_bins"] = notes.pop("_percentile_bins")
     tables["_traces"] = _index_parts(con, job, parts["_traces"])
     tables["_train_spans"] = [_write_whole(con, "_train_spans", "_train_spans_mat", job.staging)]
     return tables
@@ -722,84 +712,6 @@ def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: di
         con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
     kept = "by_step AND step IS NOT NULL AND step NOT IN (SELECT step FROM _scope_steps)"
     return _rewrite_blocks(con, job, table.name, parts[table.name], "_merged", kept, _blocks(con))
-
-
-def _percentile_bins(con, name: str, tails: str, latency: str) -> None:
-    """Temp table ``name``: the value counts per kind, environment and bin of ``tails`` and ``latency``
-    (percentile_bins.sql)."""
-    text = sqlfiles.load("raw/percentile_bins").replace("@tails", tails).replace("@latency", latency)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {text}")
-
-
-def _refresh_bins(
-    con, job: Job, table, tables: dict[str, list[Path]], parts: dict, notes: dict
-) -> list[Path]:
-    """A "bins" table (run_percentiles): the run's value counts per bin (the derived index
-    ``_percentile_bins``) less those of the rows the catch-up replaced plus those of the rows it wrote, then the
-    exact percentiles from the values of the bins holding their ranks alone (percentiles_from_bins.sql), not
-    from a sort of every value. Without counts in the previous state (one written before them), they are taken
-    from every value, once."""
-    _read_final(con, tables)
-    blocks = _blocks(con)
-    old_bins = parts.get("_percentile_bins")
-    if old_bins:
-        _view(con, "_old_bins", old_bins)
-        for name in ("rollout_tails", "turn_latency"):
-            touched = [p for p in parts[name] if holds(p, blocks)]
-            _view(con, f"_old_{name}_touched", touched, schema=f"_{name}_scoped")
-            con.execute(
-                f"CREATE OR REPLACE TEMP VIEW _replaced_{name} AS "
-                f"SELECT * FROM _old_{name}_touched WHERE {_IN_STEPS}"
-            )
-            con.execute(
-                f"CREATE OR REPLACE TEMP VIEW _written_{name} AS SELECT * FROM _{name}_scoped WHERE {_IN_STEPS}"
-            )
-        _percentile_bins(con, "_bins_replaced", "_replaced_rollout_tails", "_replaced_turn_latency")
-        _percentile_bins(con, "_bins_written", "_written_rollout_tails", "_written_turn_latency")
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE _bins AS SELECT kind, environment, bin, sum(n)::BIGINT AS n FROM ("
-            " SELECT kind, environment, bin, n FROM _old_bins"
-            " UNION ALL SELECT kind, environment, bin, -n FROM _bins_replaced"
-            " UNION ALL SELECT kind, environment, bin, n FROM _bins_written"
-            ") GROUP BY ALL HAVING sum(n) <> 0"
-        )
-    else:
-        _percentile_bins(con, "_bins", "_rollout_tails_mat", "_turn_latency_mat")
-    notes["_percentile_bins"] = [_write_whole(con, "_percentile_bins", "_bins", job.staging)]
-    if not _percentiles_from_bins(con, job.run_id):
-        return _rederive(con, job, table, tables)
-    return [_write_whole(con, table.name, "_merged", job.staging)]
-
-
-def _percentiles_from_bins(con, run: str) -> bool:
-    """_merged: run_percentiles' rows from the bin counts in _bins (percentile_ranks.sql,
-    percentiles_from_bins.sql). Both derivations take them so: the interpolation between two ranks may differ
-    from quantile_cont's in the last bit, never between a full derivation and a catch-up. False (nothing
-    done) when a NaN or an infinity holds a rank: no range of values finds it (the definition sorts them)."""
-    sqlfiles.execute(con, "raw/percentile_ranks")
-    if not _bin_ranges(con):
-        return False
-    sqlfiles.execute(con, "raw/percentiles_from_bins", run=run)
-    return True
-
-
-def _bin_ranges(con) -> bool:
-    """_bin_ranges(kind, lo, hi): each bin _wanted needs as a range of values (``_percentile_bin``: bin b holds
-    [2^(b/256), 2^((b+1)/256)), zero and below the lowest), widened a little so that rounding in log2 cannot
-    leave a value out. False when a rank lies in the highest bin (infinities and NaN)."""
-    needed = con.execute("SELECT DISTINCT kind, bin FROM _wanted").fetchall()
-    if any(b == 2147483647 for _, b in needed):
-        return False
-    ranges = [
-        (kind, -math.inf, 0.0)
-        if b == -2147483647
-        else (kind, 2 ** (b / 256) * (1 - 1e-9), 2 ** ((b + 1) / 256) * (1 + 1e-9))
-        for kind, b in needed
-    ]
-    con.execute("CREATE OR REPLACE TEMP TABLE _bin_ranges (kind VARCHAR, lo DOUBLE, hi DOUBLE)")
-    if ranges:
-        con.executemany("INSERT INTO _bin_ranges VALUES (?, ?, ?)", ranges)
-    return True
 
 
 def _read_final(con, tables: dict[str, list[Path]]) -> None:

@@ -12,7 +12,8 @@ can open a run of any length without holding it in memory, and published atomica
 A table of scope "rollout", "trace" or "step" is kept as one part per block of ``BLOCK_STEPS`` consuming
 steps (``b=<step // BLOCK_STEPS>``) and one for what no step has consumed yet (``b=p``); a "run" table as one
 part (``b=all``), except those whose refresh rewrites only their newest steps' rows ("windows", "tail"), which
-are kept in blocks of steps too (their rows of no step, or of the whole run, in ``b=p``). The manifest also keeps what an incremental catch-up builds on: the derived index (``_traces``:
+are kept in blocks of steps too (their rows of no step, or of the whole run, in ``b=p``). The manifest also keeps
+what an incremental catch-up builds on: the derived index (``_traces``:
 per trace and rollout its time range and group, one part per catch-up of the traces it touched, merged tier by
 tier; ``_train_spans``: the raw train step and weight sync spans), each segment's time range, the run's
 staleness bound, whether its trainer records rl.sample decisions, and every table's columns and types (the
@@ -108,10 +109,9 @@ class Table:
     # "rederive" (recomputed from the other derived tables, never from raw spans), "merge" (old rows merged
     # with the new spans' by queries/sql/raw/merge_<name>.sql) or "windows" (rows per step window: those from
     # the window holding the new spans on swept again, queries/sql/raw/refresh_<name>.sql) or "tail" (a union
-    # of time intervals: its part from the first changed interval on taken again, refresh_<name>.sql) or "bins"
-    # (run_percentiles: exact percentiles found through value counts per bin, kept in the derived index and
-    # caught up by adding and taking away counts, queries/sql/raw/percentiles_from_bins.sql). A "run" table
-    # without one is derived in full on every catch-up: the safe default for a new table.
+    # of time intervals: its part from the first changed interval on taken again, refresh_<name>.sql); both
+    # are kept in blocks of steps like the blocked tables, their rows of no step (or of the whole run) in b=p.
+    # A "run" table without one is derived in full on every catch-up: the safe default for a new table.
     refresh: str | None = None
 
     @property
@@ -304,7 +304,7 @@ TABLES: tuple[Table, ...] = (
         "_run_percentiles_src($run)",
         "exact percentiles of the run and of each environment (tails, turn latency)",
         scope="run",
-        refresh="bins",
+        refresh="rederive",
     ),
     # Is it stuck (queries/sql/analyses/macros/08_health.sql): liveness, scoring latency, goodput.
     # Scopes: a process's activity depends on the whole run so far; the rollouts in flight, a scoring call and

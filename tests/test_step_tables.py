@@ -8,8 +8,6 @@ those big tables under a reader must change no figure: what the analyses compute
 
 from __future__ import annotations
 
-import shutil
-
 import pandas as pd
 import pytest
 
@@ -148,41 +146,3 @@ def test_per_step_tables_have_a_few_rows_per_step(reader):
     ).fetchall()[0][0]
     assert count("rollout_tails") <= 2 * rollouts and count("turn_latency") == turns
     assert count("scoring") == calls
-
-
-def test_the_runs_percentiles_found_through_bins_are_the_exact_percentiles(tmp_path):
-    """run_percentiles is taken from per-bin value counts and the values of the bins holding the ranks
-    (queries/sql/raw/percentiles_from_bins.sql), not from a sort of every value: the same exact percentiles
-    quantile_cont gives over every value (to the interpolation's last bits), for the run and each environment."""
-    shutil.copytree(ROOT / "sample_data" / "spans", tmp_path / "spans")
-    reader = Reader(tmp_path, run_id=RUN)  # derived here, from scratch
-    sorted_all = reader.con.execute(
-        """
-        WITH tails AS (
-            SELECT GROUPING(environment) = 1 AS all_environments, environment,
-                   quantile_cont(generated, [0.5, 0.9, 0.99]) AS tokens,
-                   quantile_cont(duration_s, [0.5, 0.9, 0.99]) AS seconds
-            FROM _rollout_tails($run) GROUP BY GROUPING SETS ((), (environment))
-        ),
-        latency AS (
-            SELECT GROUPING(environment) = 1 AS all_environments, environment, median(duration_s) AS p50
-            FROM _turn_latency($run) GROUP BY GROUPING SETS ((), (environment))
-        )
-        SELECT t.all_environments, t.environment, t.tokens, t.seconds, l.p50
-        FROM tails AS t JOIN latency AS l
-            ON l.all_environments = t.all_environments AND l.environment IS NOT DISTINCT FROM t.environment
-        ORDER BY ALL
-        """,
-        {"run": RUN},
-    ).fetchall()
-    kept = reader.con.execute(
-        "SELECT all_environments, environment, tokens, seconds, turn_latency_p50_s "
-        "FROM _run_percentiles($run) ORDER BY ALL",
-        {"run": RUN},
-    ).fetchall()
-
-    assert len(kept) == len(sorted_all) >= 3
-    for mine, exact in zip(kept, sorted_all, strict=True):
-        assert mine[:2] == exact[:2]
-        assert mine[2] == pytest.approx(exact[2], rel=1e-12) and mine[3] == pytest.approx(exact[3], rel=1e-12)
-        assert mine[4] == pytest.approx(exact[4], rel=1e-12)

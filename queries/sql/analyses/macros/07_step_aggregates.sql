@@ -214,9 +214,3 @@ FROM tails AS t
 FULL JOIN latency AS l
     ON l.all_environments = t.all_environments AND l.environment IS NOT DISTINCT FROM t.environment;
 CREATE OR REPLACE MACRO _run_percentiles(run) AS TABLE SELECT * FROM _run_percentiles_src(run);
--- _percentile_bin(v): a value's bin for finding a percentile's rank without sorting every value (256 bins per
--- doubling, in value order: zero and below first, infinities and NaN last). queries/sql/raw/percentile_bins.sql
--- keeps the run's counts per bin; a catch-up reads only the values of the bins holding the ranks it needs.
-CREATE OR REPLACE MACRO _percentile_bin(v) AS
-    CASE WHEN v > 0 AND isfinite(v) THEN CAST(floor(log2(v) * 256) AS INTEGER)
-         WHEN v <= 0 THEN -2147483647 ELSE 2147483647 END;
