@@ -124,6 +124,13 @@ def sidebar_seconds(store: Path) -> float:
     return time.perf_counter() - started
 
 
+def last_end_ns(reader) -> int:
+    """The end of the run's last span (0 when it has none)."""
+    return reader.con.execute(
+        "SELECT coalesce(max(end_ns), 0) FROM raw_spans WHERE run_id = ?", [RUN]
+    ).fetchone()[0]
+
+
 def timed(function):
     started = time.perf_counter()
     result = function()
@@ -187,7 +194,11 @@ def main() -> int:
     print(f"live refresh with nothing new: {idle_s * 1000:.1f} ms")
     # Fresh rollout ids each time, as a running job makes (the store keeps every earlier benchmark's).
     writer = RunWriter(store, RUN, seed=99, prefix=f"live{time.time_ns():x}-", trainer=False)
-    writer.step = analyses.steps(live.reader(RUN).con, RUN)[1] + 1  # the job goes on where the run stands
+    # The job goes on where the run stands: its next step, from its last span's end on (a writer starting at
+    # its own clock would write spans years before the run's, which no live job does, and which makes every
+    # catch-up sweep the run's whole time: rollout_goodput's step windows, compute_busy's union).
+    writer.step = analyses.steps(live.reader(RUN).con, RUN)[1] + 1
+    writer.clock = max(writer.clock, last_end_ns(live.reader(RUN)) + 60 * 10**9)
     for target in args.new_spans:
         live_refresh(store, live.reader(RUN), writer, target, load_s)
     writer.shutdown()

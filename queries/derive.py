@@ -211,10 +211,11 @@ def derive_full(job: Job) -> Result:
         )
         ranges = _ranges(con, job.live)
         schemas = _schemas(con)
+        bounds = _process_bounds(con, None)
         tables = {}
         for table in TABLES:
             relation = f"_{table.name}_mat"
-            if table.blocked:
+            if table.blocked or table.refresh in ("windows", "tail"):
                 parts = _write_blocked(con, table.name, _with_block(con, relation), job.staging)
                 tables[table.name] = _consolidate(con, table.name, parts, job.staging)
             else:
@@ -228,6 +229,7 @@ def derive_full(job: Job) -> Result:
         "orphans": int(orphans),
         "spans": int(spans),
         "ranges": ranges,
+        "process_bounds": bounds,
     }
     return Result(tables, meta, "full")
 
@@ -324,9 +326,9 @@ def derive_scoped(job: Job) -> Result:
         t.scope == "run" and t.refresh is None for t in TABLES
     ):
         raise Fallback("a table without an incremental rule")
-    new, ranges = _new_segments(job.live, previous.segments, meta["ranges"])
-    if not new:
-        raise Fallback("no new segment")
+    new, ranges, measured = _new_segments(job.live, previous.segments, meta["ranges"])
+    if not new:  # only compactions since: the same rows, under the live segments' names
+        return Result(parts, {**meta, "ranges": ranges}, "incremental")
     added = sum(pq.read_metadata(p).num_rows for p in new)
     if added > meta["spans"]:
         raise Fallback("more new spans than derived ones")
@@ -344,7 +346,7 @@ def derive_scoped(job: Job) -> Result:
         why = sqlfiles.execute(con, "raw/scope_seed", **params).iloc[0]["fallback"]
         if isinstance(why, str):
             raise Fallback(why)
-        ranges.update(_ranges(con, new))
+        ranges.update(_ranges(con, measured))
         con.execute(
             "CREATE TABLE _new_process_activity AS SELECT * FROM _process_activity_src($run)", {"run": run}
         )
@@ -353,34 +355,62 @@ def derive_scoped(job: Job) -> Result:
             "SELECT * FROM _new WHERE name IN ('rl.train_step', 'rl.weight_sync')"
         )
         _scope_and_derive(con, job, parts, ranges, params)
-        tables = _merge(con, job, parts)
-    meta = {**meta, "spans": meta["spans"] + added, "ranges": ranges, "schemas": schemas}
+        notes: dict = {}
+        tables = _merge(con, job, parts, notes)
+    meta = {**meta, **notes, "spans": meta["spans"] + added, "ranges": ranges, "schemas": schemas}
     return Result(tables, meta, "incremental")
 
 
-def _new_segments(live: list[Path], derived_from: frozenset[str], ranges: dict) -> tuple[list[Path], dict]:
-    """The live segments the previous state lacks, and the time ranges of those it holds (a compacted one's is
-    its sources'). Fallback when a derived segment vanished or a compaction mixed derived and new rows."""
-    new, kept, covered = [], {}, set()
+def _new_segments(
+    live: list[Path], derived_from: frozenset[str], ranges: dict
+) -> tuple[list[Path], dict, list[Path]]:
+    """The files holding the rows the previous state lacks, the time ranges of the live segments it holds (a
+    compacted one's is its sources'), and the live segments whose range must be read from their own footer.
+
+    The writers compact while a run is live, and a compaction may merge derived segments with new ones, or
+    merge an earlier merge again: a compacted segment is followed down to its first sources (``_sources``,
+    through the files a compaction keeps aside for a grace period, ``layout.replaced_path``). Its new rows are
+    read from the new sources and its range from its own footer; only when a new source is gone already does
+    the catch-up derive in full. Fallback too when a derived segment vanished without a compaction."""
+    new, kept, covered, measured = [], {}, set(), []
     for path in live:
         if path.name in derived_from:
             covered.add(path.name)
             kept[path.name] = ranges.get(path.name)
             continue
-        sources = layout.sources(path)
-        if sources and sources <= derived_from:
-            covered |= sources
-            spans = [ranges.get(s) for s in sources]
+        sources = _sources(path, derived_from)
+        derived_sources = {name for name, _ in sources if name in derived_from}
+        fresh = [file for name, file in sources if name not in derived_from]
+        covered |= derived_sources
+        if not fresh:
+            spans = [ranges.get(s) for s in derived_sources]
             kept[path.name] = None if None in spans else [min(r[0] for r in spans), max(r[1] for r in spans)]
-        elif sources & derived_from:
-            raise Fallback("a compaction merged derived and new segments")
-        else:
+            continue
+        if not derived_sources:
             new.append(path)
+        elif None in fresh:
+            raise Fallback("a compaction merged derived and new segments, and a new one is gone")
+        else:
+            new.extend(fresh)
+        measured.append(path)
     if covered != derived_from:
         raise Fallback("a derived segment vanished without a compaction")
     if None in kept.values():
         raise Fallback("a segment without a time range")
-    return new, kept
+    return new, kept, measured
+
+
+def _sources(path: Path, derived_from: frozenset[str]) -> list[tuple[str, Path | None]]:
+    """A live segment's first sources (``derived.first_sources``; itself when no compaction made it), each with
+    its file, in place or kept aside by a compaction (None: gone for good; a derived one is not looked for)."""
+    names = derived.first_sources(path, derived_from)
+    if not names:
+        return [(path.name, path)]
+    found = []
+    for name in sorted(names):
+        where = None if name in derived_from else layout.resolve([derived.partition_of(path) / name])
+        found.append((name, where[0] if where else None))
+    return found
 
 
 def _view(con, name: str, files: list[Path], *, schema: str | None = None) -> None:
@@ -507,8 +537,9 @@ def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
 
 
-def _merge(con, job: Job, parts: dict[str, list[Path]]) -> dict[str, list[Path]]:
-    """Every table's parts after the catch-up, in TABLES order (a "rederive" table reads earlier ones)."""
+def _merge(con, job: Job, parts: dict[str, list[Path]], notes: dict) -> dict[str, list[Path]]:
+    """Every table's parts after the catch-up, in TABLES order (a "rederive" table reads earlier ones); what
+    the next catch-up builds on goes into ``notes`` (the manifest's meta)."""
     blocks = _blocks(con)
     tables: dict[str, list[Path]] = {}
     con.execute("CREATE OR REPLACE TABLE _train_spans_mat AS SELECT * FROM _train_all")
@@ -523,7 +554,7 @@ def _merge(con, job: Job, parts: dict[str, list[Path]]) -> dict[str, list[Path]]
             con.execute(f"CREATE OR REPLACE TEMP TABLE _merged AS {merge}", {"run": job.run_id})
             tables[table.name] = [_write_whole(con, table.name, "_merged", job.staging)]
         elif table.refresh == "windows":
-            tables[table.name] = _refresh_windows(con, job, table, tables, parts[table.name])
+            tables[table.name] = _refresh_windows(con, job, table, tables, parts[table.name], notes)
         elif table.refresh == "tail":
             tables[table.name] = _refresh_tail(con, job, table, tables, parts)
         else:
@@ -576,9 +607,14 @@ def _replace_rows(con, job: Job, name: str, parts: list[Path], blocks: set[str])
     return _consolidate(con, name, [p for p in parts if p not in old] + written, job.staging)
 
 
-def _refresh_windows(con, job: Job, table, tables: dict[str, list[Path]], old: list[Path]) -> list[Path]:
+def _refresh_windows(
+    con, job: Job, table, tables: dict[str, list[Path]], old: list[Path], notes: dict
+) -> list[Path]:
     """A "windows" table (rollout_goodput): its rows of the step windows from the one holding the new spans'
-    first start on swept again, the earlier windows' rows kept (refresh_rollout_goodput.sql)."""
+    first start on swept again (refresh_rollout_goodput.sql), the earlier windows' rows kept. Kept as blocks
+    of steps like a blocked table, so only the blocks of those windows (and ``p``, time outside every window)
+    are rewritten; the processes' bounds come from the manifest merged with the scoped rows'
+    (``_process_bounds``), not from every turn and rollout of the run."""
     from rollscope.queries.reader import schema_file
 
     t0 = con.execute(
@@ -591,21 +627,74 @@ def _refresh_windows(con, job: Job, table, tables: dict[str, list[Path]], old: l
         "WHERE train_step IS NOT NULL",
         [t0],
     ).fetchone()
+    _read_final(con, tables)
+    bounds = job.previous.meta.get("process_bounds") if job.previous is not None else None
+    notes["process_bounds"] = _process_bounds(con, bounds)
     if from_ns is None:  # before the first window: sweep it all
         return _rederive(con, job, table, tables)
-    _read_final(con, tables)
-    _view(con, "_old_rollout_goodput", old, schema="_rollout_goodput_mat")
     text = sqlfiles.load(f"raw/refresh_{table.name}").replace("@schema", sql_list([schema_file("spans")]))
     values = {"run": job.run_id, "from_ns": from_ns, "first_ns": first_ns}
     for statement in duckdb.extract_statements(text):
         con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
-    return [_write_whole(con, table.name, "_merged", job.staging)]
+    kept = f"step IN (SELECT train_step FROM _old_train_steps WHERE start_ns < {int(from_ns)})"
+    blocks = {"p"} | {
+        block_of(s)
+        for (s,) in con.execute(
+            "SELECT step FROM _merged WHERE step IS NOT NULL UNION SELECT train_step FROM _old_train_steps "
+            "WHERE train_step IS NOT NULL AND start_ns >= ?",
+            [from_ns],
+        ).fetchall()
+    }
+    return _rewrite_blocks(con, job, table.name, old, "_merged", kept, blocks)
+
+
+def _rewrite_blocks(
+    con, job: Job, name: str, parts: list[Path], new: str, kept: str, blocks: set
+) -> list[Path]:
+    """A table kept in blocks of steps but refreshed by a rule of its own: the parts holding ``blocks`` (or a
+    ``b=all`` part of an earlier layout) rewritten as their rows that satisfy ``kept`` plus the ``new`` relation's
+    rows; the other parts reused."""
+    old = [p for p in parts if derived.part_block(p) == "all" or holds(p, blocks)]
+    relation = _with_block(con, new)
+    if old:
+        _view(con, f"_old_{name}_touched", old, schema=new)
+        relation += f" UNION ALL BY NAME {_with_block(con, f'_old_{name}_touched', kept)}"
+    written = _write_blocked(con, name, relation, job.staging)
+    return _consolidate(con, name, [p for p in parts if p not in old] + written, job.staging)
+
+
+def _process_bounds(con, meta: list | None) -> list[list]:
+    """_proc_bounds: each process's first start, last end, devices and whether it ran turns
+    (process_bounds.sql) over the final turns and rollouts: the previous state's (``meta``; without them,
+    computed from the final tables, once) merged with the scoped rows'. Returns them for the manifest."""
+    text = sqlfiles.load("raw/process_bounds")
+    if meta is None:
+        con.execute(
+            "CREATE OR REPLACE TABLE _proc_bounds AS "
+            + text.replace("@turns", "_turns_mat").replace("@rollouts", "_rollouts_mat")
+        )
+    else:
+        con.execute(
+            "CREATE OR REPLACE TABLE _proc_bounds "
+            "(instance_id VARCHAR, lo BIGINT, hi BIGINT, devices DOUBLE, has_turns BOOLEAN)"
+        )
+        if meta:
+            con.executemany("INSERT INTO _proc_bounds VALUES (?, ?, ?, ?, ?)", meta)
+        scoped = text.replace("@turns", "_turns_scoped").replace("@rollouts", "_rollouts_scoped")
+        con.execute(
+            "CREATE OR REPLACE TABLE _proc_bounds AS SELECT instance_id, min(lo) AS lo, max(hi) AS hi, "
+            "max(devices) AS devices, bool_or(has_turns) AS has_turns "
+            f"FROM (SELECT * FROM _proc_bounds UNION ALL BY NAME ({scoped.rstrip().rstrip(';')})) "
+            "GROUP BY instance_id"
+        )
+    return [list(r) for r in con.execute("SELECT * FROM _proc_bounds ORDER BY instance_id").fetchall()]
 
 
 def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: dict) -> list[Path]:
     """A "tail" table (compute_busy): per step, the scoped steps' rows swept again; for the whole run, the
     previous union less its part from the first changed interval on plus the new one's
-    (refresh_compute_busy.sql)."""
+    (refresh_compute_busy.sql). Kept in blocks of steps like a blocked table (the whole-run rows in ``p``):
+    only the scoped steps' blocks are rewritten."""
     for name in ("step_islands", "work", "compute_busy"):
         _view(con, f"_old_{name}", parts[name], schema=f"_{name}_mat")
     for name in ("step_islands", "work"):
@@ -621,7 +710,8 @@ def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: di
     values = {"run": job.run_id, "t0_ns": t0 if t0 is not None else 2**62}
     for statement in duckdb.extract_statements(sqlfiles.load(f"raw/refresh_{table.name}")):
         con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
-    return [_write_whole(con, table.name, "_merged", job.staging)]
+    kept = "by_step AND step IS NOT NULL AND step NOT IN (SELECT step FROM _scope_steps)"
+    return _rewrite_blocks(con, job, table.name, parts[table.name], "_merged", kept, _blocks(con))
 
 
 def _read_final(con, tables: dict[str, list[Path]]) -> None:

@@ -11,7 +11,9 @@ can open a run of any length without holding it in memory, and published atomica
 
 A table of scope "rollout", "trace" or "step" is kept as one part per block of ``BLOCK_STEPS`` consuming
 steps (``b=<step // BLOCK_STEPS>``) and one for what no step has consumed yet (``b=p``); a "run" table as one
-part (``b=all``). The manifest also keeps what an incremental catch-up builds on: the derived index (``_traces``:
+part (``b=all``), except those whose refresh rewrites only their newest steps' rows ("windows", "tail"), which
+are kept in blocks of steps too (their rows of no step, or of the whole run, in ``b=p``). The manifest also keeps
+what an incremental catch-up builds on: the derived index (``_traces``:
 per trace and rollout its time range and group, one part per catch-up of the traces it touched, merged tier by
 tier; ``_train_spans``: the raw train step and weight sync spans), each segment's time range, the run's
 staleness bound, whether its trainer records rl.sample decisions, and every table's columns and types (the
@@ -36,7 +38,8 @@ previous state. That function derives one of two ways:
   table's rows of the scoped steps (or rollouts) replaced: only the parts of the touched blocks are rewritten,
   the others reused by path; "run" tables are refreshed by their ``refresh`` rule (below, on ``Table``).
 * **full** (the reference): every table from every span of the run, when there is no previous state of this
-  ``FORMAT``, a derived segment vanished without a compaction or a compaction merged derived and new segments,
+  ``FORMAT``, a derived segment vanished without a compaction, a compaction merged derived and new segments and
+  a new one is gone already (while the compaction keeps them aside, the new rows are read from them),
   the new spans outnumber the derived ones, the run's first rl.sample of a rollout arrives (step timing switches
   to recorded decisions), the staleness bound rises, an rl.rollout / rl.reward / rl.judge span of no rollout
   arrives (or ever did), a train step arrives whose data was ready before the newest one's (in a run without
@@ -46,7 +49,8 @@ A reader that cannot take the lock either reads the last published state (``wait
 live refresh) or waits for the holder and reads what it published (``wait=True``, the CLI).
 
 A compaction merges segments without changing rows: a compacted segment whose sources were all derived from
-counts as derived, so compaction never triggers a catch-up. A segment that disappears otherwise (a run
+(followed down through the merges it merged again, ``first_sources``) counts as derived, so compaction never
+triggers a catch-up. A segment that disappears otherwise (a run
 rewritten, a source deleted) does, in full.
 
 When the store is not writable (e.g. the ``sample_data`` shipped inside an installed package), derived data
@@ -105,8 +109,9 @@ class Table:
     # "rederive" (recomputed from the other derived tables, never from raw spans), "merge" (old rows merged
     # with the new spans' by queries/sql/raw/merge_<name>.sql) or "windows" (rows per step window: those from
     # the window holding the new spans on swept again, queries/sql/raw/refresh_<name>.sql) or "tail" (a union
-    # of time intervals: its part from the first changed interval on taken again, refresh_<name>.sql). A "run" table without one is derived in full
-    # on every catch-up: the safe default for a new table.
+    # of time intervals: its part from the first changed interval on taken again, refresh_<name>.sql); both
+    # are kept in blocks of steps like the blocked tables, their rows of no step (or of the whole run) in b=p.
+    # A "run" table without one is derived in full on every catch-up: the safe default for a new table.
     refresh: str | None = None
 
     @property
@@ -514,19 +519,38 @@ def published(root: Path, run_id: str) -> Published | None:
 def up_to_date(state: Published, live: list[Path]) -> bool:
     """Whether ``state`` was derived from exactly the rows of the run's ``live`` span segments.
 
-    A compacted segment counts as derived when every segment it replaces was; every derived segment must be
-    live or replaced by a live compacted one (a vanished segment means rows went away).
+    A compacted segment counts as derived when every segment it replaces was (followed down through an earlier
+    compaction's merged file, kept aside for a grace period: the writers compact while a run is live, and merge
+    their merges again); every derived segment must be live or replaced by a live compacted one (a vanished
+    segment means rows went away).
     """
     covered: set[str] = set()
     for path in live:
         if path.name in state.segments:
             covered.add(path.name)
             continue
-        sources = layout.sources(path)
+        sources = first_sources(path, state.segments)
         if not sources or not sources <= state.segments:
             return False
         covered |= sources
     return covered == state.segments
+
+
+def first_sources(path: Path, known: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The names of the segments a compacted segment replaces, followed down through the merged files it
+    replaces (in place or kept aside by the compaction) to segments no compaction made or named in ``known``;
+    empty for a segment no compaction made. A merged source gone for good stays as its own name."""
+    found: set[str] = set()
+    for name in layout.sources(path):
+        where = None if name in known else layout.resolve([partition_of(path) / name])
+        deeper = first_sources(where[0], known) if where else frozenset()
+        found |= deeper or {name}
+    return frozenset(found)
+
+
+def partition_of(segment: Path) -> Path:
+    """The run partition a segment is in (a segment kept aside by a compaction is one level down)."""
+    return segment.parent.parent if segment.parent.name == layout.REPLACED_DIR else segment.parent
 
 
 def current(store: Path | str, run_id: str, live: list[Path] | None = None) -> Published | None:

@@ -359,3 +359,32 @@ def test_a_compaction_that_moves_the_listed_segments_aside_mid_catch_up_changes_
     live = Reader(store, run_id="exp-7")
     assert live.derivations["current"] == 1  # the compacted segment holds what was derived
     assert derived(live, "exp-7") == derived(fresh(store), "exp-7")
+
+
+def test_a_live_compaction_of_derived_and_new_segments_is_caught_up_from_the_new_ones(attached, store):
+    """The writers compact while a run is live: a merge of derived and new segments, then a merge of that merge
+    with a newer segment. Each is caught up incrementally (from the new sources, kept aside for the grace
+    period), never by deriving the run in full, and holds what a fresh derivation does."""
+    from rollscope.store import compaction, layout
+
+    partition = layout.partition_dir(store, "spans", "exp-7")
+    rl = attached()
+    live = None
+    for i in range(6):
+        with (
+            rl.rollout(f"r-{i}", environment="swe", group_id=f"g-{i // 2}"),
+            rl.turn(0, input_tokens=10, output_tokens=5 + i),
+        ):
+            pass
+        rl.force_flush()
+        if i == 1:
+            live = Reader(store, run_id="exp-7")  # derives the first two segments
+        if i in (2, 4):  # a merge of derived and new segments; then of that merge and a new one
+            compaction.compact_partition(partition, mode="full")
+            assert any(layout.sources(p) for p in layout.segments(store, "spans", "exp-7"))
+            live.refresh()
+            assert derived(live, "exp-7") == derived(fresh(store), "exp-7"), f"after segment {i}"
+
+    live.refresh()
+    assert live.derived_how == {"full": 1, "incremental": 3}, live.derived_how
+    assert derived(live, "exp-7") == derived(fresh(store), "exp-7")

@@ -7,7 +7,8 @@
 -- each union taken by _compute_busy_src over the intervals clipped to [$t0_ns, ∞). A key keeps a row while
 -- any interval is left (every interval has a positive length). Reads the previous and the new parts
 -- (_old_step_islands, _old_work, _old_compute_busy; _final_step_islands, _final_work) and points the views
--- _compute_busy_src reads (_step_islands_mat, _work_mat) at each interval set in turn.
+-- _compute_busy_src reads (_step_islands_mat, _work_mat) at each interval set in turn. The table is kept in
+-- blocks of steps (the whole-run rows and step NULL in block p), so a catch-up rewrites the scoped steps' blocks.
 CREATE OR REPLACE TEMP TABLE _islands AS
 SELECT * FROM _final_step_islands WHERE step IN (SELECT step FROM _scope_steps);
 CREATE OR REPLACE TEMP TABLE _pending AS SELECT * FROM _final_work WHERE step IS NULL;
@@ -26,10 +27,8 @@ SELECT * REPLACE (greatest(start_ns, $t0_ns) AS start_ns) FROM _old_step_islands
 CREATE OR REPLACE TEMP TABLE _pending AS
 SELECT * REPLACE (greatest(start_ns, $t0_ns) AS start_ns) FROM _old_work WHERE step IS NULL AND end_ns > $t0_ns;
 CREATE OR REPLACE TEMP TABLE _tail_old AS SELECT * FROM _compute_busy_src($run) WHERE NOT by_step;
+-- The rows that change (derive.py keeps the previous per-step rows of the other steps, block by block).
 CREATE OR REPLACE TEMP TABLE _merged AS
-SELECT * FROM _old_compute_busy
-WHERE by_step AND step IS NOT NULL AND step NOT IN (SELECT step FROM _scope_steps)
-UNION ALL BY NAME
 SELECT $run AS run_id, * FROM _busy_steps
 UNION ALL BY NAME
 SELECT
