@@ -103,6 +103,16 @@ def schema_file(dataset: str) -> str:
     return str(_schema_dir() / dataset / "run_id=_" / "empty.parquet")
 
 
+def _one_schema(states: list[derived.Published], name: str) -> bool:
+    """Whether every part of derived table ``name`` in ``states`` has the same columns: each state records its
+    tables' columns (``queries.derive._schemas``, kept by every catch-up) and writes every part it names with
+    them, so equal records mean one schema. Else (a state from before schemas were kept, runs derived by
+    different definitions) the reader reads the parts by name, as many schemas as there are."""
+    recorded = [s.meta.get("schemas") for s in states]
+    first = recorded[0].get(name) if recorded and isinstance(recorded[0], dict) else None
+    return first is not None and all(isinstance(r, dict) and r.get(name) == first for r in recorded)
+
+
 class Reader:
     """A store opened for reading. Thread-safe: each query runs on its own cursor."""
 
@@ -227,7 +237,9 @@ class Reader:
                 cur.execute(f"CREATE OR REPLACE VIEW {table} AS {_empty_select(schemas[name])}")
                 continue
             files = files or [str(_empty_dir() / f"{name}.parquet")]  # typed by binding its definition
-            cur.execute(template.replace("@table", table).replace("@files", sql_list(files)))
+            by_name = "false" if _one_schema(list(states.values()), name) else "true"
+            view = template.replace("@table", table).replace("@union_by_name", by_name)
+            cur.execute(view.replace("@files", sql_list(files)))
 
     # --- querying -----------------------------------------------------------------------------------------
 
