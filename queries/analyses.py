@@ -29,9 +29,8 @@ import duckdb
 from rollscope.errors import QueryError, UnknownRunError
 from rollscope.queries import sqlfiles
 
-if (
-    TYPE_CHECKING
-):  # DuckDB imports pandas when an analysis answers with a frame; the advisor's answers are dicts
+# DuckDB imports pandas when an analysis answers with a frame; the advisor's answers are dicts, read without it.
+if TYPE_CHECKING:
     import pandas as pd
 
 SUCCESS_THRESHOLD = 0.5  # a scored rollout succeeded when its reward is at least this (docs/semconv.md)
