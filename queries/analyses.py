@@ -102,7 +102,7 @@ def query_row(con, name: str, run_id: str, **params) -> dict[str, Any]:
     values = {"run_id": run_id, **params}
     if isinstance(con, Memo):
         used = sqlfiles.parameters(f"analyses/{name}")
-        key = ("row", name, *sorted((k, _hashable(values.get(k))) for k in used))
+        key = (name, "row", *sorted((k, _hashable(values.get(k))) for k in used))  # "row": not a frame
         return con.result(key, lambda cursor: _run(cursor, name, values, fetch=sqlfiles.first_row))
     return _run(con, name, values, fetch=sqlfiles.first_row)
 
