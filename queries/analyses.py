@@ -17,17 +17,21 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
-import pandas as pd
 
 from rollscope.errors import QueryError, UnknownRunError
 from rollscope.queries import sqlfiles
+
+# DuckDB imports pandas when an analysis answers with a frame; the advisor's answers are dicts, read without it.
+if TYPE_CHECKING:
+    import pandas as pd
 
 SUCCESS_THRESHOLD = 0.5  # a scored rollout succeeded when its reward is at least this (docs/semconv.md)
 ROLLING_STEPS = 10  # the window of every per-step rolling mean, in train steps (pages' legends name it)
@@ -91,10 +95,22 @@ def _hashable(value):
     return tuple(value) if isinstance(value, list) else value
 
 
-def _run(con, name: str, values: dict, over: tuple[str, str] | None = None) -> pd.DataFrame:
+def query_row(con, name: str, run_id: str, **params) -> dict[str, Any]:
+    """The first row of ``analyses/<name>.sql`` as plain Python values ({} without rows), the same values as
+    ``record(query(...))`` but read without pandas (``sqlfiles.first_row``): a command that only needs such
+    rows, like `rollscope advise`, never imports it."""
+    values = {"run_id": run_id, **params}
+    if isinstance(con, Memo):
+        used = sqlfiles.parameters(f"analyses/{name}")
+        key = (name, "row", *sorted((k, _hashable(values.get(k))) for k in used))  # "row": not a frame
+        return con.result(key, lambda cursor: _run(cursor, name, values, fetch=sqlfiles.first_row))
+    return _run(con, name, values, fetch=sqlfiles.first_row)
+
+
+def _run(con, name: str, values: dict, over: tuple[str, str] | None = None, fetch=sqlfiles.frame):
     title = f"Analysis {name} failed"
     try:
-        return sqlfiles.run(con, f"analyses/{name}", title=title, over=over, **values)
+        return sqlfiles.run(con, f"analyses/{name}", title=title, over=over, fetch=fetch, **values)
     except QueryError as e:
         missing = isinstance(e.__cause__, duckdb.CatalogException) and any(
             m in str(e.__cause__) for m in _macros()
@@ -102,12 +118,12 @@ def _run(con, name: str, values: dict, over: tuple[str, str] | None = None) -> p
         if not missing:
             raise
         install_macros(con)
-        return sqlfiles.run(con, f"analyses/{name}", title=title, over=over, **values)
+        return sqlfiles.run(con, f"analyses/{name}", title=title, over=over, fetch=fetch, **values)
 
 
 def require_run(con, run_id: str) -> str:
     """Raise UnknownRunError unless the store holds spans of ``run_id``."""
-    if not query(con, "run_exists", run_id).iat[0, 0]:
+    if not query_row(con, "run_exists", run_id).get("run_exists"):
         raise UnknownRunError("Unknown run", f"no run {run_id!r} in this store (`rollscope runs` lists them)")
     return run_id
 
@@ -129,10 +145,9 @@ class Memo:
         self._lock = threading.Lock()
         self._slots: dict[tuple, _Slot] = {}
 
-    def result(
-        self, key: tuple, compute: Callable[[duckdb.DuckDBPyConnection], pd.DataFrame]
-    ) -> pd.DataFrame:
-        """``compute``'s frame for ``key``, computed at most once; each caller gets its own copy."""
+    def result(self, key: tuple, compute: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        """``compute``'s answer (a frame, or a row's dict) for ``key``, computed at most once; each caller gets
+        its own copy."""
         with self._lock:
             slot = self._slots.setdefault(key, _Slot())
             while len(self._slots) > self.MAX_RESULTS:
@@ -160,7 +175,7 @@ class Memo:
 class _Slot:
     def __init__(self):
         self.lock = threading.Lock()
-        self.frame: pd.DataFrame | None = None
+        self.frame: pd.DataFrame | dict | None = None
 
 
 def together(calls: dict[str, Callable[[], T]]) -> dict[str, T]:
@@ -208,7 +223,10 @@ def record(frame: pd.DataFrame) -> dict:
 
 
 def plain(value):
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+    pandas = sys.modules.get("pandas")  # its NA exists only once pandas is imported (app/formats.py too)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if pandas is not None and value is pandas.NA:
         return None
     return value.item() if hasattr(value, "item") else value
 
@@ -686,7 +704,7 @@ ADVICE_DEFAULTS = {
 def advice_base(con, run_id: str, steps=None) -> dict:
     """The measured figures every lever starts from: funnel counts and rates, device- and work-seconds per term,
     train seconds per token (``_advice_base`` in queries/sql/analyses/macros/10_advice.sql)."""
-    return record(query(con, "advice_base", require_run(con, run_id), **_filters(steps, None)))
+    return query_row(con, "advice_base", require_run(con, run_id), **_filters(steps, None))
 
 
 def advice_lever(con, run_id: str, lever: str, steps=None, **what_if_) -> dict:
@@ -698,14 +716,21 @@ def advice_lever(con, run_id: str, lever: str, steps=None, **what_if_) -> dict:
     if unknown:
         raise ValueError(f"unknown what-if parameter(s): {', '.join(sorted(unknown))}")
     params = {**ADVICE_DEFAULTS, **DISAGGREGATION, **what_if_, **_filters(steps, None)}
-    row = record(query(con, f"advice_{lever}", require_run(con, run_id), **params))
+    figures = query_row(con, f"advice_{lever}", require_run(con, run_id), **params)
     title, page, action = ADVICE_LEVERS[lever]
-    return {"lever": lever, "title": title, "page": page, "action": action, **row}
+    return {"lever": lever, "title": title, "page": page, "action": action, **figures}
 
 
 def advise(con, run_id: str, steps=None, **what_if_) -> pd.DataFrame:
     """Every lever, ranked by its estimated gain in usable rollouts per device-second (those that apply first);
     one row per lever with ``evidence``, a one-line reading of its measured inputs (docs/advisor.md)."""
+    import pandas as pd
+
+    return pd.DataFrame(advice(con, run_id, steps, **what_if_))
+
+
+def advice(con, run_id: str, steps=None, **what_if_) -> list[dict[str, Any]]:
+    """``advise``'s rows as dicts of plain values, ``rank`` first, without pandas (`rollscope advise`)."""
     con = memo(con)
     require_run(con, run_id)
     levers = {
@@ -718,9 +743,7 @@ def advise(con, run_id: str, steps=None, **what_if_) -> pd.DataFrame:
         row["gain"] = row["gain"] if row["applies"] else None
         row["evidence"] = _evidence(row)
     rows.sort(key=lambda r: (not r["applies"], -(r["gain"] or 0.0)))
-    frame = pd.DataFrame(rows)
-    frame.insert(0, "rank", range(1, len(frame) + 1))
-    return frame
+    return [{"rank": rank, **r} for rank, r in enumerate(rows, 1)]
 
 
 def realized_gain(con, run_before: str, run_after: str, steps=None) -> float | None:
@@ -729,7 +752,7 @@ def realized_gain(con, run_before: str, run_after: str, steps=None) -> float | N
     costs them (``analyses/advice_realized.sql``, docs/advisor.md)."""
     require_run(con, run_after)
     filters = {"run_after": run_after, **_filters(steps, None)}
-    return record(query(con, "advice_realized", require_run(con, run_before), **filters))["realized_gain"]
+    return query_row(con, "advice_realized", require_run(con, run_before), **filters)["realized_gain"]
 
 
 def _evidence(r: dict) -> str:

@@ -33,8 +33,6 @@ from functools import cache
 from pathlib import Path
 
 import duckdb
-import pandas as pd
-import pyarrow.parquet as pq
 
 from rollscope.queries import sqlfiles
 from rollscope.store import derived, layout
@@ -200,6 +198,8 @@ def _connection(staging: Path, schemas: dict | None = None):
 
 def derive_full(job: Job) -> Result:
     """Every table from every span of the run, each blocked table written as one part per block."""
+    import pandas as pd  # a reader imports this module; only deriving needs pandas and pyarrow
+
     from rollscope.queries.reader import schema_file
 
     run = job.run_id
@@ -329,6 +329,8 @@ def derive_scoped(job: Job) -> Result:
     new, ranges, measured = _new_segments(job.live, previous.segments, meta["ranges"])
     if not new:  # only compactions since: the same rows, under the live segments' names
         return Result(parts, {**meta, "ranges": ranges}, "incremental")
+    import pyarrow.parquet as pq
+
     added = sum(pq.read_metadata(p).num_rows for p in new)
     if added > meta["spans"]:
         raise Fallback("more new spans than derived ones")
@@ -573,6 +575,8 @@ def _index_parts(con, job: Job, old: list[Path]) -> list[Path]:
     Parts are merged tier by tier like the blocked tables' (a part of ``rows`` rows is in tier
     ``floor(log_FANOUT(rows))``; ``FANOUT`` of one tier become one), so the index keeps under ``FANOUT`` parts
     per tier and a row is rewritten at most ``log_FANOUT(rows)`` times."""
+    import pyarrow.parquet as pq
+
     touched = "(SELECT * FROM _idx SEMI JOIN (SELECT DISTINCT trace_id FROM _new) AS n USING (trace_id))"
     con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_delta AS {_INDEX_ROWS.format(touched)}")
     parts = [*old, _write_whole(con, "_traces", "_idx_delta", job.staging)]

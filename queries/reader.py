@@ -28,16 +28,13 @@ from pathlib import Path
 from typing import TypeVar
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rollscope.errors import QueryError
 from rollscope.queries import sqlfiles
 from rollscope.queries.derive import analysis_macros, raw_views, sql_list, stored_columns, stored_type
 from rollscope.queries.derive import derive as derive_run
-from rollscope.store import derived
+from rollscope.store import derived, schema
 from rollscope.store import layout as store
-from rollscope.store.schema import DATASETS
 
 _RETRIES = 5
 T = TypeVar("T")
@@ -49,13 +46,20 @@ def _schema_dir() -> Path:
     """Zero-row segments holding each dataset's full schema, read alongside the store's own segments.
 
     They make an empty store read as empty views rather than "no files found", and guarantee every column
-    exists even when all segments predate it.
+    exists even when all segments predate it. Written by DuckDB from the declared columns (``store.schema``),
+    typed as DuckDB reads the writers' files: a reader never imports pyarrow.
     """
     root = Path(tempfile.mkdtemp(prefix="rollscope-schema-"))
-    for dataset, schema in DATASETS.items():
+    con = duckdb.connect()
+    for dataset in schema.DATASET_NAMES:
         target = root / dataset / "run_id=_" / "empty.parquet"
         target.parent.mkdir(parents=True)
-        pq.write_table(pa.Table.from_batches([], schema=schema), target)
+        names = ", ".join(
+            f'CAST(NULL AS {schema.DUCKDB_TYPES[t]}) AS "{c}"' for c, t in schema.columns(dataset)
+        )
+        path = str(target).replace("'", "''")
+        con.execute(f"COPY (SELECT {names} WHERE false) TO '{path}' (FORMAT parquet)")
+    con.close()
     return root
 
 
@@ -135,7 +139,7 @@ class Reader:
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET parquet_metadata_cache = true")  # not a connect() option: Parquet loads later
         self._lock = threading.Lock()
-        self._raw: dict[str, list[str]] = {name: [] for name in DATASETS}
+        self._raw: dict[str, list[str]] = {name: [] for name in schema.DATASET_NAMES}
         self._states: dict[str, derived.Published] = {}
         self._stale: set[str] = set()
         # How refreshes brought runs' derived state up to date (store.derived.catch_up's answers): for tests
@@ -177,7 +181,7 @@ class Reader:
         runs = self._runs()
         listed = {
             dataset: {run: [str(p) for p in store.segments(self.store, dataset, run)] for run in runs}
-            for dataset in DATASETS
+            for dataset in schema.DATASET_NAMES
         }
         raw = {
             dataset: sorted(p for files in per_run.values() for p in files)

@@ -8,7 +8,7 @@ from rollscope.errors import StoreError
 from rollscope.queries import sqlfiles
 from rollscope.queries.derive import sql_list
 from rollscope.store import layout as store
-from rollscope.store.schema import DATASETS
+from rollscope.store.schema import DATASET_NAMES
 
 
 def views_script(store_dir: Path | str) -> str:
@@ -18,7 +18,7 @@ def views_script(store_dir: Path | str) -> str:
     catch derived tables up); the derived Parquet files are read as docs/store.md describes."""
     lines = ["-- rollscope views over " + str(Path(store_dir).resolve()), ""]
     raw = sqlfiles.load("raw/raw_views")
-    for dataset in DATASETS:
+    for dataset in DATASET_NAMES:
         files = [str(p.resolve()) for p in store.segments(store_dir, dataset)]
         if not files:
             raise StoreError("Empty store", f"{store_dir} has no {dataset} segments yet")

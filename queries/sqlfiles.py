@@ -9,13 +9,18 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from rollscope.errors import QueryError
+
+if TYPE_CHECKING:  # pandas is imported by DuckDB when a frame is asked for: `rollscope advise` never needs it
+    import pandas as pd
 
 SQL_DIR = Path(__file__).parent / "sql"
 
@@ -65,30 +70,70 @@ def parameters(name: str, over: Over | None = None) -> frozenset[str]:
     return frozenset().union(*(used for _, used, _ in statements(name, over)))
 
 
+def frame(result: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """A query's rows as a pandas frame (what ``run`` answers by default)."""
+    return result.df()
+
+
+# DuckDB types a frame holds as float64: a first_row gives them as floats too, so both answers are the same.
+_FLOAT_IN_FRAMES = ("HUGEINT", "UHUGEINT", "DECIMAL")
+
+
+def first_row(result: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """A query's first row as plain Python values ({} without rows), read without pandas, the same values
+    ``analyses.record`` reads from its frame: HUGEINT (``sum`` of integers) and DECIMAL as float, NULL and NaN
+    as None."""
+    names = [(column[0], str(column[1]).startswith(_FLOAT_IN_FRAMES)) for column in result.description]
+    row = result.fetchone()
+    if row is None:
+        return {}
+    return {name: _plain(value, as_float) for (name, as_float), value in zip(names, row, strict=True)}
+
+
+def _plain(value, as_float: bool):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return float(value) if as_float else value
+
+
 def run(
-    con, name: str, /, *, title: str = "Query failed", over: Over | None = None, **params
-) -> pd.DataFrame | None:
+    con,
+    name: str,
+    /,
+    *,
+    title: str = "Query failed",
+    over: Over | None = None,
+    fetch: Callable[[duckdb.DuckDBPyConnection], Any] = frame,
+    **params,
+):
     """Run the file's statements in order on ``con``, each given the parameters it names (a name it uses
     that ``params`` lacks is NULL; the others are not passed, DuckDB refuses extra ones). Returns the last
-    statement's result as a frame when it is a query, else None. A DuckDB error raises QueryError(``title``,
-    its first line), keeping the file's SQL and the parameters, with the DuckDB error as its cause.
-    ``over``: the last query read by another file's (``statements``)."""
+    statement's result as ``fetch`` reads it (a frame; ``first_row``: a dict) when it is a query, else None. A
+    DuckDB error raises QueryError(``title``, its first line), keeping the file's SQL and the parameters, with
+    the DuckDB error as its cause. ``over``: the last query read by another file's (``statements``)."""
     try:
-        return execute(con, name, over=over, **params)
+        return execute(con, name, over=over, fetch=fetch, **params)
     except duckdb.Error as e:
         bound = {key: params.get(key) for key in parameters(name, over)}
         sql = load(name) if over is None else ";\n".join(s for s, _, _ in statements(name, over))
         raise QueryError(title, first_line(e), sql=sql, params=bound) from e
 
 
-def execute(con, name: str, /, over: Over | None = None, **params) -> pd.DataFrame | None:
+def execute(
+    con,
+    name: str,
+    /,
+    over: Over | None = None,
+    fetch: Callable[[duckdb.DuckDBPyConnection], Any] = frame,
+    **params,
+):
     """``run`` without the QueryError: DuckDB's own errors, for the store's internals that act on them (a
     reader lists segments again on an IOException, racing macro creators ignore a TransactionException)."""
-    frame = None
+    answer = None
     for sql, used, rows in statements(name, over):
         result = con.execute(sql, {key: params.get(key) for key in used} or None)
-        frame = result.df() if rows else None
-    return frame
+        answer = fetch(result) if rows else None
+    return answer
 
 
 def first_line(error: Exception) -> str:

@@ -74,7 +74,7 @@ from rollscope.store.layout import (
     segments,
     sources,
 )
-from rollscope.store.schema import DATASETS
+from rollscope.store.schema import DATASET_NAMES
 
 log = logging.getLogger("rollscope.compaction")
 
@@ -470,7 +470,7 @@ def compact(
     result = CompactResult()
     retirements = Retirements()
     compacted = []
-    for dataset in DATASETS:
+    for dataset in DATASET_NAMES:
         for run in [run_id] if run_id else run_ids(root, dataset):
             directory = partition_dir(root, dataset, run)
             if not directory.is_dir():

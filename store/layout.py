@@ -32,12 +32,13 @@ import time
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from rollscope.errors import StoreError
-from rollscope.store.schema import DATASETS
+from rollscope.store.schema import DATASET_NAMES
+
+if TYPE_CHECKING:  # pyarrow is imported by the writers that need it: a reader never does
+    import pyarrow as pa
 
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SOURCES_KEY = b"rollscope.sources"
@@ -86,7 +87,7 @@ class SegmentWriter:
         few thousand rows, written many times a second, dictionary encoding was a quarter of the Parquet
         write's CPU (most of it on columns of distinct numbers) and the files came out no smaller; compaction
         writes its merged files with dictionaries either way."""
-        if dataset not in DATASETS:
+        if dataset not in DATASET_NAMES:
             raise ValueError(f"unknown dataset {dataset!r}")
         self.store = Path(store)
         self.dataset = dataset
@@ -123,6 +124,8 @@ class SegmentWriter:
 
 
 def _publish(final: Path, table: pa.Table, durable: bool, dictionary: bool = True) -> Path:
+    import pyarrow.parquet as pq  # a writer has it loaded already: a dictionary look-up
+
     with publishing(final, durable) as sink:
         pq.write_table(
             table, sink, compression="zstd", row_group_size=ROW_GROUP_ROWS, use_dictionary=dictionary
@@ -249,6 +252,8 @@ def _footer_sources(path: str) -> frozenset[str]:
                     return frozenset(json.loads(footer[start : start + length]))
                 except ValueError:
                     break
+    import pyarrow.parquet as pq
+
     meta = pq.read_metadata(path).metadata or {}
     return frozenset(json.loads(meta.get(SOURCES_KEY, b"[]")))
 

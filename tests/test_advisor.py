@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -124,3 +126,40 @@ def test_bad_arguments_are_one_line_errors(capsys):
     with pytest.raises(SystemExit):
         main(["advise", "--store", store, "--run", "before", "--what-if", "bogus=1"])
     assert "NAME one of" in capsys.readouterr().err
+
+
+def test_the_command_reads_the_figures_the_page_reads_without_pandas():
+    """`rollscope advise` reads each analysis's row as plain values, never through a frame (its start-up cost:
+    pandas and pyarrow are 0.3 s of a 1 s budget); they are the very values the page's frames hold."""
+    con = connect(store_with("task_selection", applied=False))
+    params = {**analyses.ADVICE_DEFAULTS, **analyses.DISAGGREGATION, "step_lo": 2, "step_hi": 8}
+    for name in ["advice_base", *(f"advice_{lever}" for lever in analyses.ADVICE_LEVERS)]:
+        row = analyses.query_row(con, name, "before", **params)
+        frame = analyses.record(analyses.query(con, name, "before", **params))
+        assert {k: type(v) for k, v in row.items()} == {k: type(v) for k, v in frame.items()}, name
+        floats = {k for k, v in frame.items() if isinstance(v, float)}
+        assert {k: row[k] for k in floats} == pytest.approx({k: frame[k] for k in floats}, rel=1e-12), name
+        assert {k: v for k, v in row.items() if k not in floats} == {
+            k: v for k, v in frame.items() if k not in floats
+        }, name
+
+
+def test_advise_as_a_command_imports_neither_pandas_nor_pyarrow_and_prints_the_pages_ranking():
+    """On a run whose derived state is current (deriving it is another matter: it writes Parquet)."""
+    store = str(store_with("task_selection", applied=False))
+    page = analyses.advise(connect(store), "before")
+    code = (
+        "import json, sys\n"
+        "from rollscope.app.cli import main\n"
+        "code = main(['advise', '--store', sys.argv[1], '--run', 'before', '--json'])\n"
+        "heavy = ('pandas', 'numpy', 'pyarrow', 'streamlit', 'plotly', 'opentelemetry.sdk')\n"
+        "print(json.dumps([m for m in heavy if m in sys.modules]), file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, store], capture_output=True, text=True, check=True)
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+    levers = json.loads(done.stdout)["levers"]
+    assert [lever["lever"] for lever in levers] == page["lever"].tolist()
+    assert [lever["gain"] for lever in levers] == pytest.approx(
+        [analyses.plain(gain) for gain in page["gain"]]
+    )

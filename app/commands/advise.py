@@ -60,22 +60,20 @@ def run(args) -> int:
 
 
 def advise(con, run_id: str, steps=None, what_if: dict | None = None) -> dict:
-    """The object ``--json`` prints: the run, the selection, the what-if settings, the baseline, the levers."""
+    """The object ``--json`` prints: the run, the selection, the what-if settings, the baseline, the levers.
+    Read as plain rows (``analyses.advice``): the command never imports pandas."""
     from rollscope.queries import analyses
 
     con = analyses.memo(con)
     settings = {**analyses.ADVICE_DEFAULTS, **(what_if or {})}
     answers = analyses.together(
         {
-            "levers": lambda: analyses.advise(con, run_id, steps, **(what_if or {})),
+            "levers": lambda: analyses.advice(con, run_id, steps, **(what_if or {})),
             "base": lambda: analyses.advice_base(con, run_id, steps),
         }
     )
-    frame, base = answers["levers"], answers["base"]
-    levers = []
-    for row in frame.to_dict("records"):
-        row = {k: analyses.plain(v) for k, v in row.items()}
-        levers.append({k: row.get(k) for k in LEVER_KEYS})
+    rows, base = answers["levers"], answers["base"]
+    levers = _columns([{k: analyses.plain(row.get(k)) for k in LEVER_KEYS} for row in rows])
     return {
         "run_id": run_id,
         "steps": list(steps) if steps else None,
@@ -90,6 +88,19 @@ def advise(con, run_id: str, steps=None, what_if: dict | None = None) -> dict:
         },
         "levers": levers,
     }
+
+
+def _columns(levers: list[dict]) -> list[dict]:
+    """Each key's numbers of one type across the levers, as a column of a table holds them: floats when any of
+    them is a float or missing (a lever's ``before`` k = 4 reads 4.0 beside another's rate 0.69)."""
+    for key in LEVER_KEYS:
+        values = [lever[key] for lever in levers]
+        given = [v for v in values if v is not None]
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in given)
+        if given and numbers and (len(given) < len(values) or any(isinstance(v, float) for v in given)):
+            for lever in levers:
+                lever[key] = None if lever[key] is None else float(lever[key])
+    return levers
 
 
 def render(advice: dict) -> str:

@@ -31,12 +31,11 @@ sums AS (
 ),
 after AS (
     SELECT
-        sum(g.m_after * _advice_signal(g.m_after, f.a, f.b)) * any_value(b.freshness_rate) AS usable_after
+        sum(g.m_after * _advice_signal(g.m_after, g.fit_a, g.fit_b)) * any_value(b.freshness_rate) AS usable_after
     FROM (
         SELECT g.*, round(g.dispatched * b.scoring_rate) AS m_after
-        FROM _advice_groups($run_id, $step_lo, $step_hi) AS g, b
-    ) AS g
-    JOIN _advice_signal_fit($run_id, $step_lo, $step_hi) AS f USING (environment), b
+        FROM _advice_fitted_groups($run_id, $step_lo, $step_hi) AS g, b
+    ) AS g, b
 ),
 deltas AS (
     SELECT

@@ -17,9 +17,9 @@ kept AS (
 ),
 after AS (
     SELECT
-        sum(g.completed * _advice_signal(g.completed, f.a, f.b)) * any_value(b.freshness_rate) AS usable_after
-    FROM _advice_groups($run_id, $step_lo, $step_hi) AS g
-    JOIN _advice_signal_fit($run_id, $step_lo, $step_hi) AS f USING (environment), b
+        sum(g.completed * _advice_signal(g.completed, g.fit_a, g.fit_b)) * any_value(b.freshness_rate)
+            AS usable_after
+    FROM _advice_fitted_groups($run_id, $step_lo, $step_hi) AS g, b
 ),
 judging AS (  -- judge calls on completed rollouts, whether their scoring failed for the judge (_judge_sums)
     SELECT

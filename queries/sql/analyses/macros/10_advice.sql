@@ -144,16 +144,22 @@ SELECT
 FROM _advice_group_sums(run)
 WHERE step IS NOT NULL AND (step_lo IS NULL OR step >= step_lo) AND (step_hi IS NULL OR step <= step_hi)
 GROUP BY group_id;
--- _advice_signal_fit(run, step_lo, step_hi): a group's rewards vary unless all its m scored attempts succeed or
--- all fail. With a task's success probability p ~ Beta(a, b) over an environment's tasks (a beta-binomial,
--- fitted by moments to the groups' successes: mean μ = Σk / Σm, intra-group correlation
--- ρ = (Σ(k − mμ)² − μ(1 − μ)Σm) / (μ(1 − μ)Σm(m − 1)), a + b = 1/ρ − 1), the nonzero-signal rate of a group of
--- m scored attempts is n(m) = 1 − E[p^m] − E[(1 − p)^m] (_advice_signal). More scored attempts per group mean
--- more groups with signal: the scoring and infrastructure levers read it.
-CREATE OR REPLACE MACRO _advice_signal_fit(run, step_lo, step_hi) AS TABLE
-WITH g AS (
+-- _advice_fitted_groups(run, step_lo, step_hi): the groups of _advice_groups, each with its environment's fitted
+-- fit_a and fit_b (groups of an environment without a fit, where no group has two scored attempts, left out).
+-- A group's rewards vary unless all its m scored attempts succeed or all fail. With a task's success
+-- probability p ~ Beta(a, b) over an environment's tasks (a beta-binomial, fitted by moments to the groups'
+-- successes: mean μ = Σk / Σm, intra-group correlation ρ = (Σ(k − mμ)² − μ(1 − μ)Σm) / (μ(1 − μ)Σm(m − 1)),
+-- a + b = 1/ρ − 1), the nonzero-signal rate of a group of m scored attempts is n(m) = 1 − E[p^m] − E[(1 − p)^m]
+-- (_advice_signal). More scored attempts per group mean more groups with signal: the scoring and
+-- infrastructure levers read it. The groups are summed once and read twice (fit, then each group), not
+-- summed again for the fit: the sum per group is most of those levers' time.
+CREATE OR REPLACE MACRO _advice_fitted_groups(run, step_lo, step_hi) AS TABLE
+WITH groups AS MATERIALIZED (
+    SELECT * FROM _advice_groups(run, step_lo, step_hi)
+),
+g AS (
     SELECT environment, scored AS m, successes AS k
-    FROM _advice_groups(run, step_lo, step_hi)
+    FROM groups
     WHERE scored >= 2
 ),
 mu AS (
@@ -168,8 +174,11 @@ rho AS (
             1e-3), 0.999) AS rho
     FROM g JOIN mu USING (environment)
     GROUP BY environment
+),
+fit AS (
+    SELECT environment, mu * (1 / rho - 1) AS fit_a, (1 - mu) * (1 / rho - 1) AS fit_b FROM rho
 )
-SELECT environment, mu * (1 / rho - 1) AS a, (1 - mu) * (1 / rho - 1) AS b FROM rho;
+SELECT groups.*, fit.fit_a, fit.fit_b FROM groups JOIN fit USING (environment);
 CREATE OR REPLACE MACRO _advice_signal(m, a, b) AS
     CASE
         WHEN m < 2 THEN 0.0
