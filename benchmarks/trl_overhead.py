@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="plain/instrumented pairs, after one warm-up")
     args = parser.parse_args()
     plain, traced = [], []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         run(Path(tmp) / "warmup", args.steps, False)  # first-call costs (imports, kernels) land here
         for i in range(args.repeats):
@@ -81,11 +82,15 @@ def main() -> None:
     bg = median(traced, lambda r: r["background"])
     cost = ac + bg
     stats = traced[-1]["stats"]
+    load = ", ".join(f"{a:.1f}/{b:.1f}" for a, b in zip(load_before, os.getloadavg(), strict=True))
     print(f"tiny GRPO run: {args.steps} steps, 8 completions a step, repeats: {args.repeats} (medians)")
+    print(f"load average (1, 5, 15 min) before/after: {load} on {os.cpu_count()} CPUs")
     print(f"plain run (baseline):         {p:8.3f} s wall  {pc:8.3f} s CPU   walls: {_list(plain)}")
     print(f"with instrument():            {t:8.3f} s wall  {tc:8.3f} s CPU   walls: {_list(traced)}")
+    pairs = statistics.median(b["wall"] / a["wall"] - 1 for a, b in zip(plain, traced, strict=True))
     print(
         f"end to end, with / plain:     wall {(t / p - 1) * 100:+.2f} %, process CPU {(tc / pc - 1) * 100:+.2f} %"
+        f" (median of the pairs' wall ratios: {pairs * 100:+.2f} %)"
     )
     print(f"adapter on the training thread: {a:.3f} s wall, {ac:.3f} s CPU")
     print(f"rollscope's own threads (span building, exporter, SDK batching): {bg:.3f} s CPU")

@@ -118,9 +118,14 @@ class StoreSpanExporter(SpanExporter):
         """Per process: a forked child gets its own writer name, empty buffers and flush thread."""
         self._lock = threading.RLock()
         self._publish_lock = threading.Lock()
-        self._spans = SegmentWriter(self.store, "spans", compact_seconds=self.compact_seconds)
+        # Plain encoding, as the receiver's group commit writes: these segments are small and frequent, and
+        # measured on the TRL adapter's 820-span segment (71 columns) dictionaries cost 1.6 ms more a write
+        # (4.8 ms against 3.3) for a file 13 % larger; compaction writes its merged files with dictionaries.
+        self._spans = SegmentWriter(
+            self.store, "spans", compact_seconds=self.compact_seconds, dictionary=False
+        )
         self._stats_writer = SegmentWriter(
-            self.store, "collector_stats", compact_seconds=self.compact_seconds
+            self.store, "collector_stats", compact_seconds=self.compact_seconds, dictionary=False
         )
         self._buffer: dict[str | None, list[pa.Table]] = {}
         self._buffered = 0

@@ -8,6 +8,7 @@ import logging
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -313,6 +314,40 @@ def test_a_failing_adapter_is_logged_and_counted_never_raised(tmp_path, caplog):
     warnings = [r for r in caplog.records if "training goes on" in r.getMessage()]
     assert len(warnings) == 2  # once per hook, not once per step
     inst.rl.shutdown()
+
+
+@pytest.mark.slow
+def test_a_run_that_dies_without_close_still_has_every_span_it_made(tmp_path):
+    """The adapter hands span work to its thread about once a second; at interpreter exit (training raised,
+    nobody called close()) what was pending is still built and written."""
+    _needs_trl()
+    script = f"""
+from transformers import TrainerCallback
+from tests import trl_tiny
+from rollscope.integrations.trl import instrument
+
+class Crash(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == 3:
+            raise RuntimeError("the job crashed")
+
+trainer = trl_tiny.trainer({str(tmp_path / "out")!r}, max_steps=20)
+instrument(trainer, store={str(tmp_path / "store")!r}, run_id="crashed")
+trainer.add_callback(Crash())
+trainer.train()
+"""
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True)
+    assert done.returncode != 0 and "the job crashed" in done.stderr
+    from rollscope.queries import connect
+
+    con = connect(tmp_path / "store")
+    counts = con.execute(
+        "SELECT (SELECT count(*) FROM rollouts WHERE run_id = $run), (SELECT count(*) FROM turns WHERE run_id = $run), "
+        "(SELECT count(*) FROM samples WHERE run_id = $run), (SELECT count(*) FROM train_steps WHERE run_id = $run)",
+        {"run": "crashed"},
+    ).fetchone()
+    assert counts == (3 * 8, 3 * 8, 3 * 8, 3)  # 3 steps of 8 completions, each trained on
 
 
 @pytest.mark.slow
