@@ -329,6 +329,16 @@ def test_the_comparison_covers_every_derived_table():
     assert compared == {t.name for t in TABLES}
 
 
+def publish_rollout(rl, i: int) -> None:
+    """One small rollout (two to a group) published as a segment of its own."""
+    with (
+        rl.rollout(f"r-{i}", environment="swe", group_id=f"g-{i // 2}"),
+        rl.turn(0, input_tokens=10, output_tokens=5 + i),
+    ):
+        pass
+    rl.force_flush()
+
+
 def test_a_compaction_that_moves_the_listed_segments_aside_mid_catch_up_changes_no_figure(attached, store):
     """A compaction may move the segments a catch-up listed into ``.replaced/`` while it reads them: the
     incremental catch-up reads them again where they now are and publishes what a fresh derivation holds."""
@@ -338,12 +348,7 @@ def test_a_compaction_that_moves_the_listed_segments_aside_mid_catch_up_changes_
 
     rl = attached()
     for i in range(4):
-        with (
-            rl.rollout(f"r-{i}", environment="swe", group_id=f"g-{i // 2}"),
-            rl.turn(0, input_tokens=10, output_tokens=5 + i),
-        ):
-            pass
-        rl.force_flush()
+        publish_rollout(rl, i)
         if i == 2:
             Reader(store, run_id="exp-7")  # derives the first three segments
     moved = []
@@ -371,12 +376,7 @@ def test_a_live_compaction_of_derived_and_new_segments_is_caught_up_from_the_new
     rl = attached()
     live = None
     for i in range(6):
-        with (
-            rl.rollout(f"r-{i}", environment="swe", group_id=f"g-{i // 2}"),
-            rl.turn(0, input_tokens=10, output_tokens=5 + i),
-        ):
-            pass
-        rl.force_flush()
+        publish_rollout(rl, i)
         if i == 1:
             live = Reader(store, run_id="exp-7")  # derives the first two segments
         if i in (2, 4):  # a merge of derived and new segments; then of that merge and a new one
