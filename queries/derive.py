@@ -405,14 +405,8 @@ def _new_segments(
 def _sources(path: Path, derived_from: frozenset[str]) -> list[tuple[str, Path | None]]:
     """A live segment's first sources (``derived.first_sources``; itself when no compaction made it), each with
     its file, in place or kept aside by a compaction (None: gone for good; a derived one is not looked for)."""
-    names = derived.first_sources(path, derived_from)
-    if not names:
-        return [(path.name, path)]
-    found = []
-    for name in sorted(names):
-        where = None if name in derived_from else layout.resolve([derived.partition_of(path) / name])
-        found.append((name, where[0] if where else None))
-    return found
+    found = derived.first_sources(path, derived_from)
+    return sorted(found.items()) if found else [(path.name, path)]
 
 
 def _view(con, name: str, files: list[Path], *, schema: str | None = None) -> None:

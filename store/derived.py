@@ -529,23 +529,24 @@ def up_to_date(state: Published, live: list[Path]) -> bool:
         if path.name in state.segments:
             covered.add(path.name)
             continue
-        sources = first_sources(path, state.segments)
+        sources = set(first_sources(path, state.segments))
         if not sources or not sources <= state.segments:
             return False
         covered |= sources
     return covered == state.segments
 
 
-def first_sources(path: Path, known: frozenset[str] = frozenset()) -> frozenset[str]:
-    """The names of the segments a compacted segment replaces, followed down through the merged files it
-    replaces (in place or kept aside by the compaction) to segments no compaction made or named in ``known``;
-    empty for a segment no compaction made. A merged source gone for good stays as its own name."""
-    found: set[str] = set()
+def first_sources(path: Path, known: frozenset[str] = frozenset()) -> dict[str, Path | None]:
+    """The segments a compacted segment replaces, followed down through the merged files it replaces (in
+    place or kept aside by the compaction) to segments no compaction made or named in ``known``: each name
+    with its file (None for a name in ``known``, not looked for, and for a source gone for good, which stays
+    as its own name); empty for a segment no compaction made."""
+    found: dict[str, Path | None] = {}
     for name in layout.sources(path):
         where = None if name in known else layout.resolve([partition_of(path) / name])
-        deeper = first_sources(where[0], known) if where else frozenset()
-        found |= deeper or {name}
-    return frozenset(found)
+        deeper = first_sources(where[0], known) if where else {}
+        found.update(deeper or {name: where[0] if where else None})
+    return found
 
 
 def partition_of(segment: Path) -> Path:
