@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 SLOW_EXTRAS := dev,trl,verifiers
 SLOW_STAMP := $(VENV)/.installed-slow
 
-.PHONY: demo test test-slow lint format bench clean
+.PHONY: demo test test-slow lint format schemas bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# After editing the SQL that defines a derived table (queries/sql/views, analyses/macros, raw): its shipped types
+schemas: $(STAMP)
+	$(BIN)/python -m rollscope.queries.derived_schemas
 
 bench: $(SLOW_STAMP)
 	$(BIN)/python -m benchmarks.export_overhead

@@ -27,6 +27,7 @@ import os
 import re
 import secrets
 import shutil
+import tempfile
 import time
 from contextlib import contextmanager
 from functools import cache
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import duckdb
 
-from rollscope.queries import sqlfiles
+from rollscope.queries import derived_schemas, sqlfiles
 from rollscope.store import derived, layout
 from rollscope.store.derived import TABLES, Job, Result, block_of, holds, part_range
 
@@ -155,11 +156,12 @@ def _connection(staging: Path, schemas: dict | None = None):
     """A DuckDB database with the definitions and the empty derived tables (``_<table>_mat``).
 
     DuckDB binds a table macro when it is created, through every view and macro it reads: creating the
-    definitions over raw spans, then the empty tables typed by them, costs seconds (most of an incremental
-    catch-up's fixed cost). Given ``schemas`` (each table's columns and types, kept in the manifest by the full
-    derivation), the tables are created from them, the derived views over them first, and then the macros the
-    derived views do not replace (``analysis_macros``), which bind against the tables, not the definitions
-    beneath them: the same definitions in the end, at a fraction of the binding."""
+    definitions over raw spans, then the empty tables typed by them, costs seconds (~2.5 s, most of a
+    catch-up's fixed cost). Given ``schemas`` (each table's columns and types: the shipped ones,
+    ``derived_schemas``, or those the run's manifest keeps), the tables are created from them, the derived
+    views over them first, and then the macros the derived views do not replace (``analysis_macros``), which
+    bind against the tables, not the definitions beneath them: the same definitions in the end, at a fraction
+    of the binding."""
     from rollscope.queries.reader import schema_file
 
     work = staging / ".work"
@@ -198,17 +200,13 @@ def _connection(staging: Path, schemas: dict | None = None):
 
 def derive_full(job: Job) -> Result:
     """Every table from every span of the run, each blocked table written as one part per block."""
-    import pandas as pd  # a reader imports this module; only deriving needs pandas and pyarrow
-
     from rollscope.queries.reader import schema_file
 
     run = job.run_id
-    with _connection(job.staging) as con:
+    with _connection(job.staging, derived_schemas.shipped()) as con:
         raw_views(con, [*map(str, job.live), schema_file("spans")], [schema_file("collector_stats")])
         sqlfiles.execute(con, "raw/derive_full", run=run)
-        bound, samples, orphans, spans = (
-            sqlfiles.execute(con, "raw/derive_index", run=run).astype(object).iloc[0]
-        )
+        index = sqlfiles.execute(con, "raw/derive_index", fetch=sqlfiles.first_row, run=run)
         ranges = _ranges(con, job.live)
         schemas = _schemas(con)
         bounds = _process_bounds(con, None)
@@ -224,14 +222,24 @@ def derive_full(job: Job) -> Result:
             tables[name] = [_write_whole(con, name, f"{name}_mat", job.staging)]
     meta = {
         "schemas": schemas,
-        "bound": None if pd.isna(bound) else int(bound),
-        "samples": bool(samples),
-        "orphans": int(orphans),
-        "spans": int(spans),
+        "bound": None if index["bound"] is None else int(index["bound"]),
+        "samples": bool(index["samples"]),
+        "orphans": int(index["orphans"]),
+        "spans": int(index["spans"]),
         "ranges": ranges,
         "process_bounds": bounds,
     }
     return Result(tables, meta, "full")
+
+
+def bound_schemas() -> dict[str, list[list[str]]]:
+    """Every derived table's columns and types as binding every definition gives them, in an empty database
+    (what ``derived_schemas`` ships)."""
+    with (
+        tempfile.TemporaryDirectory(prefix="rollscope-schemas-") as staging,
+        _connection(Path(staging)) as con,
+    ):
+        return _schemas(con)
 
 
 def _schemas(con) -> dict[str, list[list[str]]]:
@@ -336,7 +344,7 @@ def derive_scoped(job: Job) -> Result:
         raise Fallback("more new spans than derived ones")
     schemas = meta.get("schemas")
     if not isinstance(schemas, dict) or set(schemas) != {t.name for t in TABLES}:
-        schemas = None  # a state from before schemas were kept: every definition bound, once
+        schemas = derived_schemas.shipped()  # a state from before schemas were kept; None: bind, once
     with _connection(job.staging, schemas) as con:
         schemas = schemas or _schemas(con)
         for name in (*INDEX, "train_steps", "process_activity"):
@@ -345,7 +353,7 @@ def derive_scoped(job: Job) -> Result:
         con.execute("CREATE TABLE _new AS SELECT * FROM raw_spans WHERE run_id = $run", {"run": run})
         con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _new")
         params = {"run": run, "samples": meta["samples"], "bound": meta["bound"]}
-        why = sqlfiles.execute(con, "raw/scope_seed", **params).iloc[0]["fallback"]
+        why = sqlfiles.execute(con, "raw/scope_seed", fetch=sqlfiles.first_row, **params)["fallback"]
         if isinstance(why, str):
             raise Fallback(why)
         ranges.update(_ranges(con, measured))
@@ -478,7 +486,7 @@ def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict) -> None:
         size = -1
         while True:
             _stepped(con, parts, _blocks(con))
-            grown = int(sqlfiles.execute(con, "raw/scope").iloc[0]["size"])
+            grown = int(sqlfiles.execute(con, "raw/scope", fetch=sqlfiles.first_row)["size"])
             if grown == size:
                 break
             size = grown

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from rollscope.queries import analyses
+from rollscope.app.data import SAMPLE_STORE
+from rollscope.queries import analyses, derived_schemas
 from rollscope.queries.funnel_stages import STAGES
 from rollscope.queries.reader import Reader
 from rollscope.store import derived, layout
 from tests.conftest import ROOT, python
 from tests.test_dashboard_fixtures import RunWriter, write_run
+from tests.test_reader_incremental import derived as derived_rows
 
 RUN = "exp-7"
 
@@ -297,3 +299,36 @@ def test_a_full_derivation_of_a_long_run_leaves_few_parts_and_the_same_figures(t
 
     fresh = raw_copy(ROOT / "sample_data", tmp_path / "fresh")
     assert small_blocks == json.loads(json.dumps(figures(connect(fresh, run_id="sample"), "sample")))
+
+
+def test_the_shipped_derived_table_schemas_are_what_binding_the_definitions_gives():
+    """queries/sql/raw/derived_schemas.json follows the SQL that types the derived tables (``make schemas``
+    writes it): a stale file would make every first open bind every definition again."""
+    assert derived_schemas.shipped() is not None, "the shipped schemas are for other SQL: run `make schemas`"
+    assert derived_schemas.PATH.read_text() == derived_schemas.text(), "run `make schemas`"
+
+
+def test_a_full_derivation_from_the_shipped_schemas_equals_one_binding_every_definition(
+    tmp_path, monkeypatch
+):
+    run = "sample"
+    shipped = Reader(raw_copy(SAMPLE_STORE, tmp_path / "shipped"), run_id=run)
+    monkeypatch.setattr(derived_schemas, "shipped", lambda: None)
+    bound = Reader(raw_copy(SAMPLE_STORE, tmp_path / "bound"), run_id=run)
+    assert shipped.derivations == bound.derivations == {"derived": 1}
+    assert_same_rows(derived_rows(shipped, run), derived_rows(bound, run))
+
+
+def assert_same_rows(left: dict[str, list[tuple]], right: dict[str, list[tuple]]) -> None:
+    """Equal tables, floats to 1e-9 relative or one in their sixth decimal (parallel sums of doubles differ in
+    their last bits, which may tip a value the comparison rounds to six decimals)."""
+    assert left.keys() == right.keys()
+    for name in left:
+        assert len(left[name]) == len(right[name]), name
+        for a, b in zip(left[name], right[name], strict=True):
+            assert len(a) == len(b) and all(
+                math.isclose(x, y, rel_tol=1e-9, abs_tol=1.5e-6)
+                if isinstance(x, float) and isinstance(y, float)
+                else x == y
+                for x, y in zip(a, b, strict=True)
+            ), (name, a, b)

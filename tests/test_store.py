@@ -18,10 +18,15 @@ from rollscope.store import layout
 from tests.conftest import python, rollscope
 
 WRITER = """
-import sys, time
+import pathlib, sys, time
 from rollscope.collectors import attach
 rl = attach(store=sys.argv[1], run_id="live", segment_seconds=0.05, set_global=False)
-for i in range(int(sys.argv[2])):
+total, halfway = int(sys.argv[2]), pathlib.Path(sys.argv[3])
+for i in range(total):
+    if i == total // 2:  # the second half only once the reader has read: the stream overlaps its reads
+        deadline = time.time() + 60
+        while not halfway.exists() and time.time() < deadline:
+            time.sleep(0.05)
     with rl.rollout(f"r{i}", task_id=f"t{i % 7}", environment="swe", policy_version=i // 50):
         pass
     if i % 100 == 99:
@@ -32,7 +37,7 @@ print("done", flush=True)
 """
 
 READER = """
-import sys, time
+import pathlib, sys, time
 from rollscope.queries.reader import Reader
 reader = Reader(sys.argv[1])
 counts, errors = [], 0
@@ -41,6 +46,7 @@ while time.time() < deadline:
     try:
         reader.refresh()
         counts.append(int(reader.sql("SELECT count(*) AS n FROM rollouts").n[0]))
+        pathlib.Path(sys.argv[3]).touch()  # the writer goes on only now
     except Exception as e:
         errors += 1
         print("error:", e, file=sys.stderr)
@@ -51,9 +57,11 @@ print(len(counts), errors, min(counts), max(counts), all(a <= b for a, b in zip(
 
 
 def test_a_reader_process_queries_while_a_writer_process_streams(store):
-    total = 3000
-    writer = python(WRITER, str(store), str(total), stdout=subprocess.PIPE)
-    reader = python(READER, str(store), str(total), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    total, halfway = 3000, str(store.parent / "reader-has-read")
+    writer = python(WRITER, str(store), str(total), halfway, stdout=subprocess.PIPE)
+    reader = python(
+        READER, str(store), str(total), halfway, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     out, err = reader.communicate(timeout=120)
     writer.wait(timeout=60)
     reads, errors, _, last, monotonic = out.split()
