@@ -30,7 +30,7 @@ from typing import TypeVar
 import duckdb
 
 from rollscope.errors import QueryError
-from rollscope.queries import sqlfiles
+from rollscope.queries import derived_schemas, sqlfiles
 from rollscope.queries.derive import analysis_macros, raw_views, sql_list, stored_columns, stored_type
 from rollscope.queries.derive import derive as derive_run
 from rollscope.store import derived, schema
@@ -227,8 +227,12 @@ class Reader:
         )
         template = sqlfiles.load("raw/derived_files")
         published = [s.file_names() for _, s in sorted(states.items())]  # once per run, not once per table
-        schemas = next(
-            (s.meta["schemas"] for s in states.values() if isinstance(s.meta.get("schemas"), dict)), {}
+        schemas = (  # the columns of a table no run has: a manifest's, else the shipped ones
+            next(
+                (s.meta["schemas"] for s in states.values() if isinstance(s.meta.get("schemas"), dict)), None
+            )
+            or derived_schemas.shipped()
+            or {}
         )
         for name in derived.TABLE_NAMES:
             files = [f for tables in published for f in tables.get(name, ())]
@@ -237,7 +241,7 @@ class Reader:
                 cur.execute(f"CREATE OR REPLACE VIEW {table} AS {_empty_select(schemas[name])}")
                 continue
             union = "false" if files and _one_schema(states.values(), name) else "true"
-            files = files or [str(_empty_dir() / f"{name}.parquet")]  # typed by binding its definition
+            files = files or [str(_empty_dir() / f"{name}.parquet")]  # typed by binding its definition (slow)
             cur.execute(
                 template.replace("@table", table)
                 .replace("@files", sql_list(files))
