@@ -29,6 +29,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -44,6 +45,7 @@ log = logging.getLogger("rollscope.derive")
 MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
 THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_count() or 1)
 FANOUT = 8  # parts of one tier merged into one by _consolidate
+WRITERS = 2  # tables a full derivation writes at once (_write_all)
 INDEX = ("_traces", "_train_spans")  # the derived index, kept with the tables (not read by analyses)
 # The trace index's rows of one trace and rollout merged (a later part's supersede an earlier one's, the new
 # spans' the parts'): its group, the first start and the last end.
@@ -176,6 +178,7 @@ def _connection(staging: Path, schemas: dict | None = None):
         },
     )
     try:
+        con.execute("SET enable_progress_bar = false")  # else a statement over 2 s draws one on stdout
         # Views bind (and list their files) when created: create them over the empty schema file, then point
         # the raw views at the run's segments.
         raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
@@ -210,16 +213,7 @@ def derive_full(job: Job) -> Result:
         ranges = _ranges(con, job.live)
         schemas = _schemas(con)
         bounds = _process_bounds(con, None)
-        tables = {}
-        for table in TABLES:
-            relation = f"_{table.name}_mat"
-            if table.blocked or table.refresh in ("windows", "tail"):
-                parts = _write_blocked(con, table.name, _with_block(con, relation), job.staging)
-                tables[table.name] = _consolidate(con, table.name, parts, job.staging)
-            else:
-                tables[table.name] = [_write_whole(con, table.name, relation, job.staging)]
-        for name in INDEX:
-            tables[name] = [_write_whole(con, name, f"{name}_mat", job.staging)]
+        tables = _write_all(con, job.staging)
     meta = {
         "schemas": schemas,
         "bound": None if index["bound"] is None else int(index["bound"]),
@@ -230,6 +224,30 @@ def derive_full(job: Job) -> Result:
         "process_bounds": bounds,
     }
     return Result(tables, meta, "full")
+
+
+def _write_all(con, staging: Path) -> dict[str, list[Path]]:
+    """Every table and the index as Parquet parts, ``WRITERS`` tables at a time, each on its own cursor: one
+    table's COPY leaves cores idle (a small table's single thread, its footers, its partitions' files), which
+    another's fills."""
+
+    tables = {t.name: t for t in TABLES}
+
+    def write(name: str) -> list[Path]:
+        cur = con.cursor()
+        try:
+            table = tables.get(name)
+            relation = f"_{name}_mat" if table else f"{name}_mat"  # the index's tables: _traces_mat
+            if table and (table.blocked or table.refresh in ("windows", "tail")):
+                parts = _write_blocked(cur, name, _with_block(cur, relation), staging)
+                return _consolidate(cur, name, parts, staging)
+            return [_write_whole(cur, name, relation, staging)]
+        finally:
+            cur.close()
+
+    names = [*(t.name for t in TABLES), *INDEX]
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        return dict(zip(names, pool.map(write, names), strict=True))
 
 
 def bound_schemas() -> dict[str, list[list[str]]]:

@@ -138,6 +138,7 @@ class Reader:
         # changed anyway.
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET parquet_metadata_cache = true")  # not a connect() option: Parquet loads later
+        self.con.execute("SET enable_progress_bar = false")  # else a query over 2 s draws one on stdout
         self._lock = threading.Lock()
         self._raw: dict[str, list[str]] = {name: [] for name in schema.DATASET_NAMES}
         self._states: dict[str, derived.Published] = {}
