@@ -5,9 +5,9 @@ them; what stays is the results cache. On glibc, memory freed by a thread stays 
 (one per thread that ever allocated under contention, up to eight per core) until the arena's top is free, so
 a dashboard process kept the high-water mark of every page it had drawn: with every page of a 30M-span run
 drawn once, 0.73 GiB where no page alone needs more than 0.5 (``benchmarks/scale.py``'s "dashboard peak RSS",
-which grew with the run). Streamlit's script threads, the pages' ``data.at_once`` pools and the analyses'
-``together`` pools share ``ARENAS`` arenas instead, and ``release`` returns what a page freed to the system
-once it has drawn, so the process holds its caches plus the one page being drawn.
+which grew with the run). Streamlit's script threads, the pages' ``data.at_once`` pools, the analyses'
+``together`` pools and DuckDB's threads share ``ARENAS`` arenas instead, and ``release`` returns what a page
+freed to the system once it has drawn, so the process holds its caches plus the one page being drawn.
 
 Both are glibc calls (``mallopt``, ``malloc_trim``); elsewhere (macOS, musl) they are skipped and nothing
 changes but the memory held.
@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 from functools import cache
 
-ARENAS = 2  # malloc arenas the process's threads share (glibc's default: 8 per core)
+# malloc arenas the process's threads share: one per core, not glibc's eight per core (DuckDB's threads, one
+# per core, each still find an arena free most of the time)
+ARENAS = max(2, os.cpu_count() or 2)
 _M_ARENA_MAX = -8  # glibc's mallopt parameter number for the arena limit (malloc.h)
 
 
