@@ -27,6 +27,7 @@ from typing import TypeVar
 import pandas as pd
 import streamlit as st
 
+from rollscope.app import memory
 from rollscope.errors import RollscopeError, UnknownRunError
 from rollscope.queries import analyses, trace
 from rollscope.queries import checks as queries_checks
@@ -39,6 +40,7 @@ LIVE_CHOICES_S = (2, 5, 10, 30)
 MIN_REFRESH_S = 1.0  # sessions refreshing the same store more often than this share one refresh
 FILTERS = "_rollscope_filters"
 T = TypeVar("T")
+memory.limit_arenas()  # before the threads that draw pages exist (app/memory.py)
 
 
 @dataclass(frozen=True)
@@ -258,6 +260,8 @@ def live(body: Callable[[Filters], None], filters: Filters) -> None:
         except RollscopeError as e:
             st.error(f"**{e.title}**: {e}")
             return
+        finally:
+            memory.release()  # what drawing the page freed goes back to the system (app/memory.py)
         if filters.live_s:
             st.caption(_live_line(store, filters.live_s))
 

@@ -122,8 +122,9 @@ def _run(con, name: str, values: dict, over: tuple[str, str] | None = None, fetc
 
 
 def require_run(con, run_id: str) -> str:
-    """Raise UnknownRunError unless the store holds spans of ``run_id``."""
-    if not query_row(con, "run_exists", run_id).get("run_exists"):
+    """Raise UnknownRunError unless the store holds spans of ``run_id``: its derived state says so, or else its
+    raw segments do (a run not derived yet)."""
+    if not any(query_row(con, name, run_id).get("run_exists") for name in ("run_exists", "run_spans")):
         raise UnknownRunError("Unknown run", f"no run {run_id!r} in this store (`rollscope runs` lists them)")
     return run_id
 
