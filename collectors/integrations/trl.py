@@ -356,6 +356,7 @@ class TRLInstrumentation:
             atexit.unregister(hook)
         self._guard("close", self._retire_buffer)
         self._guard("close", self._drain)
+        self._guard("close", self._stop_worker)
         self._guard("close", self.rl.force_flush)
 
     @property
@@ -411,6 +412,8 @@ class TRLInstrumentation:
     def _work(self) -> None:
         while True:
             item = self._queue.get()
+            if item is None:  # closed: the thread ends, and with it its hold on this handle and the trainer
+                return
             if isinstance(item, threading.Event):
                 item.set()
                 continue
@@ -427,6 +430,16 @@ class TRLInstrumentation:
         self._queue.put(done)
         if not done.wait(timeout):
             raise TimeoutError(f"the adapter's thread did not finish in {timeout:.0f} s")
+
+    def _stop_worker(self, timeout: float = 10.0) -> None:
+        """End the adapter's thread (drained first). A thread left waiting on its queue would keep this handle,
+        and through it the trainer (model, optimizer, dataset), alive until the process exits: in a process
+        that builds several trainers each would stay, and every full garbage collection would scan them. Work
+        handed over later (training resumed after ``close()``) starts a new thread."""
+        worker, self._worker = self._worker, None
+        if worker is not None and worker.is_alive():
+            self._queue.put(None)
+            worker.join(timeout)
 
     def _training(self) -> bool:
         model = getattr(self.trainer, "model", None)
