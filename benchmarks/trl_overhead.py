@@ -38,12 +38,15 @@ TARGET = 0.02
 
 
 def background_cpu() -> float:
-    """CPU seconds of the threads rollscope runs beside training: the adapter's span thread, the store
-    exporter's flush and commit threads, and the SDK batch processor feeding them (Linux /proc, by thread id)."""
+    """CPU seconds of the threads rollscope runs beside training other than the adapter's span thread (which
+    ends at ``close()``; its CPU is in the adapter's stats): the store exporter's and the compactor's threads,
+    and an SDK batch processor if any (Linux /proc, by thread id)."""
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
     for thread in threading.enumerate():
         if not thread.name.startswith(("rollscope", "OtelBatch")) or thread.native_id is None:
+            continue
+        if thread.name == "rollscope-trl":
             continue
         try:
             stat = Path(f"/proc/self/task/{thread.native_id}/stat").read_text()
@@ -128,7 +131,7 @@ def report(args, plain: list[dict], traced: list[dict], first: dict, load: str, 
     cpu_paired, (cpu_low, cpu_high) = statistics.median(cpu_ratios), bootstrap_median(cpu_ratios)
     a = median(traced, lambda r: r["stats"]["adapter_s"])
     ac = median(traced, lambda r: r["stats"]["adapter_cpu_s"])
-    bg = median(traced, lambda r: r["background"])
+    bg = median(traced, lambda r: r["background"] + r["stats"]["emit_cpu_s"])
     inst = median(traced, lambda r: r["instrument_s"])
     cost = ac + bg
     stats = traced[-1]["stats"]
@@ -152,7 +155,7 @@ def report(args, plain: list[dict], traced: list[dict], first: dict, load: str, 
         f"{first['instrument_s'] * 1000:.1f} ms"
     )
     print(f"adapter on the training thread: {a:.3f} s wall, {ac:.3f} s CPU")
-    print(f"rollscope's own threads (span building, exporter): {bg:.3f} s CPU")
+    print(f"rollscope's own threads (span building, exporter, compactor): {bg:.3f} s CPU")
     print(
         f"rollscope's CPU cost = {cost:.3f} s = {cost / p * 100:.2f} % of the plain run's wall time, "
         f"{cost / pc * 100:.2f} % of its CPU time"
