@@ -512,10 +512,21 @@ class SpanRecords:
         producer that records spans after the fact in bulk (the TRL adapter), where the SDK's span objects,
         sampler and attribute checks would cost ten times what the store keeps of them. ``scope`` and
         ``resource`` are the tracer's and provider's objects, so these rows equal the SDK path's."""
-        row = (trace_id, span_id, parent_id, name, SpanKind.INTERNAL, start, end, StatusCode.UNSET, None, scope,
-               resource, attributes, None)  # fmt: skip
-        for column, value in zip(self.columns, row, strict=True):
-            column.append(value)
+        (trace_ids, span_ids, parents, names, kinds, starts, ends, codes, messages, scopes, resources,
+         attributes_, events) = self.columns  # fmt: skip
+        trace_ids.append(trace_id)  # one append per column, spelt out: a loop over the 13 costs twice as much
+        span_ids.append(span_id)
+        parents.append(parent_id)
+        names.append(name)
+        kinds.append(SpanKind.INTERNAL)
+        starts.append(start)
+        ends.append(end)
+        codes.append(StatusCode.UNSET)
+        messages.append(None)
+        scopes.append(scope)
+        resources.append(resource)
+        attributes_.append(attributes)
+        events.append(None)
 
     def extend(self, other: SpanRecords, count: int | None = None) -> None:
         """Append ``other``'s records (its first ``count`` of them, if given)."""

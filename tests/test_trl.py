@@ -200,6 +200,36 @@ def test_a_completion_trained_on_in_several_steps_is_one_sample_with_its_reuse(t
 
 
 @pytest.mark.slow
+def test_a_closed_trainer_is_not_kept_alive_and_training_again_still_records(tmp_path):
+    """close() ends the adapter's thread, which otherwise held the trainer (model, optimizer, dataset) until the
+    process exited; a train() after close() starts a new one and its spans still reach the store."""
+    _needs_trl()
+    import gc
+    import threading
+    import weakref
+
+    from rollscope.integrations.trl import instrument
+    from rollscope.queries import connect
+
+    trainer = trl_tiny.trainer(tmp_path / "out", max_steps=2)
+    inst = instrument(trainer, store=tmp_path / "store", run_id="again")
+    trainer.train()
+    inst.close()
+    trainer.train()  # a second session on the same trainer: its rollouts are recorded too
+    inst._drain()
+    inst.rl.force_flush()
+    con = connect(tmp_path / "store")
+    assert con.execute("SELECT count(*) FROM rollouts WHERE run_id = 'again'").fetchone()[0] == 32
+    inst._stop_worker()
+    inst.rl.shutdown()
+    ref = weakref.ref(trainer)
+    del trainer, inst
+    gc.collect()
+    assert ref() is None
+    assert not [t for t in threading.enumerate() if t.name == "rollscope-trl"]
+
+
+@pytest.mark.slow
 def test_a_multi_turn_rollout_func_gives_one_turn_per_model_call(tmp_path):
     """A rollout_func that talks to an environment between two model calls: two turns per rollout, the second
     reading everything before it, decoded tokens still adding up to TRL's completions/mean_length."""

@@ -7,6 +7,11 @@ tests/test_trl.py and benchmarks/trl_overhead.py. Needs the ``trl`` extra (``pip
 from __future__ import annotations
 
 import json
+import os
+
+# No network: TRL's trainers send Hugging Face telemetry from a thread when built (a TLS context and a lookup
+# that fails here, on the CPU the timed runs share); read when huggingface_hub is first imported.
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 WORDS = list("abcdefghijklmnop")
 SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>"]

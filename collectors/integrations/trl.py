@@ -74,6 +74,14 @@ TIMING = "rollscope.turn.timing"  # "apportioned": the turn's times are a share 
 # per step, one per retired round) cost the tiny CPU run several times the CPU the spans themselves take.
 HANDOFF_SECONDS = 1.0
 HANDOFF_ITEMS = 64
+# The convention names of the fields the per-sample spans carry, looked up once: those spans (thousands a
+# step) build their attribute dicts directly, in the order ``_attributes`` gives them.
+_NAME = {a.column: a.name for a in semconv.SPAN_ATTRIBUTES}
+_TASK, _GROUP, _ENVIRONMENT = _NAME["task_id"], _NAME["group_id"], _NAME["environment"]
+_VERSION, _STATUS, _SCORE = _NAME["policy_version"], _NAME["rollout_status"], _NAME["reward"]
+_TURN, _INPUT, _OUTPUT = _NAME["turn_index"], _NAME["input_tokens"], _NAME["output_tokens"]
+_REWARD_NAME, _STEP, _DECISION = _NAME["reward_name"], _NAME["train_step"], _NAME["sample_decision"]
+_STALENESS, _SAMPLE_TOKENS = _NAME["sample_staleness"], _NAME["sample_tokens"]
 
 
 def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) -> TRLInstrumentation:
@@ -348,6 +356,7 @@ class TRLInstrumentation:
             atexit.unregister(hook)
         self._guard("close", self._retire_buffer)
         self._guard("close", self._drain)
+        self._guard("close", self._stop_worker)
         self._guard("close", self.rl.force_flush)
 
     @property
@@ -403,6 +412,8 @@ class TRLInstrumentation:
     def _work(self) -> None:
         while True:
             item = self._queue.get()
+            if item is None:  # closed: the thread ends, and with it its hold on this handle and the trainer
+                return
             if isinstance(item, threading.Event):
                 item.set()
                 continue
@@ -419,6 +430,16 @@ class TRLInstrumentation:
         self._queue.put(done)
         if not done.wait(timeout):
             raise TimeoutError(f"the adapter's thread did not finish in {timeout:.0f} s")
+
+    def _stop_worker(self, timeout: float = 10.0) -> None:
+        """End the adapter's thread (drained first). A thread left waiting on its queue would keep this handle,
+        and through it the trainer (model, optimizer, dataset), alive until the process exits: in a process
+        that builds several trainers each would stay, and every full garbage collection would scan them. Work
+        handed over later (training resumed after ``close()``) starts a new thread."""
+        worker, self._worker = self._worker, None
+        if worker is not None and worker.is_alive():
+            self._queue.put(None)
+            worker.join(timeout)
 
     def _training(self) -> bool:
         model = getattr(self.trainer, "model", None)
@@ -661,20 +682,23 @@ class TRLInstrumentation:
     # --- spans (on the adapter's thread) ------------------------------------------------------------------
 
     def _emit_samples(self, b: _Batch, now: int) -> None:
-        out = self._out
+        span, first_step, emitted = self._out.span, b.first_step, 0
         for i, rollout_id in enumerate(b.rollout_ids):
-            if i not in b.first_step:
+            step = first_step.get(i)
+            if step is None:
                 continue  # never trained on (training stopped first)
-            fields = dict(
-                rollout_id=rollout_id,
-                train_step=b.first_step[i],
-                sample_decision=b.decisions[i],
-                sample_staleness=b.first_step[i] - b.policy_version,
-                sample_tokens=b.prompt_lengths[i] + b.completion_lengths[i],
-            )
-            extra = {"rl.sample.uses": b.uses[i], "rl.sample.last_step": b.last_step[i]}
-            out.span(semconv.SAMPLE, _attributes(fields, extra), b.end_ns, now)
-            self.counts["rl.sample"] += 1
+            attributes = {
+                "rl.sample.uses": b.uses[i],
+                "rl.sample.last_step": b.last_step[i],
+                semconv.ROLLOUT_ID: rollout_id,
+                _STEP: step,
+                _DECISION: b.decisions[i],
+                _STALENESS: step - b.policy_version,
+                _SAMPLE_TOKENS: b.prompt_lengths[i] + b.completion_lengths[i],
+            }
+            span(semconv.SAMPLE, attributes, b.end_ns, now)
+            emitted += 1
+        self.counts["rl.sample"] += emitted
 
     def _emit_rollouts(self, b: _Batch) -> None:
         self._score(b)
@@ -686,24 +710,31 @@ class TRLInstrumentation:
         run = self.rl.run_id
         gen_start = b.gen_start_ns or b.start_ns
         gen_end = b.gen_end_ns or b.end_ns
+        span, version = out.span, b.policy_version
+        reward_times = [
+            b.reward_calls.get(j, (b.reward_start_ns, b.reward_end_ns)) for j in range(len(names))
+        ]
         for i, example in enumerate(b.inputs):
             rollout_id = b.rollout_ids[i]
-            fields = dict(
-                task_id=_task_id(example),
-                group_id=f"{run}/r{b.round}/g{(b.global_offset + i) // generations}",
-                environment=_environment(example),
-                policy_version=b.policy_version,
-                rollout_status="ok",
-                reward=b.combined[i],
-            )
-            rollout = out.span(
-                semconv.ROLLOUT, _attributes(fields, {semconv.ROLLOUT_ID: rollout_id}), b.start_ns, b.end_ns
-            )
+            attributes = {semconv.ROLLOUT_ID: rollout_id}
+            task = _task_id(example)
+            if task is not None:
+                attributes[_TASK] = task
+            attributes[_GROUP] = f"{run}/r{b.round}/g{(b.global_offset + i) // generations}"
+            attributes[_ENVIRONMENT] = _environment(example)
+            attributes[_VERSION] = version
+            attributes[_STATUS] = "ok"
+            if b.combined[i] is not None:
+                attributes[_SCORE] = b.combined[i]
+            rollout = span(semconv.ROLLOUT, attributes, b.start_ns, b.end_ns)
             self._emit_turns(b, i, gen_start, gen_end, rollout, rollout_id)
             for j, value in enumerate(b.rewards_per_func[i]):
-                start, end = b.reward_calls.get(j, (b.reward_start_ns, b.reward_end_ns))
-                fields = dict(reward_name=names[j], reward=value)
-                out.span(semconv.REWARD, _attributes(fields, None, rollout_id), start, end, rollout)
+                start, end = reward_times[j]
+                if value is None:  # no score from this function
+                    attributes = {_REWARD_NAME: names[j], semconv.ROLLOUT_ID: rollout_id}
+                else:
+                    attributes = {_REWARD_NAME: names[j], _SCORE: value, semconv.ROLLOUT_ID: rollout_id}
+                span(semconv.REWARD, attributes, start, end, rollout)
         self.counts["rl.rollout"] += len(b.inputs)
         self.counts["rl.reward"] += len(b.inputs) * len(names)
 
@@ -722,7 +753,9 @@ class TRLInstrumentation:
                 context += n
                 continue
             last = k == len(decoded) - 1
-            extra = {FINISH_REASONS: (["length"] if b.truncated[i] else ["stop"]) if last else ["tool_calls"]}
+            attributes = {
+                FINISH_REASONS: (["length"] if b.truncated[i] else ["stop"]) if last else ["tool_calls"]
+            }
             if len(decoded) == 1:
                 start, end = gen_start, gen_end
             elif timed:
@@ -730,11 +763,13 @@ class TRLInstrumentation:
             else:
                 start, cursor = cursor, cursor + (gen_end - gen_start) * (n or 1) // total
                 end = gen_end if last else cursor
-                extra[TIMING] = "apportioned"
-            fields = dict(
-                turn_index=k, input_tokens=context, output_tokens=n, policy_version=b.policy_version
-            )
-            self._out.span(semconv.TURN, _attributes(fields, extra, rollout_id), start, end, rollout)
+                attributes[TIMING] = "apportioned"
+            attributes[_TURN] = k
+            attributes[_INPUT] = context
+            attributes[_OUTPUT] = n
+            attributes[_VERSION] = b.policy_version
+            attributes[semconv.ROLLOUT_ID] = rollout_id
+            self._out.span(semconv.TURN, attributes, start, end, rollout)
             self.counts["rl.turn"] += 1
             context += n
             k += 1
