@@ -21,9 +21,9 @@ WRITER = """
 import pathlib, sys, time
 from rollscope.collectors import attach
 rl = attach(store=sys.argv[1], run_id="live", segment_seconds=0.05, set_global=False)
-total, halfway = int(sys.argv[2]), pathlib.Path(sys.argv[3])
+total, halfway = int(sys.argv[2]), pathlib.Path(sys.argv[3]) if len(sys.argv) > 3 else None
 for i in range(total):
-    if i == total // 2:  # the second half only once the reader has read: the stream overlaps its reads
+    if halfway and i == total // 2:  # the second half once the reader has read: the stream overlaps its reads
         deadline = time.time() + 60
         while not halfway.exists() and time.time() < deadline:
             time.sleep(0.05)
