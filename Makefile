@@ -24,7 +24,7 @@ $(SLOW_STAMP): $(STAMP) pyproject.toml Makefile
 demo: $(STAMP)
 	$(BIN)/rollscope dashboard $(if $(STORE),--store '$(STORE)') $(if $(PORT),--port $(PORT))
 
-# Two workers: the default suite is CPU-bound in one process (about 5.5 min on two cores with -n 2).
+# Two workers: the default suite is CPU-bound in one process (about 4.3 min on two cores with -n 2).
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 2
