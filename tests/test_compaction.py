@@ -357,3 +357,31 @@ def test_a_bare_duckdb_reading_the_raw_files_as_documented_counts_each_span_once
     # Replaced files are aside: globbing the partitions counts each span once, as the documented rule does
     # (which stays exact in the second after a merge, when its sources are still beside it).
     assert (every_file, once) == (40, 40)
+
+
+def test_a_command_that_loses_its_files_to_a_compaction_asks_again_on_a_new_listing(attached, store):
+    """`rollscope report`, `check` and `advise` list the run's files once; a compaction that deletes one it
+    listed (its grace period over) fails the first attempt whole, and the command answers from a new one."""
+    import argparse
+
+    from rollscope.app.commands._common import on_run
+    from rollscope.queries import connect
+    from rollscope.queries.report import report
+    from tests.test_reader_incremental import publish_rollout
+
+    rl = attached()
+    for i in range(12):
+        publish_rollout(rl, i)
+    rl.shutdown()
+    attempts = []
+
+    def compute(con):
+        attempts.append(con)
+        if len(attempts) == 1:
+            layout.compact(store, grace_seconds=0)  # what this connection listed is gone
+        return report(con, "exp-7")
+
+    figures = on_run(argparse.Namespace(store=str(store), run="exp-7"), compute)
+    assert len(attempts) == 2
+    assert figures == report(connect(store, run_id="exp-7"), "exp-7")
+    assert figures["funnel"]["dispatched"] == 12

@@ -6,8 +6,11 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from rollscope.collectors.settings import default_store
+
+T = TypeVar("T")
 
 
 def add_store(parser, *, default: str = "$ROLLSCOPE_STORE or ./runs") -> None:
@@ -55,6 +58,24 @@ def store_of(args):
     from rollscope.store.layout import require_store
 
     return require_store(args.store or default_store())
+
+
+def on_run(args, compute: Callable[..., T]) -> T:
+    """``compute(con)`` on a connection to ``args.run``'s store, asked once more on a new connection when a
+    compaction deleted a file the first had listed: a file a compaction replaced outlives readers for its grace
+    period only, and a command slower than that (a busy machine, a large run) lost the race. The first attempt
+    failed whole, so nothing partial is printed."""
+    import duckdb
+
+    from rollscope.errors import QueryError
+    from rollscope.queries import connect
+
+    try:
+        return compute(connect(store_of(args), run_id=args.run))
+    except (QueryError, duckdb.IOException) as e:
+        if not isinstance(e, duckdb.IOException) and not isinstance(e.__cause__, duckdb.IOException):
+            raise
+    return compute(connect(store_of(args), run_id=args.run))
 
 
 def print_frame(frame, fmt: str = "table", out=None) -> None:

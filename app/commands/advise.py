@@ -6,7 +6,7 @@ import json
 import sys
 
 from rollscope.app import formats as fmt
-from rollscope.app.commands._common import add_run, add_store, name_value, step_range, store_of
+from rollscope.app.commands._common import add_run, add_store, name_value, on_run, step_range
 from rollscope.app.pages import TITLES
 
 LEVER_KEYS = (
@@ -48,9 +48,7 @@ def _what_ifs():
 
 
 def run(args) -> int:
-    from rollscope.queries import connect
-
-    advice = advise(connect(store_of(args), run_id=args.run), args.run, args.steps, dict(args.what_if))
+    advice = on_run(args, lambda con: advise(con, args.run, args.steps, dict(args.what_if)))
     if args.json:
         json.dump(advice, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

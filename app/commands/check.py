@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rollscope.app.commands._common import add_run, add_store, name_value, store_of
+from rollscope.app.commands._common import add_run, add_store, name_value, on_run
 
 
 def register(sub) -> None:
@@ -41,11 +41,10 @@ def _thresholds():
 def run(args) -> int:
     import time
 
-    from rollscope.queries import connect
     from rollscope.queries.checks import run_checks
 
     now_ns = time.time_ns() if args.now == "wall" else None
-    results = run_checks(connect(store_of(args), run_id=args.run), args.run, dict(args.threshold), now_ns)
+    results = on_run(args, lambda con: run_checks(con, args.run, dict(args.threshold), now_ns))
     for result in results:
         print(result.line())
     return 0 if all(r.ok for r in results) else 1

@@ -6,7 +6,7 @@ import json
 import sys
 
 from rollscope.app import formats as fmt
-from rollscope.app.commands._common import add_run, add_store, store_of
+from rollscope.app.commands._common import add_run, add_store, on_run
 from rollscope.queries.funnel_stages import RATES, STAGES
 
 
@@ -23,10 +23,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from rollscope.queries import connect
     from rollscope.queries.report import report
 
-    figures = report(connect(store_of(args), run_id=args.run), args.run)
+    figures = on_run(args, lambda con: report(con, args.run))
     if args.json:
         json.dump(figures, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
