@@ -95,18 +95,14 @@ def raw_views(con, spans: list, collector_stats: list) -> None:
     con.execute(text)
 
 
-def stored_columns(con, name: str) -> str:
-    """The select list that stores derived table ``name`` as Parquet, which has no 128-bit integers: FLOP
-    sums (HUGEINT) keep every digit as DECIMAL(38, 0) rather than becoming DOUBLE."""
-    return _stored(con, f"_{name}_mat")
-
-
 def stored_type(duckdb_type: str) -> str:
     """The type a derived column has once stored as Parquet (and read back): HUGEINT as DECIMAL(38, 0)."""
     return "DECIMAL(38, 0)" if duckdb_type == "HUGEINT" else duckdb_type
 
 
 def _stored(con, relation: str, skip: tuple[str, ...] = ()) -> str:
+    """The select list that stores ``relation`` as Parquet, which has no 128-bit integers: FLOP sums (HUGEINT)
+    keep every digit as DECIMAL(38, 0) rather than becoming DOUBLE."""
     columns = con.execute(f"DESCRIBE {relation}").fetchall()
     return ", ".join(
         f'CAST("{c}" AS {stored_type(t)}) AS "{c}"' if stored_type(t) != t else f'"{c}"'
@@ -437,7 +433,7 @@ def _sources(path: Path, derived_from: frozenset[str]) -> list[tuple[str, Path |
 
 def _view(con, name: str, files: list[Path], *, schema: str | None = None) -> None:
     """A view over Parquet parts (none: the empty table ``schema``), with the types the definitions give: a
-    FLOP sum stored as DECIMAL(38, 0) (``stored_columns``) reads back as the HUGEINT it was."""
+    FLOP sum stored as DECIMAL(38, 0) (``_stored``) reads back as the HUGEINT it was."""
     if not files:
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {schema} LIMIT 0")
         return

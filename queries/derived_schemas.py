@@ -59,6 +59,14 @@ def shipped() -> dict[str, list[list[str]]] | None:
     return data["schemas"]
 
 
+@cache
+def current() -> dict[str, list[list[str]]]:
+    """The shipped schemas, else those binding every definition gives (once per process, seconds)."""
+    from rollscope.queries import derive  # which imports this module
+
+    return shipped() or derive.bound_schemas()
+
+
 def text() -> str:
     """The file's content: the key and the bound schemas, one line per table."""
     from rollscope.queries import derive  # which imports this module

@@ -31,7 +31,7 @@ import duckdb
 
 from rollscope.errors import QueryError
 from rollscope.queries import derived_schemas, sqlfiles
-from rollscope.queries.derive import analysis_macros, raw_views, sql_list, stored_columns, stored_type
+from rollscope.queries.derive import analysis_macros, raw_views, sql_list, stored_type
 from rollscope.queries.derive import derive as derive_run
 from rollscope.store import derived, schema
 from rollscope.store import layout as store
@@ -63,30 +63,9 @@ def _schema_dir() -> Path:
     return root
 
 
-@cache
-def _empty_dir() -> Path:
-    """Each derived table with no rows, as Parquet, typed by its definition: what a reader reads for a table
-    no run it reads has (an empty store, an unknown run). Made once per process, only when needed."""
-    root = _schema_dir() / "derived"
-    root.mkdir()
-    con = duckdb.connect()
-    raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
-    sqlfiles.run_folder(con, "views")
-    sqlfiles.run_folder(con, "analyses/macros")
-    sqlfiles.execute(con, "raw/derived_tables")
-    for name in derived.TABLE_NAMES:
-        target = str(root / f"{name}.parquet").replace("'", "''")
-        con.execute(
-            f"COPY (SELECT {stored_columns(con, name)} FROM _{name}_mat) TO '{target}' (FORMAT parquet)"
-        )
-    con.close()
-    return root
-
-
-def _empty_select(columns: list[list[str]]) -> str:
-    """No rows, typed as a derived table's published manifest says (``queries.derive._schemas``) and as its
-    Parquet reads (FLOP sums as DECIMAL(38, 0)): milliseconds, where typing it by binding its definition
-    (``_empty_dir``) costs seconds of every open."""
+def empty_select(columns: list[list[str]]) -> str:
+    """No rows, typed as a derived table's columns say (a manifest's, or ``derived_schemas.current``) and as its
+    Parquet reads (FLOP sums as DECIMAL(38, 0)): what a reader reads for a table no run it reads has rows of."""
     names = ", ".join(f'CAST(NULL AS {stored_type(t)}) AS "{c}"' for c, t in columns)
     return f"SELECT {names} WHERE false"
 
@@ -228,21 +207,17 @@ class Reader:
         )
         template = sqlfiles.load("raw/derived_files")
         published = [s.file_names() for _, s in sorted(states.items())]  # once per run, not once per table
-        schemas = (  # the columns of a table no run has: a manifest's, else the shipped ones
-            next(
-                (s.meta["schemas"] for s in states.values() if isinstance(s.meta.get("schemas"), dict)), None
-            )
-            or derived_schemas.shipped()
-            or {}
+        recorded = next(  # a manifest's columns, else the shipped ones (derived_schemas)
+            (s.meta["schemas"] for s in states.values() if isinstance(s.meta.get("schemas"), dict)), {}
         )
         for name in derived.TABLE_NAMES:
             files = [f for tables in published for f in tables.get(name, ())]
             table = f"_{name}_mat"
-            if not files and name in schemas:  # no run has rows of it (no rollout in flight): empty, typed
-                cur.execute(f"CREATE OR REPLACE VIEW {table} AS {_empty_select(schemas[name])}")
+            if not files:  # no run has rows of it (an empty store, no rollout in flight): empty, typed
+                columns = recorded.get(name) or derived_schemas.current()[name]
+                cur.execute(f"CREATE OR REPLACE VIEW {table} AS {empty_select(columns)}")
                 continue
-            union = "false" if files and _one_schema(states.values(), name) else "true"
-            files = files or [str(_empty_dir() / f"{name}.parquet")]  # typed by binding its definition (slow)
+            union = "false" if _one_schema(states.values(), name) else "true"
             cur.execute(
                 template.replace("@table", table)
                 .replace("@files", sql_list(files))

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rollscope.queries import analyses
+from rollscope.queries import analyses, derived_schemas
 from rollscope.queries.checks import run_checks
-from rollscope.queries.reader import Reader, _empty_dir
+from rollscope.queries.reader import Reader, empty_select
 from rollscope.queries.report import report
 from rollscope.store import derived
 from tests.conftest import ROOT
@@ -112,8 +112,8 @@ def test_no_figure_reads_a_table_that_grows_with_the_run(reader):
     before = everything(reader.con)
     assert len(before["report"]["funnel"]) and before["report"]["funnel"]["dispatched"] > 0
     for name in BIG:
-        empty = str(_empty_dir() / f"{name}.parquet").replace("'", "''")
-        reader.con.execute(f"CREATE OR REPLACE VIEW _{name}_mat AS SELECT * FROM read_parquet('{empty}')")
+        empty = empty_select(derived_schemas.current()[name])
+        reader.con.execute(f"CREATE OR REPLACE VIEW _{name}_mat AS {empty}")
     assert reader.con.execute("SELECT count(*) FROM _turns_stepped($run)", {"run": RUN}).fetchall() == [(0,)]
     assert_same(everything(reader.con), before)
 
