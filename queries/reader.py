@@ -239,12 +239,16 @@ class Reader:
 
     def retrying(self, answer: Callable[[], T]) -> T:
         """``answer()``, asked again after a refresh when it found a segment that a compaction moved aside
-        since the last refresh (``store.compaction``): the first attempt failed whole, so no partial answer."""
+        since the last refresh (``store.compaction``): the first attempt failed whole, so no partial answer. The
+        missing file shows as DuckDB's IOException, or as the cause of the QueryError an analysis raises
+        (``sqlfiles.run``)."""
         try:
             return answer()
-        except duckdb.IOException:
-            self.refresh()
-            return answer()
+        except (duckdb.IOException, QueryError) as e:
+            if not isinstance(e, duckdb.IOException) and not isinstance(e.__cause__, duckdb.IOException):
+                raise
+        self.refresh()
+        return answer()
 
     @property
     def runs(self) -> list[str]:

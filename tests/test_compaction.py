@@ -361,7 +361,8 @@ def test_a_bare_duckdb_reading_the_raw_files_as_documented_counts_each_span_once
 
 def test_a_command_that_loses_its_files_to_a_compaction_asks_again_on_a_new_listing(attached, store):
     """`rollscope report`, `check` and `advise` list the run's files once; a compaction that deletes one it
-    listed (its grace period over) fails the first attempt whole, and the command answers from a new one."""
+    listed (its grace period over) fails the first attempt whole, and the command answers after a new listing
+    (``Reader.retrying``, which the dashboard's figures go through too)."""
     import argparse
 
     from rollscope.app.commands._common import on_run

@@ -61,21 +61,14 @@ def store_of(args):
 
 
 def on_run(args, compute: Callable[..., T]) -> T:
-    """``compute(con)`` on a connection to ``args.run``'s store, asked once more on a new connection when a
-    compaction deleted a file the first had listed: a file a compaction replaced outlives readers for its grace
-    period only, and a command slower than that (a busy machine, a large run) lost the race. The first attempt
-    failed whole, so nothing partial is printed."""
-    import duckdb
+    """``compute(con)`` on a connection to ``args.run``'s store, asked once more after a new listing when a
+    compaction deleted a file the first had listed (``Reader.retrying``): a file a compaction replaced outlives
+    readers for its grace period only, and a command slower than that (a busy machine, a large run) lost the
+    race."""
+    from rollscope.queries.reader import Reader
 
-    from rollscope.errors import QueryError
-    from rollscope.queries import connect
-
-    try:
-        return compute(connect(store_of(args), run_id=args.run))
-    except (QueryError, duckdb.IOException) as e:
-        if not isinstance(e, duckdb.IOException) and not isinstance(e.__cause__, duckdb.IOException):
-            raise
-    return compute(connect(store_of(args), run_id=args.run))
+    reader = Reader(store_of(args), run_id=args.run)
+    return reader.retrying(lambda: compute(reader.con))
 
 
 def print_frame(frame, fmt: str = "table", out=None) -> None:
