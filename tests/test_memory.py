@@ -24,12 +24,10 @@ def test_memory_a_drawing_thread_freed_goes_back_to_the_system():
     kept = []
 
     def draw():  # a page's frames and figures: many blocks built, drawn, freed; one result kept after them
-        blocks = [
-            bytearray(4096) for _ in range(50_000)
-        ]  # 200 MB through malloc (blocks over pymalloc's 512 B)
-        kept.append(
-            bytearray(4096)
-        )  # allocated last, it pins the heap's top: free() alone gives nothing back
+        # 200 MB through malloc (blocks over pymalloc's 512 B)
+        blocks = [bytearray(4096) for _ in range(50_000)]
+        # allocated last, it pins the heap's top: free() alone gives nothing back
+        kept.append(bytearray(4096))
         del blocks
 
     thread = threading.Thread(target=draw)
