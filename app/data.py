@@ -566,14 +566,21 @@ def rollout_group(filters: Filters, rollout_id: str):
     return call(filters.store, trace.group, filters.run_id, rollout_id)
 
 
-def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object]:
-    """One rollout's outcome and consumer, and its spans for the waterfall, both read in its time window
-    (``trace.window``), looked up once for the two."""
+def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object, object]:
+    """One rollout's outcome and consumer, its spans for the waterfall (both read in its time window,
+    ``trace.window``, looked up once for the two) and its group's attempts (``rollout_group``), the three
+    computed at once."""
     bounds = call(filters.store, trace.window, filters.run_id, rollout_id)
-    return (
-        call(filters.store, trace.rollout, filters.run_id, rollout_id, bounds),
-        call(filters.store, trace.spans, filters.run_id, rollout_id, bounds),
+    found = dict(
+        at_once(
+            {
+                "rollout": partial(call, filters.store, trace.rollout, filters.run_id, rollout_id, bounds),
+                "spans": partial(call, filters.store, trace.spans, filters.run_id, rollout_id, bounds),
+                "group": partial(rollout_group, filters, rollout_id),
+            }
+        )
     )
+    return found["rollout"], found["spans"], found["group"]
 
 
 def sql_example() -> str:

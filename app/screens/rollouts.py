@@ -87,8 +87,7 @@ GROUP_COLUMNS = {
 }
 
 
-def group(filters: data.Filters, rollout_id: str) -> None:
-    attempts = data.rollout_group(filters, rollout_id)
+def group(attempts) -> None:
     if attempts.empty:
         st.caption("This rollout records no group_id: no sibling attempts to compare its reward with.")
         return
@@ -103,12 +102,12 @@ def group(filters: data.Filters, rollout_id: str) -> None:
 
 
 def trace(filters: data.Filters, rollout_id: str) -> None:
-    rollout, spans = data.rollout(filters, rollout_id)
+    rollout, spans, attempts = data.rollout(filters, rollout_id)
     if rollout is None:
         st.warning(f"Rollout {rollout_id!r} is not in run {filters.run_id}.")
         return
     outcome(rollout)
-    group(filters, rollout_id)
+    group(attempts)
     st.plotly_chart(charts.waterfall(spans), key="waterfall")
     st.caption(
         "What to look for: gaps between turns (tool or queue waits), a judge or reward long after the "

@@ -3,39 +3,43 @@
 -- rollout (e.g. vLLM's llm_request), and the train step that consumed it. Times are seconds from the
 -- rollout's start. An engine's request span nested under an rl.turn is kind 'other', not a turn.
 -- Every read of the raw spans is bounded in time by window.sql ($lo .. $hi, $sample_lo .. $sample_hi), so it
--- reads the row groups of those times and not the run.
-WITH target AS (
-    SELECT trace_id, start_ns FROM spans
-    WHERE run_id = $run_id AND name = 'rl.rollout' AND rollout_id = $rollout_id AND start_ns BETWEEN $lo AND $hi
+-- reads the row groups of those times and not the run. They are read twice, not once per use: each reference
+-- to the spans view binds it over every segment's schema (0.03-0.04 s a reference at 30M spans, the query's
+-- largest cost), so one read (nearby) keeps what the uses below share: the rollout's own spans and samples, the
+-- rl.rollout spans (does the trace hold only this rollout?) and the train steps; only the rollout-less spans of
+-- its trace are read apart, once that trace is known (a window's engine spans of other traces are many).
+WITH nearby AS MATERIALIZED (  -- the one read of the raw spans but for the trace's own (below): see the header
+    SELECT * FROM spans
+    WHERE run_id = $run_id
+      AND (start_ns BETWEEN $lo AND $hi OR start_ns BETWEEN $sample_lo AND $sample_hi)
+      AND (rollout_id = $rollout_id OR name IN ('rl.rollout', 'rl.train_step'))
+),
+target AS (
+    SELECT trace_id, start_ns FROM nearby
+    WHERE name = 'rl.rollout' AND rollout_id = $rollout_id AND start_ns BETWEEN $lo AND $hi
     LIMIT 1
 ),
 own_trace AS (
     SELECT t.trace_id FROM target AS t
-    WHERE (SELECT count(*) FROM spans AS r
-           WHERE r.run_id = $run_id AND r.name = 'rl.rollout' AND r.trace_id = t.trace_id
-             AND r.start_ns BETWEEN $lo AND $hi) = 1
-),
-samples_after AS (  -- its rl.sample spans outside its own window (those inside are members already)
-    SELECT * FROM spans
-    WHERE run_id = $run_id AND name = 'rl.sample' AND rollout_id = $rollout_id
-      AND start_ns BETWEEN $sample_lo AND $sample_hi AND start_ns NOT BETWEEN $lo AND $hi
+    WHERE (SELECT count(*) FROM nearby AS r
+           WHERE r.name = 'rl.rollout' AND r.trace_id = t.trace_id AND r.start_ns BETWEEN $lo AND $hi) = 1
 ),
 consumers AS (
-    SELECT DISTINCT train_step FROM spans
-    WHERE run_id = $run_id AND name = 'rl.sample' AND rollout_id = $rollout_id
-      AND (start_ns BETWEEN $lo AND $hi OR start_ns BETWEEN $sample_lo AND $sample_hi)
+    SELECT DISTINCT train_step FROM nearby WHERE name = 'rl.sample' AND rollout_id = $rollout_id
 ),
-members AS (  -- selective scans of a few row groups each; one OR of them would read more
-    SELECT * FROM spans WHERE run_id = $run_id AND rollout_id = $rollout_id AND start_ns BETWEEN $lo AND $hi
-    UNION ALL
-    SELECT * FROM samples_after
+members AS (
+    SELECT * FROM nearby WHERE rollout_id = $rollout_id AND start_ns BETWEEN $lo AND $hi
+    UNION ALL  -- its rl.sample spans outside its own window (those inside are members already)
+    SELECT * FROM nearby
+    WHERE name = 'rl.sample' AND rollout_id = $rollout_id
+      AND start_ns BETWEEN $sample_lo AND $sample_hi AND start_ns NOT BETWEEN $lo AND $hi
     UNION ALL
     SELECT * FROM spans
     WHERE run_id = $run_id AND rollout_id IS NULL AND trace_id IN (SELECT trace_id FROM own_trace)
       AND start_ns BETWEEN $lo AND $hi
     UNION ALL
-    SELECT * FROM spans
-    WHERE run_id = $run_id AND name = 'rl.train_step' AND train_step IN (SELECT train_step FROM consumers)
+    SELECT * FROM nearby
+    WHERE name = 'rl.train_step' AND train_step IN (SELECT train_step FROM consumers)
       AND start_ns BETWEEN $sample_lo AND $sample_hi
 )
 SELECT
