@@ -12,23 +12,41 @@ WITH sums AS MATERIALIZED (
       AND ($step_hi IS NULL OR step <= $step_hi)
       AND ($environment IS NULL OR environment = $environment)
 ),
-per_step AS (
-    SELECT step, sum(new_prefill_tokens) / nullif(sum(decode_tokens), 0) AS ratio
+-- Each part below is one row, joined once at the end: as nine scalar subqueries the plan's join ordering took
+-- 30-40 ms a call whatever the run's size, more than the query itself on most runs.
+totals AS (
+    SELECT
+        sum(new_prefill_tokens) / nullif(sum(decode_tokens), 0) AS prefill_decode_ratio,
+        max(model_parameters) AS model_parameters,
+        sum(prefill_ns) / 1e9 AS prefill_time_s,
+        sum(decode_ns) / 1e9 AS decode_time_s
     FROM sums
-    WHERE step IS NOT NULL
-    GROUP BY step
+),
+spread AS (
+    SELECT count(ratio) AS steps, min(ratio) AS min_step_ratio, stddev_pop(ratio) / nullif(avg(ratio), 0) AS step_ratio_cv
+    FROM (
+        SELECT sum(new_prefill_tokens) / nullif(sum(decode_tokens), 0) AS ratio
+        FROM sums
+        WHERE step IS NOT NULL
+        GROUP BY step
+    )
 ),
 ranged AS (SELECT $step_lo IS NOT NULL OR $step_hi IS NOT NULL AS ranged),
-kept_turns AS (  -- a step range's turns (without one, the run's median is kept ahead: _run_percentiles)
-    SELECT duration_s
+latency AS (  -- a step range's turns (without one, the run's median is kept ahead: _run_percentiles)
+    SELECT median(duration_s) AS turn_latency_p50_s
     FROM _turn_latency($run_id)
     WHERE (SELECT ranged FROM ranged)
       AND ($step_lo IS NULL OR step >= $step_lo)
       AND ($step_hi IS NULL OR step <= $step_hi)
       AND ($environment IS NULL OR environment = $environment)
 ),
-kept_rollouts AS (
-    SELECT rollouts_with_turns, turns
+run_latency AS (
+    SELECT any_value(turn_latency_p50_s) AS turn_latency_p50_s
+    FROM _run_percentiles($run_id)
+    WHERE all_environments = ($environment IS NULL) AND environment IS NOT DISTINCT FROM $environment
+),
+per_rollout AS (
+    SELECT sum(turns) / nullif(sum(rollouts_with_turns), 0) AS turns_per_rollout
     FROM _rollout_sums($run_id)
     WHERE known AND rollouts_with_turns > 0
       AND ($step_lo IS NULL OR step >= $step_lo)
@@ -36,18 +54,14 @@ kept_rollouts AS (
       AND ($environment IS NULL OR environment = $environment)
 )
 SELECT
-    (SELECT sum(new_prefill_tokens) / nullif(sum(decode_tokens), 0) FROM sums) AS prefill_decode_ratio,
-    (SELECT count(ratio) FROM per_step) AS steps,
-    (SELECT min(ratio) FROM per_step) AS min_step_ratio,
-    (SELECT stddev_pop(ratio) / nullif(avg(ratio), 0) FROM per_step) AS step_ratio_cv,
-    CASE
-        WHEN (SELECT ranged FROM ranged) THEN (SELECT median(duration_s) FROM kept_turns)
-        ELSE (
-            SELECT any_value(turn_latency_p50_s) FROM _run_percentiles($run_id)
-            WHERE all_environments = ($environment IS NULL) AND environment IS NOT DISTINCT FROM $environment
-        )
-    END AS turn_latency_p50_s,
-    (SELECT sum(turns) / nullif(sum(rollouts_with_turns), 0) FROM kept_rollouts) AS turns_per_rollout,
-    (SELECT max(model_parameters) FROM sums) AS model_parameters,
-    (SELECT sum(prefill_ns) / 1e9 FROM sums) AS prefill_time_s,
-    (SELECT sum(decode_ns) / 1e9 FROM sums) AS decode_time_s
+    t.prefill_decode_ratio,
+    s.steps,
+    s.min_step_ratio,
+    s.step_ratio_cv,
+    CASE WHEN (SELECT ranged FROM ranged) THEN l.turn_latency_p50_s ELSE r.turn_latency_p50_s END
+        AS turn_latency_p50_s,
+    p.turns_per_rollout,
+    t.model_parameters,
+    t.prefill_time_s,
+    t.decode_time_s
+FROM totals AS t, spread AS s, latency AS l, run_latency AS r, per_rollout AS p
