@@ -561,22 +561,17 @@ def rollouts(filters: Filters, **search) -> object:
     )
 
 
-def rollout_group(filters: Filters, rollout_id: str):
-    """The attempts of the rollout's group, with rewards and advantages (``trace.group``)."""
-    return call(filters.store, trace.group, filters.run_id, rollout_id)
-
-
 def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object, object]:
-    """One rollout's outcome and consumer, its spans for the waterfall (both read in its time window,
-    ``trace.window``, looked up once for the two) and its group's attempts (``rollout_group``), the three
-    computed at once."""
+    """One rollout's outcome and consumer, its spans for the waterfall and its group's attempts with rewards
+    and advantages, computed at once, each read in the rollout's time window (``trace.window``, looked up once
+    for the three)."""
     bounds = call(filters.store, trace.window, filters.run_id, rollout_id)
     found = dict(
         at_once(
             {
                 "rollout": partial(call, filters.store, trace.rollout, filters.run_id, rollout_id, bounds),
                 "spans": partial(call, filters.store, trace.spans, filters.run_id, rollout_id, bounds),
-                "group": partial(rollout_group, filters, rollout_id),
+                "group": partial(call, filters.store, trace.group, filters.run_id, rollout_id, bounds),
             }
         )
     )

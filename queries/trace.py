@@ -69,9 +69,12 @@ def rollout(con, run_id: str, rollout_id: str, bounds: dict | None = None) -> di
     return {k: _plain(v) for k, v in frame.iloc[0].items()}
 
 
-def group(con, run_id: str, rollout_id: str) -> pd.DataFrame:
-    """The attempts of the rollout's group (itself included): reward, advantage, turns and tokens."""
-    return _query(con, "group", run_id=run_id, rollout_id=rollout_id)
+def group(con, run_id: str, rollout_id: str, bounds: dict | None = None) -> pd.DataFrame:
+    """The attempts of the rollout's group (itself included): reward, advantage, turns and tokens.
+
+    ``bounds``: the rollout's ``window``, when the caller has it already."""
+    bounds = bounds if bounds is not None else window(con, run_id, rollout_id)
+    return _query(con, "group", run_id=run_id, rollout_id=rollout_id, lo=bounds["lo"], hi=bounds["hi"])
 
 
 def spans(con, run_id: str, rollout_id: str, bounds: dict | None = None) -> pd.DataFrame:

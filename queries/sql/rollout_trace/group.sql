@@ -3,7 +3,9 @@
 -- centres on); advantage_z divides that by the rewards' population standard deviation (NULL when the rewards
 -- are all equal: no signal). this_rollout marks the one asked for.
 WITH target AS (
-    SELECT group_id FROM rollouts WHERE run_id = $run_id AND rollout_id = $rollout_id AND group_id IS NOT NULL
+    SELECT group_id FROM rollouts
+    WHERE run_id = $run_id AND rollout_id = $rollout_id AND group_id IS NOT NULL
+      AND start_ns BETWEEN $lo AND $hi  -- its time window (window.sql): the row groups of its start, not the run's
 ),
 members AS (
     SELECT r.rollout_id, r.rollout_status, r.reward, r.policy_version, r.duration_s, r.start_ns, r.end_ns
