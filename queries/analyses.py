@@ -92,6 +92,8 @@ def _rolling_over(by: str | None) -> tuple[str, str]:
 
 
 def _hashable(value):
+    if isinstance(value, dict):  # a row passed as a STRUCT (the advisor's levers get $base)
+        return tuple(sorted(value.items()))
     return tuple(value) if isinstance(value, list) else value
 
 
@@ -716,8 +718,9 @@ def advice_lever(con, run_id: str, lever: str, steps=None, **what_if_) -> dict:
     unknown = set(what_if_) - set(ADVICE_DEFAULTS)
     if unknown:
         raise ValueError(f"unknown what-if parameter(s): {', '.join(sorted(unknown))}")
-    params = {**ADVICE_DEFAULTS, **DISAGGREGATION, **what_if_, **_filters(steps, None)}
-    figures = query_row(con, f"advice_{lever}", require_run(con, run_id), **params)
+    base = advice_base(con, run_id, steps)  # once per Memo: every lever starts from it ($base)
+    params = {**ADVICE_DEFAULTS, **DISAGGREGATION, **what_if_, **_filters(steps, None), "base": base}
+    figures = query_row(con, f"advice_{lever}", run_id, **params)
     title, page, action = ADVICE_LEVERS[lever]
     return {"lever": lever, "title": title, "page": page, "action": action, **figures}
 
@@ -731,9 +734,11 @@ def advise(con, run_id: str, steps=None, **what_if_) -> pd.DataFrame:
 
 
 def advice(con, run_id: str, steps=None, **what_if_) -> list[dict[str, Any]]:
-    """``advise``'s rows as dicts of plain values, ``rank`` first, without pandas (`rollscope advise`)."""
+    """``advise``'s rows as dicts of plain values, ``rank`` first, without pandas (`rollscope advise`). The
+    measured starting point is computed once, first, and handed to every lever: each lever's query then plans
+    and reads only its own figures (the base in each of them made ``advise`` 4× its hand-written baseline)."""
     con = memo(con)
-    require_run(con, run_id)
+    advice_base(con, run_id, steps)
     levers = {
         lever: (lambda lever=lever: advice_lever(con, run_id, lever, steps, **what_if_))
         for lever in ADVICE_LEVERS

@@ -9,7 +9,7 @@
 -- versions, per environment, k and rollout-length bucket (else per environment and k). usable is unchanged.
 -- Summed per turn group as Σ decode seconds × E / E0 − Σ decode seconds (weighted_s, macros/09_learning.sql).
 -- Does not apply without speculative decoding, or when acceptance has not fallen since the last refresh.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 rows AS (  -- turn groups in which every turn drafted (_advice_spec_sums)
     SELECT
         environment, spec_k, length_bucket, drafter_version, drafter_policy_version, since,

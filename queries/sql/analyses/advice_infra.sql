@@ -9,7 +9,7 @@
 --   Δwork_judge / Δwork_teacher = Σ_env failed_env × mean judge / teacher seconds per completed rollout
 -- with (s/token)_env the environment's generation seconds per decoded token (_step_sums / _funnel_sums).
 -- Evidence: the device-seconds the failed rollouts burned. Does not apply when every rollout completed.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 per_env AS (  -- from the rollouts per step and funnel outcome, with their decoded tokens (_funnel_sums)
     SELECT
         environment,

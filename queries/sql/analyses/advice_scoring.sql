@@ -7,7 +7,7 @@
 -- returned:  Δwork_judge = failed_judges × (mean seconds of a judge call that returned) − Σ seconds of the
 -- failed ones. The trainer's work grows with the samples (macros/10_advice.sql).
 -- Does not apply when every completed rollout was scored.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 kept AS (
     SELECT
         coalesce(sum(rollouts) FILTER (NOT scored), 0)::BIGINT AS unscored

@@ -7,7 +7,7 @@
 --   Δwork_rollout = Σ decode seconds × (E(α, k) / E(α, k') × (1 + c·k') / (1 + c·k) − 1)
 -- over the groups where that is a saving (acceptance high enough). usable is unchanged.
 -- Does not apply without speculative decoding or long rollouts, or where no group would save.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 rows AS (  -- turn groups in which every turn drafted (_advice_spec_sums)
     SELECT
         environment, spec_k, length_bucket, since,

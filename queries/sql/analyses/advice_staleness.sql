@@ -5,7 +5,7 @@
 -- Assumes the staleness distribution stays as measured (the rollout servers keep the same lag). The price is
 -- more off-policy samples; a tighter bound would instead cost trainer idle time (evidence: the trainer's idle
 -- fraction). Does not apply when the run declares no bound or nothing was beyond it.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 counts AS (
     SELECT
         max(bound) AS bound,

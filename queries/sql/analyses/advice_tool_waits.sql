@@ -6,7 +6,7 @@
 -- Filled with rollouts at the measured rate, idle device-seconds already paid for produce more of them:
 --   usable_after = usable × (1 + idle / rollout device-seconds),  the rollout pool's device-seconds unchanged.
 -- Does not apply without tool calls, or when the servers are idle less than $min_idle_share of the time.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 held AS (
     SELECT (max(end_ns) - min(start_ns)) / 1e9 AS held_s
     FROM train_steps
