@@ -73,7 +73,6 @@ judged AS (
         -$stall_share * coalesce(prefill_s, 0) AS d_rollout_s
     FROM checks AS c, b
 )
-SELECT 'disaggregation' AS lever, j.*, r.*
-FROM judged AS j, b,
-    _advice_row(b, CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0
-    ) AS r
+SELECT 'disaggregation' AS lever, j.*,
+    _advice_change(CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0) AS _change
+FROM judged AS j

@@ -66,8 +66,6 @@ est AS (
         coalesce(d.d_teacher_s, 0) AS d_teacher_s
     FROM b, deltas AS d
 )
-SELECT 'infra' AS lever, e.*, r.*
-FROM est AS e, b,
-    _advice_row(b, CASE WHEN e.applies THEN e.usable_after END, e.d_rollout_s, e.d_judge_s,
-        e.d_teacher_s
-    ) AS r
+SELECT 'infra' AS lever, e.*,
+    _advice_change(CASE WHEN e.applies THEN e.usable_after END, e.d_rollout_s, e.d_judge_s, e.d_teacher_s) AS _change
+FROM est AS e

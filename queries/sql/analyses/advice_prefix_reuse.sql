@@ -40,7 +40,6 @@ judged AS (
         b.usable::DOUBLE AS usable_after
     FROM est AS e, b
 )
-SELECT 'prefix_reuse' AS lever, j.*, r.*
-FROM judged AS j, b,
-    _advice_row(b, CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0
-    ) AS r
+SELECT 'prefix_reuse' AS lever, j.*,
+    _advice_change(CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0) AS _change
+FROM judged AS j

@@ -49,6 +49,6 @@ est AS (
         0.0 AS d_teacher_s
     FROM b, judging AS j
 )
-SELECT 'scoring' AS lever, e.*, r.*
-FROM est AS e, b,
-    _advice_row(b, CASE WHEN e.applies THEN e.usable_after END, 0.0, e.d_judge_s, 0.0) AS r
+SELECT 'scoring' AS lever, e.*,
+    _advice_change(CASE WHEN e.applies THEN e.usable_after END, 0.0, e.d_judge_s, 0.0) AS _change
+FROM est AS e

@@ -37,6 +37,6 @@ est AS (
         b.usable * (c.within_looser / nullif(c.nonzero_signal, 0)) / nullif(b.freshness_rate, 0) AS usable_after
     FROM b, counts AS c, idle AS i
 )
-SELECT 'staleness' AS lever, e.*, r.*
-FROM est AS e, b,
-    _advice_row(b, CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS r
+SELECT 'staleness' AS lever, e.*,
+    _advice_change(CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS _change
+FROM est AS e

@@ -38,6 +38,6 @@ est AS (
         0.0 AS d_rollout_s, 0.0 AS d_judge_s, 0.0 AS d_teacher_s
     FROM evidence AS e, b
 )
-SELECT 'task_selection' AS lever, e.*, r.*
-FROM est AS e, b,
-    _advice_row(b, CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS r
+SELECT 'task_selection' AS lever, e.*,
+    _advice_change(CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS _change
+FROM est AS e

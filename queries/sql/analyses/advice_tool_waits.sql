@@ -50,6 +50,6 @@ judged AS (
         b.usable * (1 + e.idle_device_s / nullif(b.rollout_device_s, 0)) AS usable_after
     FROM est AS e, b
 )
-SELECT 'tool_waits' AS lever, j.*, r.*
-FROM judged AS j, b,
-    _advice_row(b, CASE WHEN j.applies THEN j.usable_after END, 0.0, 0.0, 0.0) AS r
+SELECT 'tool_waits' AS lever, j.*,
+    _advice_change(CASE WHEN j.applies THEN j.usable_after END, 0.0, 0.0, 0.0) AS _change
+FROM judged AS j

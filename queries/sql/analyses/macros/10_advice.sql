@@ -84,10 +84,20 @@ SELECT
     greatest(coalesce(t.train_s_per_token, 0), 0) AS train_s_per_token
 FROM stages AS s, terms AS x, train AS t;
 
--- _advice_row(b, usable_after, d_rollout_s, d_judge_s, d_teacher_s): what a lever buys, from the usable rollouts
--- it would give and the work-seconds it adds (+) or saves (−) per term. b is the lever's row of _advice_base
--- (`FROM ..., b, _advice_row(b, ...)`), passed in rather than computed again: each lever reads the per-step
--- tables for it once.
+-- _advice_change(usable_after, d_rollout_s, d_judge_s, d_teacher_s): what a lever changes, the column `_change`
+-- of its row: the usable rollouts it would give (NULL where it does not apply) and the work-seconds it adds (+)
+-- or saves (−) per term. advice_gains.sql costs every lever's change at once (_advice_row).
+CREATE OR REPLACE MACRO _advice_change(usable_after, d_rollout_s, d_judge_s, d_teacher_s) AS {
+    'usable_after': usable_after::DOUBLE,
+    'd_rollout_s': d_rollout_s::DOUBLE,
+    'd_judge_s': d_judge_s::DOUBLE,
+    'd_teacher_s': d_teacher_s::DOUBLE
+};
+
+-- _advice_row(b, usable_after, d_rollout_s, d_judge_s, d_teacher_s): what a lever buys, from its change. b is
+-- _advice_base's row (`FROM ..., b, _advice_row(b, ...)`), computed once and passed in (as $base): each lever's
+-- query reads only its own figures, and one query (advice_gains.sql) joins this to every lever's change, not
+-- each lever's query to its own row (that lateral join cost each of them ~6 ms of planning).
 CREATE OR REPLACE MACRO _advice_row(b, usable_after, d_rollout_s, d_judge_s, d_teacher_s) AS TABLE
 WITH b AS (SELECT unnest(b)),
 d AS (
