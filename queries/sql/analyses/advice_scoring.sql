@@ -8,13 +8,6 @@
 -- failed ones. The trainer's work grows with the samples (macros/10_advice.sql).
 -- Does not apply when every completed rollout was scored.
 WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
-kept AS (
-    SELECT
-        coalesce(sum(rollouts) FILTER (NOT scored), 0)::BIGINT AS unscored
-    FROM _funnel_sums($run_id)
-    WHERE completed AND step IS NOT NULL
-      AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
-),
 after AS (
     SELECT
         sum(g.completed * _advice_signal(g.completed, g.fit_a, g.fit_b)) * any_value(b.freshness_rate)
@@ -33,7 +26,7 @@ judging AS (  -- judge calls on completed rollouts, whether their scoring failed
 ),
 est AS (
     SELECT
-        (SELECT unscored FROM kept) AS unscored,
+        (b.completed - b.scored)::BIGINT AS unscored,  -- a scored rollout always completed (rollout_stages)
         j.failed_judges,
         j.failed_judge_s / nullif(j.failed_judges, 0) AS failed_judge_mean_s,
         j.ok_judge_s / nullif(j.ok_judges, 0) AS ok_judge_mean_s,
