@@ -90,6 +90,15 @@ def first_row(result: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     return {name: _plain(value, as_float) for (name, as_float), value in zip(names, row, strict=True)}
 
 
+def all_rows(result: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """A query's rows as ``first_row`` reads its first, read without pandas."""
+    names = [(column[0], str(column[1]).startswith(_FLOAT_IN_FRAMES)) for column in result.description]
+    return [
+        {name: _plain(value, as_float) for (name, as_float), value in zip(names, row, strict=True)}
+        for row in result.fetchall()
+    ]
+
+
 def _plain(value, as_float: bool):
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None

@@ -133,15 +133,34 @@ def test_the_command_reads_the_figures_the_page_reads_without_pandas():
     pandas and pyarrow are 0.3 s of a 1 s budget); they are the very values the page's frames hold."""
     con = connect(store_with("task_selection", applied=False))
     params = {**analyses.ADVICE_DEFAULTS, **analyses.DISAGGREGATION, "step_lo": 2, "step_hi": 8}
+    params["base"] = analyses.advice_base(con, "before", (2, 8))  # every lever's starting point
+    changes = []
     for name in ["advice_base", *(f"advice_{lever}" for lever in analyses.ADVICE_LEVERS)]:
         row = analyses.query_row(con, name, "before", **params)
         frame = analyses.record(analyses.query(con, name, "before", **params))
-        assert {k: type(v) for k, v in row.items()} == {k: type(v) for k, v in frame.items()}, name
-        floats = {k for k, v in frame.items() if isinstance(v, float)}
-        assert {k: row[k] for k in floats} == pytest.approx({k: frame[k] for k in floats}, rel=1e-12), name
-        assert {k: v for k, v in row.items() if k not in floats} == {
-            k: v for k, v in frame.items() if k not in floats
-        }, name
+        if "_change" in row:  # what the lever changes (a STRUCT), costed by advice_gains with the others'
+            _same_values(row.pop("_change"), frame["_change"], name)
+            changes.append({"lever": row["lever"], **frame.pop("_change")})
+        _same_values(row, frame, name)
+    gains = {"base": params["base"], "levers": changes}
+    rows = analyses.query_rows(con, "advice_gains", "before", **gains)
+    frame = analyses.query(con, "advice_gains", "before", **gains)
+    framed = {
+        r["lever"]: r
+        for r in ({c: analyses.plain(v) for c, v in r.items()} for r in frame.to_dict("records"))
+    }
+    assert len(rows) == len(framed) == len(analyses.ADVICE_LEVERS)
+    for row in rows:
+        _same_values(row, framed[row["lever"]], row["lever"])
+
+
+def _same_values(row: dict, frame: dict, name: str) -> None:
+    assert {k: type(v) for k, v in row.items()} == {k: type(v) for k, v in frame.items()}, name
+    floats = {k for k, v in frame.items() if isinstance(v, float)}
+    assert {k: row[k] for k in floats} == pytest.approx({k: frame[k] for k in floats}, rel=1e-12), name
+    assert {k: v for k, v in row.items() if k not in floats} == {
+        k: v for k, v in frame.items() if k not in floats
+    }, name
 
 
 def test_advise_as_a_command_imports_neither_pandas_nor_pyarrow_and_prints_the_pages_ranking():

@@ -6,7 +6,7 @@
 -- long prefills on a shared device, taken as $stall_share of the prefill seconds:
 --   Δwork_rollout = − $stall_share × prefill seconds
 -- (KV transfer and pool balancing cost nothing in it). usable is unchanged.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 sums AS (  -- the turns' sums per step (_prefill_sums over environments)
     SELECT
         step, sum(turns) AS turns, sum(new_prefill_tokens) AS new_prefill_tokens,
@@ -16,25 +16,33 @@ sums AS (  -- the turns' sums per step (_prefill_sums over environments)
       AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
     GROUP BY step
 ),
-per_step AS (
-    SELECT step, sum(new_prefill_tokens) / nullif(sum(decode_tokens), 0) AS ratio FROM sums GROUP BY step
-),
 flops AS (
     SELECT sum(flops)::DOUBLE AS flops
     FROM _step_sums($run_id)
     WHERE term = 'rollout' AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
 ),
+totals AS (  -- one pass over the steps' sums (each step's ratio is a row's: sums has one row per step)
+    SELECT
+        sum(new_prefill_tokens) / nullif(sum(decode_tokens), 0) AS prefill_decode_ratio,
+        count(new_prefill_tokens / nullif(decode_tokens, 0)) AS steps,
+        stddev_pop(new_prefill_tokens / nullif(decode_tokens, 0))
+            / nullif(avg(new_prefill_tokens / nullif(decode_tokens, 0)), 0) AS step_ratio_cv,
+        (sum(prefill_ns) + sum(decode_ns)) / 1e9 / nullif(sum(turns), 0) AS turn_latency_s,
+        sum(turns) AS turns,
+        sum(new_prefill_tokens) + sum(decode_tokens) AS tokens,
+        sum(prefill_ns) / 1e9 AS prefill_s
+    FROM sums
+),
 f AS (
     SELECT
-        (SELECT sum(new_prefill_tokens) / nullif(sum(decode_tokens), 0) FROM sums) AS prefill_decode_ratio,
-        (SELECT count(ratio) FROM per_step) AS steps,
-        (SELECT stddev_pop(ratio) / nullif(avg(ratio), 0) FROM per_step) AS step_ratio_cv,
-        (SELECT (sum(prefill_ns) + sum(decode_ns)) / 1e9 / nullif(sum(turns), 0) FROM sums) AS turn_latency_s,
-        (SELECT sum(turns) FROM sums) / nullif(b.dispatched, 0) AS turns_per_rollout,
-        (SELECT flops FROM flops) / nullif(2 * (SELECT sum(new_prefill_tokens) + sum(decode_tokens) FROM sums), 0)
-            AS model_parameters,
-        (SELECT sum(prefill_ns) / 1e9 FROM sums) AS prefill_s
-    FROM b
+        t.prefill_decode_ratio,
+        t.steps,
+        t.step_ratio_cv,
+        t.turn_latency_s,
+        t.turns / nullif(b.dispatched, 0) AS turns_per_rollout,
+        flops.flops / nullif(2 * t.tokens, 0) AS model_parameters,
+        t.prefill_s
+    FROM totals AS t, flops, b
 ),
 checks AS (
     SELECT
@@ -65,7 +73,6 @@ judged AS (
         -$stall_share * coalesce(prefill_s, 0) AS d_rollout_s
     FROM checks AS c, b
 )
-SELECT 'disaggregation' AS lever, j.*, r.*
-FROM judged AS j, b,
-    _advice_row(b, CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0
-    ) AS r
+SELECT 'disaggregation' AS lever, j.*,
+    _advice_change(CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0) AS _change
+FROM judged AS j

@@ -9,7 +9,7 @@
 -- versions, per environment, k and rollout-length bucket (else per environment and k). usable is unchanged.
 -- Summed per turn group as Σ decode seconds × E / E0 − Σ decode seconds (weighted_s, macros/09_learning.sql).
 -- Does not apply without speculative decoding, or when acceptance has not fallen since the last refresh.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 rows AS (  -- turn groups in which every turn drafted (_advice_spec_sums)
     SELECT
         environment, spec_k, length_bucket, drafter_version, drafter_policy_version, since,
@@ -48,32 +48,47 @@ later AS (
     JOIN e0_env AS ee USING (environment, spec_k)
     LEFT JOIN e0_bucket AS eb USING (environment, spec_k, length_bucket)
 ),
-est AS (
+fresh_sums AS (
     SELECT
-        (SELECT drafter_version FROM latest) AS drafter_version,
-        (SELECT sum(accepted) / nullif(sum(drafted), 0) FROM fresh) AS fresh_acceptance,
-        (SELECT sum(accepted) / nullif(sum(drafted), 0) FROM later) AS later_acceptance,
-        (SELECT sum(decode_tokens) / nullif(sum(verify_steps), 0) FROM fresh) AS fresh_tokens_per_step,
-        (SELECT sum(decode_tokens) / nullif(sum(verify_steps), 0) FROM later) AS later_tokens_per_step,
-        (SELECT max(since) FROM rows) AS max_versions_since_refresh,
-        coalesce((SELECT sum(d_s) FROM later), 0) AS d_rollout_s
+        sum(accepted) / nullif(sum(drafted), 0) AS acceptance,
+        sum(decode_tokens) / nullif(sum(verify_steps), 0) AS tokens_per_step,
+        count(*) AS groups
+    FROM fresh
+),
+later_all AS (
+    SELECT
+        sum(accepted) / nullif(sum(drafted), 0) AS acceptance,
+        sum(decode_tokens) / nullif(sum(verify_steps), 0) AS tokens_per_step,
+        coalesce(sum(d_s), 0) AS d_rollout_s
+    FROM later
+),
+rows_sums AS (SELECT max(since) AS max_versions_since_refresh, count(*) AS groups FROM rows),
+est AS (  -- one row of one-row aggregates (as scalar subqueries they cost the optimizer more than the query)
+    SELECT
+        l.drafter_version,
+        f.acceptance AS fresh_acceptance,
+        a.acceptance AS later_acceptance,
+        f.tokens_per_step AS fresh_tokens_per_step,
+        a.tokens_per_step AS later_tokens_per_step,
+        r.max_versions_since_refresh,
+        a.d_rollout_s
+    FROM latest AS l, fresh_sums AS f, later_all AS a, rows_sums AS r
 ),
 judged AS (
     SELECT
         e.*,
-        (SELECT count(*) FROM rows) > 0 AND (SELECT count(*) FROM fresh) > 0 AND e.d_rollout_s < 0 AS applies,
+        r.groups > 0 AND f.groups > 0 AND e.d_rollout_s < 0 AS applies,
         CASE
-            WHEN (SELECT count(*) FROM rows) = 0 THEN 'no speculative decoding recorded'
-            WHEN (SELECT count(*) FROM fresh) = 0 THEN 'no turns just after a drafter refresh to compare with'
+            WHEN r.groups = 0 THEN 'no speculative decoding recorded'
+            WHEN f.groups = 0 THEN 'no turns just after a drafter refresh to compare with'
             WHEN e.d_rollout_s >= 0 THEN 'acceptance has not fallen since the drafter was refreshed'
         END AS why_not,
         'acceptance_rate' AS metric,
         e.later_acceptance AS before,
         e.fresh_acceptance AS after,
         b.usable::DOUBLE AS usable_after
-    FROM est AS e, b
+    FROM est AS e, rows_sums AS r, fresh_sums AS f, b
 )
-SELECT 'drafter_refresh' AS lever, j.*, r.*
-FROM judged AS j, b,
-    _advice_row(b, CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0
-    ) AS r
+SELECT 'drafter_refresh' AS lever, j.*,
+    _advice_change(CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0) AS _change
+FROM judged AS j

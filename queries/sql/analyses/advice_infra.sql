@@ -9,7 +9,7 @@
 --   Δwork_judge / Δwork_teacher = Σ_env failed_env × mean judge / teacher seconds per completed rollout
 -- with (s/token)_env the environment's generation seconds per decoded token (_step_sums / _funnel_sums).
 -- Evidence: the device-seconds the failed rollouts burned. Does not apply when every rollout completed.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 per_env AS (  -- from the rollouts per step and funnel outcome, with their decoded tokens (_funnel_sums)
     SELECT
         environment,
@@ -66,8 +66,6 @@ est AS (
         coalesce(d.d_teacher_s, 0) AS d_teacher_s
     FROM b, deltas AS d
 )
-SELECT 'infra' AS lever, e.*, r.*
-FROM est AS e, b,
-    _advice_row(b, CASE WHEN e.applies THEN e.usable_after END, e.d_rollout_s, e.d_judge_s,
-        e.d_teacher_s
-    ) AS r
+SELECT 'infra' AS lever, e.*,
+    _advice_change(CASE WHEN e.applies THEN e.usable_after END, e.d_rollout_s, e.d_judge_s, e.d_teacher_s) AS _change
+FROM est AS e

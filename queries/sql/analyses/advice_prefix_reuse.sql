@@ -3,7 +3,7 @@
 -- tokens). Prefill time is new prefill tokens over the environment's measured prefill rate:
 --   Δwork_rollout = − Σ_env re-prefill waste tokens_env × prefill seconds_env / new prefill tokens_env
 -- usable is unchanged. Does not apply to single-turn runs or when no turn re-prefilled its history.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 per_env AS (  -- the turns' sums per step and environment (and turn index: per_turn_index), _prefill_sums
     SELECT
         environment,
@@ -40,7 +40,6 @@ judged AS (
         b.usable::DOUBLE AS usable_after
     FROM est AS e, b
 )
-SELECT 'prefix_reuse' AS lever, j.*, r.*
-FROM judged AS j, b,
-    _advice_row(b, CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0
-    ) AS r
+SELECT 'prefix_reuse' AS lever, j.*,
+    _advice_change(CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0) AS _change
+FROM judged AS j

@@ -7,14 +7,7 @@
 -- returned:  Δwork_judge = failed_judges × (mean seconds of a judge call that returned) − Σ seconds of the
 -- failed ones. The trainer's work grows with the samples (macros/10_advice.sql).
 -- Does not apply when every completed rollout was scored.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
-kept AS (
-    SELECT
-        coalesce(sum(rollouts) FILTER (NOT scored), 0)::BIGINT AS unscored
-    FROM _funnel_sums($run_id)
-    WHERE completed AND step IS NOT NULL
-      AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
-),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 after AS (
     SELECT
         sum(g.completed * _advice_signal(g.completed, g.fit_a, g.fit_b)) * any_value(b.freshness_rate)
@@ -33,7 +26,7 @@ judging AS (  -- judge calls on completed rollouts, whether their scoring failed
 ),
 est AS (
     SELECT
-        (SELECT unscored FROM kept) AS unscored,
+        (b.completed - b.scored)::BIGINT AS unscored,  -- a scored rollout always completed (rollout_stages)
         j.failed_judges,
         j.failed_judge_s / nullif(j.failed_judges, 0) AS failed_judge_mean_s,
         j.ok_judge_s / nullif(j.ok_judges, 0) AS ok_judge_mean_s,
@@ -49,6 +42,6 @@ est AS (
         0.0 AS d_teacher_s
     FROM b, judging AS j
 )
-SELECT 'scoring' AS lever, e.*, r.*
-FROM est AS e, b,
-    _advice_row(b, CASE WHEN e.applies THEN e.usable_after END, 0.0, e.d_judge_s, 0.0) AS r
+SELECT 'scoring' AS lever, e.*,
+    _advice_change(CASE WHEN e.applies THEN e.usable_after END, 0.0, e.d_judge_s, 0.0) AS _change
+FROM est AS e

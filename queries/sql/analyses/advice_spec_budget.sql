@@ -7,7 +7,7 @@
 --   Δwork_rollout = Σ decode seconds × (E(α, k) / E(α, k') × (1 + c·k') / (1 + c·k) − 1)
 -- over the groups where that is a saving (acceptance high enough). usable is unchanged.
 -- Does not apply without speculative decoding or long rollouts, or where no group would save.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 rows AS (  -- turn groups in which every turn drafted (_advice_spec_sums)
     SELECT
         environment, spec_k, length_bucket, since,
@@ -36,16 +36,26 @@ saved AS (
         ) AS d_s
     FROM fitted
 ),
-est AS (
+rows_all AS (SELECT count(*) AS groups, sum(decode_ns) / 1e9 AS long_decode_s, min(spec_k) AS k FROM rows),
+paying AS (  -- the groups where a larger budget saves
+    SELECT
+        sum(accepted) / nullif(sum(drafted), 0) AS long_acceptance,
+        sum(decode_ns) / 1e9 AS decode_s_where_it_pays,
+        coalesce(sum(d_s), 0) AS d_rollout_s
+    FROM saved
+    WHERE d_s < 0
+),
+est AS (  -- one row of one-row aggregates (as scalar subqueries they cost the optimizer more than the query)
     SELECT
         $long_tokens AS long_tokens,
-        (SELECT count(*) FROM rows) AS groups,
-        (SELECT sum(decode_ns) / 1e9 FROM rows) AS long_decode_s,
-        (SELECT sum(accepted) / nullif(sum(drafted), 0) FROM saved WHERE d_s < 0) AS long_acceptance,
-        (SELECT sum(decode_ns) / 1e9 FROM saved WHERE d_s < 0) AS decode_s_where_it_pays,
-        (SELECT min(spec_k) FROM rows) AS k,
-        (SELECT min(spec_k) FROM rows) + $extra_k AS k_after,
-        coalesce((SELECT sum(d_s) FROM saved WHERE d_s < 0), 0) AS d_rollout_s
+        r.groups,
+        r.long_decode_s,
+        p.long_acceptance,
+        p.decode_s_where_it_pays,
+        r.k,
+        r.k + $extra_k AS k_after,
+        p.d_rollout_s
+    FROM rows_all AS r, paying AS p
 ),
 judged AS (
     SELECT
@@ -61,7 +71,6 @@ judged AS (
         b.usable::DOUBLE AS usable_after
     FROM est AS e, b
 )
-SELECT 'spec_budget' AS lever, j.*, r.*
-FROM judged AS j, b,
-    _advice_row(b, CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0
-    ) AS r
+SELECT 'spec_budget' AS lever, j.*,
+    _advice_change(CASE WHEN j.applies THEN j.usable_after END, j.d_rollout_s, 0.0, 0.0) AS _change
+FROM judged AS j

@@ -5,7 +5,7 @@
 -- Assumes the staleness distribution stays as measured (the rollout servers keep the same lag). The price is
 -- more off-policy samples; a tighter bound would instead cost trainer idle time (evidence: the trainer's idle
 -- fraction). Does not apply when the run declares no bound or nothing was beyond it.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 counts AS (
     SELECT
         max(bound) AS bound,
@@ -37,6 +37,6 @@ est AS (
         b.usable * (c.within_looser / nullif(c.nonzero_signal, 0)) / nullif(b.freshness_rate, 0) AS usable_after
     FROM b, counts AS c, idle AS i
 )
-SELECT 'staleness' AS lever, e.*, r.*
-FROM est AS e, b,
-    _advice_row(b, CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS r
+SELECT 'staleness' AS lever, e.*,
+    _advice_change(CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS _change
+FROM est AS e

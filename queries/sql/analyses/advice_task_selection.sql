@@ -6,7 +6,7 @@
 -- Evidence: all-equal groups split into all-right (every reward > 0) and all-wrong, and the tasks saturated in
 -- every group they had (per-task saturation). Does not apply when no group has two scored attempts or n is
 -- already at the target.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 groups AS (
     SELECT group_id, task AS task_id, reward_lo AS lo, reward_hi AS hi
     FROM _advice_groups($run_id, $step_lo, $step_hi)
@@ -38,6 +38,6 @@ est AS (
         0.0 AS d_rollout_s, 0.0 AS d_judge_s, 0.0 AS d_teacher_s
     FROM evidence AS e, b
 )
-SELECT 'task_selection' AS lever, e.*, r.*
-FROM est AS e, b,
-    _advice_row(b, CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS r
+SELECT 'task_selection' AS lever, e.*,
+    _advice_change(CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS _change
+FROM est AS e

@@ -6,7 +6,7 @@
 -- Filled with rollouts at the measured rate, idle device-seconds already paid for produce more of them:
 --   usable_after = usable × (1 + idle / rollout device-seconds),  the rollout pool's device-seconds unchanged.
 -- Does not apply without tool calls, or when the servers are idle less than $min_idle_share of the time.
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+WITH b AS (SELECT unnest($base)),  -- the measured starting point, advice_base.sql's row (_advice_base)
 held AS (
     SELECT (max(end_ns) - min(start_ns)) / 1e9 AS held_s
     FROM train_steps
@@ -50,6 +50,6 @@ judged AS (
         b.usable * (1 + e.idle_device_s / nullif(b.rollout_device_s, 0)) AS usable_after
     FROM est AS e, b
 )
-SELECT 'tool_waits' AS lever, j.*, r.*
-FROM judged AS j, b,
-    _advice_row(b, CASE WHEN j.applies THEN j.usable_after END, 0.0, 0.0, 0.0) AS r
+SELECT 'tool_waits' AS lever, j.*,
+    _advice_change(CASE WHEN j.applies THEN j.usable_after END, 0.0, 0.0, 0.0) AS _change
+FROM judged AS j

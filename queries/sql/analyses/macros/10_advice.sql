@@ -84,45 +84,15 @@ SELECT
     greatest(coalesce(t.train_s_per_token, 0), 0) AS train_s_per_token
 FROM stages AS s, terms AS x, train AS t;
 
--- _advice_row(b, usable_after, d_rollout_s, d_judge_s, d_teacher_s): what a lever buys, from the usable rollouts
--- it would give and the work-seconds it adds (+) or saves (−) per term. b is the lever's row of _advice_base
--- (`FROM ..., b, _advice_row(b, ...)`), passed in rather than computed again: each lever reads the per-step
--- tables for it once.
-CREATE OR REPLACE MACRO _advice_row(b, usable_after, d_rollout_s, d_judge_s, d_teacher_s) AS TABLE
-WITH b AS (SELECT unnest(b)),
-d AS (
-    SELECT
-        b.*,
-        b.train_s_per_token * (usable_after - b.usable) * coalesce(b.tokens_per_usable, 0) AS d_train_s,
-        b.rollout_device_s / nullif(b.rollout_work_s, 0) AS u_rollout,
-        b.train_device_s / nullif(b.train_work_s, 0) AS u_train,
-        b.judge_device_s / nullif(b.judge_work_s, 0) AS u_judge,
-        b.teacher_device_s / nullif(b.teacher_work_s, 0) AS u_teacher
-    FROM b
-),
-a AS (
-    SELECT
-        d.*,
-        d.device_seconds
-            + coalesce(u_rollout * d_rollout_s, 0) + coalesce(u_train * d_train_s, 0)
-            + coalesce(u_judge * d_judge_s, 0) + coalesce(u_teacher * d_teacher_s, 0) AS device_seconds_after
-    FROM d
-)
-SELECT
-    usable,
-    usable_after,
-    usable * tokens_per_usable AS usable_tokens,
-    usable_after * tokens_per_usable AS usable_tokens_after,
-    device_seconds,
-    device_seconds_after,
-    coalesce(u_rollout * d_rollout_s, 0) AS rollout_device_s_delta,
-    coalesce(u_train * d_train_s, 0) AS train_device_s_delta,
-    coalesce(u_judge * d_judge_s, 0) AS judge_device_s_delta,
-    coalesce(u_teacher * d_teacher_s, 0) AS teacher_device_s_delta,
-    usable_per_device_s,
-    usable_after / nullif(device_seconds_after, 0) AS usable_per_device_s_after,
-    (usable_after / nullif(device_seconds_after, 0)) / nullif(usable_per_device_s, 0) - 1 AS gain
-FROM a;
+-- _advice_change(usable_after, d_rollout_s, d_judge_s, d_teacher_s): what a lever changes, the column `_change`
+-- of its row: the usable rollouts it would give (NULL where it does not apply) and the work-seconds it adds (+)
+-- or saves (−) per term. advice_gains.sql costs every lever's change at once.
+CREATE OR REPLACE MACRO _advice_change(usable_after, d_rollout_s, d_judge_s, d_teacher_s) AS {
+    'usable_after': usable_after::DOUBLE,
+    'd_rollout_s': d_rollout_s::DOUBLE,
+    'd_judge_s': d_judge_s::DOUBLE,
+    'd_teacher_s': d_teacher_s::DOUBLE
+};
 
 -- _advice_groups(run, step_lo, step_hi): per group of consumed rollouts, its environment and task, its
 -- dispatched, completed and scored members, those with a reward, the scored ones that succeeded (reward ≥ 0.5,
@@ -152,10 +122,11 @@ GROUP BY group_id;
 -- a + b = 1/ρ − 1), the nonzero-signal rate of a group of m scored attempts is n(m) = 1 − E[p^m] − E[(1 − p)^m]
 -- (_advice_signal). More scored attempts per group mean more groups with signal: the scoring and
 -- infrastructure levers read it. The groups are summed once and read twice (fit, then each group), not
--- summed again for the fit: the sum per group is most of those levers' time.
+-- summed again for the fit: the sum per group is most of those levers' time. Only the counts those levers
+-- read are kept (each group's task, rewards and signal, which a materialized CTE would compute too, are not).
 CREATE OR REPLACE MACRO _advice_fitted_groups(run, step_lo, step_hi) AS TABLE
 WITH groups AS MATERIALIZED (
-    SELECT * FROM _advice_groups(run, step_lo, step_hi)
+    SELECT group_id, environment, dispatched, completed, scored, successes FROM _advice_groups(run, step_lo, step_hi)
 ),
 g AS (
     SELECT environment, scored AS m, successes AS k
