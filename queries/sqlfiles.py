@@ -83,20 +83,21 @@ def first_row(result: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """A query's first row as plain Python values ({} without rows), read without pandas, the same values
     ``analyses.record`` reads from its frame: HUGEINT (``sum`` of integers) and DECIMAL as float, NULL and NaN
     as None."""
-    names = [(column[0], str(column[1]).startswith(_FLOAT_IN_FRAMES)) for column in result.description]
     row = result.fetchone()
-    if row is None:
-        return {}
-    return {name: _plain(value, as_float) for (name, as_float), value in zip(names, row, strict=True)}
+    return {} if row is None else _row_reader(result)(row)
 
 
 def all_rows(result: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """A query's rows as ``first_row`` reads its first, read without pandas."""
+    read = _row_reader(result)
+    return [read(row) for row in result.fetchall()]
+
+
+def _row_reader(result: duckdb.DuckDBPyConnection) -> Callable[[tuple], dict[str, Any]]:
     names = [(column[0], str(column[1]).startswith(_FLOAT_IN_FRAMES)) for column in result.description]
-    return [
-        {name: _plain(value, as_float) for (name, as_float), value in zip(names, row, strict=True)}
-        for row in result.fetchall()
-    ]
+    return lambda row: {
+        name: _plain(value, as_float) for (name, as_float), value in zip(names, row, strict=True)
+    }
 
 
 def _plain(value, as_float: bool):
