@@ -7,6 +7,11 @@ import os
 import uuid
 
 from opentelemetry import trace
+from opentelemetry.sdk.environment_variables import (
+    OTEL_EXPERIMENTAL_RESOURCE_DETECTORS,
+    OTEL_RESOURCE_ATTRIBUTES,
+    OTEL_SERVICE_NAME,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -112,7 +117,7 @@ def _resource(config: Settings, model_name, model_parameters, algorithm, stalene
         semconv.PROCESS_PID: os.getpid(),
         **(extra or {}),
     }
-    base = Resource.create({})
+    base = _detected()
     attributes = {k: v for k, v in given.items() if v is not None}
     if semconv.SERVICE_NAME not in attributes and base.attributes.get(semconv.SERVICE_NAME, "").startswith(
         "unknown_service"
@@ -122,6 +127,24 @@ def _resource(config: Settings, model_name, model_parameters, algorithm, stalene
         semconv.SERVICE_INSTANCE_ID, base.attributes.get(semconv.SERVICE_INSTANCE_ID) or uuid.uuid4().hex
     )
     return base.merge(Resource(attributes))
+
+
+_DETECTED: dict[tuple, Resource] = {}
+
+
+def _detected() -> Resource:
+    """``Resource.create({})``: what the SDK's resource detectors find. The SDK runs them on a thread pool of
+    its own, a new thread each call (~1 ms of ``instrument()``, several when the CPU is busy); with the default
+    detectors the answer depends only on the process (its ``service.instance.id``) and the two variables, so it
+    is kept per process and setting. Detectors named in the environment run at every call, as before."""
+    if os.environ.get(OTEL_EXPERIMENTAL_RESOURCE_DETECTORS, "").strip():
+        return Resource.create({})
+    key = (os.getpid(), os.environ.get(OTEL_RESOURCE_ATTRIBUTES), os.environ.get(OTEL_SERVICE_NAME))
+    found = _DETECTED.get(key)
+    if found is None:
+        _DETECTED.clear()
+        found = _DETECTED[key] = Resource.create({})
+    return found
 
 
 def _run_id(config: Settings, resource: Resource) -> str:

