@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -56,14 +57,29 @@ MAX_POINTS = 600
 
 def thinned(xs: pd.Series, ys: pd.Series, max_points: int = MAX_POINTS) -> tuple[list, list]:
     """The points of a line to draw: every one up to ``max_points``; beyond, consecutive points in buckets, each
-    keeping its first, lowest and highest (min-max decimation), so a one-step spike or dip still shows."""
-    if len(xs) <= max_points:
+    keeping its first, lowest and highest (min-max decimation), so a one-step spike or dip still shows. Missing
+    values are never a bucket's lowest or highest; on ties the first point wins."""
+    count = len(xs)
+    if count <= max_points:
         return xs.tolist(), ys.tolist()
-    bucket = pd.Series(range(len(xs))) // math.ceil(3 * len(xs) / max_points)
-    values = pd.to_numeric(pd.Series(ys.to_numpy()), errors="coerce")
-    valid = values.notna()
-    grouped = values[valid].groupby(bucket[valid])
-    keep = sorted({*bucket.drop_duplicates().index, *grouped.idxmin(), *grouped.idxmax()})
+    size = math.ceil(3 * count / max_points)
+    buckets = math.ceil(count / size)
+    values = pd.to_numeric(pd.Series(ys.to_numpy()), errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    valid = np.zeros(buckets * size, dtype=bool)
+    valid[:count] = ~np.isnan(values)
+    padded = np.zeros(buckets * size)
+    padded[:count] = np.where(valid[:count], values, 0.0)
+    grid, ok = padded.reshape(buckets, size), valid.reshape(buckets, size)
+    starts = np.arange(buckets) * size
+    # Each bucket's first lowest and first highest valid value: a missing one counts as +inf (-inf) there, and a
+    # bucket whose valid values are all +inf (-inf) takes its first valid point instead.
+    rows = np.arange(buckets)
+    lowest = np.argmin(np.where(ok, grid, np.inf), axis=1)
+    lowest = np.where(ok[rows, lowest], lowest, np.argmax(ok, axis=1))
+    highest = np.argmax(np.where(ok, grid, -np.inf), axis=1)
+    highest = np.where(ok[rows, highest], highest, np.argmax(ok, axis=1))
+    has = ok.any(axis=1)
+    keep = np.unique(np.concatenate([starts, (starts + lowest)[has], (starts + highest)[has]]))
     return xs.iloc[keep].tolist(), ys.iloc[keep].tolist()
 
 

@@ -470,3 +470,26 @@ def test_the_command_refuses_a_file_for_a_store(tmp_path):
     not_a_store.write_text("")
     code, _, err = rollscope("dashboard", "--store", not_a_store)
     assert code == 1 and "Not a store" in err
+
+
+def test_a_long_series_draws_thinned_yet_keeps_every_spike_and_dip():
+    """A run of 30,000 steps draws a few hundred points per line, and a one-step excursion still shows: each
+    bucket of consecutive steps keeps its first, lowest and highest point; missing values are never kept as
+    either."""
+    import numpy as np
+    import pandas as pd
+
+    steps = pd.Series(range(30_000))
+    values = pd.Series(np.sin(np.arange(30_000) / 500.0))
+    values[12_345], values[23_456] = 9.0, -9.0  # a spike and a dip, one step each
+    values[100:400] = None  # steps without a value
+    xs, ys = charts.thinned(steps, values)
+    assert len(xs) <= 3 * charts.MAX_POINTS // 2
+    assert xs == sorted(xs) and xs[0] == 0
+    drawn = dict(zip(xs, ys, strict=True))
+    assert drawn[12_345] == 9.0 and drawn[23_456] == -9.0
+    assert max(ys) == 9.0 and min(ys) == -9.0
+    assert all(not np.isnan(drawn[s]) for s in drawn if not 100 <= s < 400)
+    assert all(drawn[s] == values[s] or np.isnan(values[s]) for s in drawn)
+    short = pd.Series([1.0, None, 3.0])
+    assert charts.thinned(pd.Series([1, 2, 3]), short)[0] == [1, 2, 3]  # short lines are drawn whole
