@@ -79,11 +79,17 @@ def query(con, name: str, run_id: str, rolling: tuple[str, ...] = (), over: str 
     elif rolling:
         outer = _rolling_over(params.get("by"))
         values = {"rolling_columns": list(rolling), "rolling_window": ROLLING_STEPS, **values}
-    if isinstance(con, Memo):
-        used = sqlfiles.parameters(f"analyses/{name}", outer)
-        key = (name, outer, *sorted((k, _hashable(values.get(k))) for k in used))
-        return con.result(key, lambda cursor: _run(cursor, name, values, outer))
-    return _run(con, name, values, outer)
+    return _answer(con, name, values, outer)
+
+
+def _answer(con, name: str, values: dict, outer: tuple[str, str] | None = None, fetch=sqlfiles.frame):
+    """``_run``'s answer; on a Memo computed once per analysis, outer query, way of reading it (``fetch``: a row
+    is not a frame) and value of each parameter its SQL uses."""
+    if not isinstance(con, Memo):
+        return _run(con, name, values, outer, fetch)
+    used = sqlfiles.parameters(f"analyses/{name}", outer)
+    key = (name, outer, fetch, *sorted((k, _hashable(values.get(k))) for k in used))
+    return con.result(key, lambda cursor: _run(cursor, name, values, outer, fetch))
 
 
 def _rolling_over(by: str | None) -> tuple[str, str]:
@@ -101,23 +107,13 @@ def query_row(con, name: str, run_id: str, **params) -> dict[str, Any]:
     """The first row of ``analyses/<name>.sql`` as plain Python values ({} without rows), the same values as
     ``record(query(...))`` but read without pandas (``sqlfiles.first_row``): a command that only needs such
     rows, like `rollscope advise`, never imports it."""
-    values = {"run_id": run_id, **params}
-    if isinstance(con, Memo):
-        used = sqlfiles.parameters(f"analyses/{name}")
-        key = (name, "row", *sorted((k, _hashable(values.get(k))) for k in used))  # "row": not a frame
-        return con.result(key, lambda cursor: _run(cursor, name, values, fetch=sqlfiles.first_row))
-    return _run(con, name, values, fetch=sqlfiles.first_row)
+    return _answer(con, name, {"run_id": run_id, **params}, fetch=sqlfiles.first_row)
 
 
 def query_rows(con, name: str, run_id: str, **params) -> list[dict[str, Any]]:
     """Every row of ``analyses/<name>.sql`` as ``query_row`` reads its first (``sqlfiles.all_rows``)."""
-    values = {"run_id": run_id, **params}
-    if isinstance(con, Memo):
-        used = sqlfiles.parameters(f"analyses/{name}")
-        key = (name, "rows", *sorted((k, _hashable(values.get(k))) for k in used))
-        rows = con.result(key, lambda cursor: _run(cursor, name, values, fetch=sqlfiles.all_rows))
-        return [dict(row) for row in rows]  # the Memo keeps the list; each caller gets its own rows
-    return _run(con, name, values, fetch=sqlfiles.all_rows)
+    rows = _answer(con, name, {"run_id": run_id, **params}, fetch=sqlfiles.all_rows)
+    return [dict(row) for row in rows]  # a Memo keeps the list; each caller gets rows of its own
 
 
 def _run(con, name: str, values: dict, over: tuple[str, str] | None = None, fetch=sqlfiles.frame):
