@@ -449,18 +449,21 @@ def _blocks(con) -> set[str]:
     return {"p"} | {block_of(s) for (s,) in con.execute("SELECT step FROM _scope_steps").fetchall()}
 
 
-def _stepped(con, parts: dict[str, list[Path]], blocks: set[str]) -> None:
-    """_stepped(step, rollout_id, trace_id): the previous rows of the blocked tables in ``blocks`` that name a
-    rollout or a trace, for scope.sql."""
+def _stepped(con, parts: dict[str, list[Path]], blocks: set[str], read: set[Path]) -> None:
+    """Add to _stepped(step, rollout_id, trace_id) the previous rows of the blocked tables in ``blocks`` that
+    name a rollout or a trace, for scope.sql. The scope's blocks only grow within a catch-up, so each part is
+    read once (``read``: the parts read so far; empty on the first call, which creates the table): the scope
+    grows over several passes, and reading every part of every scoped block again at each pass was a fifth
+    of a small catch-up."""
+    if not read:
+        con.execute("CREATE OR REPLACE TABLE _stepped (step BIGINT, rollout_id VARCHAR, trace_id VARCHAR)")
     selects = []
     for table in TABLES:
-        files = [p for p in parts[table.name] if holds(p, blocks)]
+        files = [p for p in parts[table.name] if p not in read and holds(p, blocks)]
         if not table.blocked or not files:
             continue
-        con.execute(
-            f"CREATE OR REPLACE TEMP VIEW _probe AS SELECT * FROM read_parquet({sql_list(files)}, hive_partitioning = false)"
-        )
-        columns = _columns(con, "_probe")
+        read.update(files)
+        columns = _columns(con, f"_{table.name}_mat")  # the previous state's columns (derive_scoped)
         if "step" not in columns or not columns & {"rollout_id", "trace_id"}:
             continue
         rollout = "rollout_id" if "rollout_id" in columns else "NULL::VARCHAR"
@@ -469,10 +472,8 @@ def _stepped(con, parts: dict[str, list[Path]], blocks: set[str]) -> None:
             f"SELECT DISTINCT step, {rollout} AS rollout_id, {trace} AS trace_id "
             f"FROM read_parquet({sql_list(files)}, hive_partitioning = false)"
         )
-    body = " UNION ALL ".join(selects) or (
-        "SELECT NULL::BIGINT AS step, NULL::VARCHAR AS rollout_id, NULL::VARCHAR AS trace_id WHERE false"
-    )
-    con.execute(f"CREATE OR REPLACE TABLE _stepped AS {body}")
+    if selects:
+        con.execute(f"INSERT INTO _stepped {' UNION ALL '.join(selects)}")
 
 
 def _prior_steps(con, files: list[Path]) -> None:
@@ -496,10 +497,11 @@ def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict) -> None:
     """Grow the scope to its closure, derive it from its spans; again (at most twice) when a scoped rollout
     moved to a step outside the scope (a late group member, a recorded decision for an earlier step)."""
     _prior_steps(con, parts["rollout_steps"])
+    read: set[Path] = set()
     for _ in range(3):
         size = -1
         while True:
-            _stepped(con, parts, _blocks(con))
+            _stepped(con, parts, _blocks(con), read)
             grown = int(sqlfiles.execute(con, "raw/scope", fetch=sqlfiles.first_row)["size"])
             if grown == size:
                 break
@@ -736,13 +738,9 @@ def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: di
 
 def _read_final(con, tables: dict[str, list[Path]]) -> None:
     """Point the views of the tables written so far at their new parts (the scoped rows stay as _<t>_scoped)."""
+    held = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     for done, files in tables.items():
-        if (
-            _columns(con, f"_{done}_mat")
-            and con.execute(
-                "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [f"_{done}_mat"]
-            ).fetchone()[0]
-        ):
+        if f"_{done}_mat" in held:  # not yet a view over its new parts
             con.execute(f"ALTER TABLE _{done}_mat RENAME TO _{done}_scoped")
             _view(con, f"_{done}_mat", files, schema=f"_{done}_scoped")
 
