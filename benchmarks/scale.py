@@ -143,6 +143,7 @@ elif kind in ("report", "check"):
     out["seconds"] = time.perf_counter() - t
 elif kind == "analyses":
     from rollscope.queries import analyses, connect, trace
+    from rollscope.queries.checks import THRESHOLDS as CHECKS
     con = connect(store, run_id=run)
     calls = {
         "steps": lambda: analyses.steps(con, run),
@@ -167,6 +168,35 @@ elif kind == "analyses":
         "generations_by_step": lambda: analyses.generations_by_step(con, run),
         "rewards_by_step": lambda: analyses.rewards_by_step(con, run),
         "rollout search": lambda: trace.search(con, run),
+        # the learning, health and advisor analyses (their pages: Learning, Health, Advisor)
+        "learning": lambda: analyses.learning(con, run),
+        "learning by step": lambda: analyses.learning(con, run, by="step"),
+        "trend (reward_mean, rolling)": lambda: analyses.trend(con, run, "reward_mean", rolling=True),
+        "zero_signal": lambda: analyses.zero_signal(con, run),
+        "zero_signal_summary": lambda: analyses.zero_signal_summary(con, run),
+        "nonzero_signal_recent": (
+            lambda: analyses.nonzero_signal_recent(con, run, CHECKS["nonzero-signal-window"])),
+        "task_solve_rates": lambda: analyses.task_solve_rates(con, run),
+        "task_solve_summary": lambda: analyses.task_solve_summary(con, run),
+        "mismatch": lambda: analyses.mismatch(con, run),
+        "mismatch_steps": lambda: analyses.mismatch_steps(con, run),
+        "stale_bias": lambda: analyses.stale_bias(con, run),
+        "staleness_summary": lambda: analyses.staleness_summary(con, run),
+        "staleness_bound": lambda: analyses.staleness_bound(con, run),
+        "staleness_timing": lambda: analyses.staleness_timing(con, run),
+        "staleness_timing_summary": lambda: analyses.staleness_timing_summary(con, run),
+        "staleness_windows": lambda: analyses.staleness_windows(con, run, CHECKS["staleness-window"]),
+        "scoring_latency": lambda: analyses.scoring_latency(con, run),
+        "scoring_timeouts": lambda: analyses.scoring_timeouts(con, run),
+        "goodput": lambda: analyses.goodput(con, run),
+        "rollout_goodput": lambda: analyses.rollout_goodput(con, run),
+        "trainer_goodput": lambda: analyses.trainer_goodput(con, run),
+        "wasted_devices": lambda: analyses.wasted_devices(con, run),
+        "in_flight": lambda: analyses.in_flight(con, run),
+        "in_flight_summary": lambda: analyses.in_flight_summary(con, run),
+        "liveness": lambda: analyses.liveness(con, run),
+        "logprob_lint_summary": lambda: analyses.logprob_lint_summary(con, run),
+        "advise": lambda: analyses.advise(con, run),
     }
     for name, call in calls.items():
         t = time.perf_counter(); call(); out[name] = time.perf_counter() - t
