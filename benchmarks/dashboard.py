@@ -144,9 +144,11 @@ def live_refresh(store: Path, reader, writer, target: int, load_s: float) -> Non
         writer.write_step(groups=max(1, min(GROUPS_PER_STEP, target // 150)))
         writer.flush()
     new = span_rows(store) - before
-    derivations = dict(reader.derivations)
+    derivations, kinds = dict(reader.derivations), dict(reader.derived_how)
     refresh_s, added = timed(reader.refresh)
     how = {k: v - derivations.get(k, 0) for k, v in reader.derivations.items() if v != derivations.get(k, 0)}
+    # and of those derived, how: "full" or "incremental"
+    how |= {k: v - kinds.get(k, 0) for k, v in reader.derived_how.items() if v != kinds.get(k, 0)}
     print(
         f"live refresh after {new:>7,} new spans ({added} segments, {new / (before + new):.3%} of the store, "
         f"derived {how}): {refresh_s:.3f} s = {refresh_s / load_s:.4f} × initial load, "
