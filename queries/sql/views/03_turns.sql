@@ -37,14 +37,14 @@ engine AS (
 generations AS (  -- rl.turn spans, and other generations that are not an engine's request under a turn
     SELECT * FROM raw_spans WHERE name = 'rl.turn'
     UNION ALL
-    SELECT g.* FROM raw_spans AS g
+    SELECT g.* FROM (  -- two conditions each on one column, which the scan applies (an OR of the two it cannot)
+        SELECT * FROM raw_spans WHERE name = 'llm_request'
+        UNION ALL
+        SELECT * FROM raw_spans
+        WHERE operation_name IN ('chat', 'text_completion', 'generate_content')
+          AND name NOT IN ('rl.turn', 'rl.judge', 'rl.teacher', 'llm_request')
+    ) AS g
     ANTI JOIN engine_spans AS e ON e.run_id = g.run_id AND e.trace_id = g.trace_id AND e.span_id = g.span_id
-    WHERE g.name = 'llm_request'
-    UNION ALL  -- two conditions each on one column, which the scan applies (an OR of the two it cannot)
-    SELECT g.* FROM raw_spans AS g
-    ANTI JOIN engine_spans AS e ON e.run_id = g.run_id AND e.trace_id = g.trace_id AND e.span_id = g.span_id
-    WHERE g.operation_name IN ('chat', 'text_completion', 'generate_content')
-      AND g.name NOT IN ('rl.turn', 'rl.judge', 'rl.teacher', 'llm_request')
 ),
 unlinked_traces AS (
     SELECT DISTINCT run_id, trace_id FROM generations WHERE rollout_id IS NULL
