@@ -73,11 +73,11 @@ def thinned(xs: pd.Series, ys: pd.Series, max_points: int = MAX_POINTS) -> tuple
     starts = np.arange(buckets) * size
     # Each bucket's first lowest and first highest valid value: a missing one counts as +inf (-inf) there, and a
     # bucket whose valid values are all +inf (-inf) takes its first valid point instead.
-    rows = np.arange(buckets)
+    rows, first = np.arange(buckets), np.argmax(ok, axis=1)
     lowest = np.argmin(np.where(ok, grid, np.inf), axis=1)
-    lowest = np.where(ok[rows, lowest], lowest, np.argmax(ok, axis=1))
+    lowest = np.where(ok[rows, lowest], lowest, first)
     highest = np.argmax(np.where(ok, grid, -np.inf), axis=1)
-    highest = np.where(ok[rows, highest], highest, np.argmax(ok, axis=1))
+    highest = np.where(ok[rows, highest], highest, first)
     has = ok.any(axis=1)
     keep = np.unique(np.concatenate([starts, (starts + lowest)[has], (starts + highest)[has]]))
     return xs.iloc[keep].tolist(), ys.iloc[keep].tolist()
