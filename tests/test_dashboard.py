@@ -5,6 +5,7 @@ traceback."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -313,6 +314,17 @@ def test_compare_page_puts_two_reports_side_by_side(sample_store, con):
     assert rows.loc["Funnel · usable", "better"] == (RUN if usable[0] > usable[1] else "exp-8")
     assert "funnel.rates.completion" not in rows.index and "Funnel · completion rate" in rows.index
     assert rows.loc["Funnel · completion rate", RUN].endswith(" %")
+    # the better run's cell is shaded green, and no other cell: (row, column) of each shaded cell
+    styles = at.dataframe[0].proto.arrow_data.styler.styles
+    shaded = {
+        (int(row), int(col))
+        for rule in styles.split("}")
+        if "#dcfce7" in rule
+        for row, col in re.findall(r"_row(\d+)_col(\d+)", rule)
+    }
+    columns = shown.columns.tolist()
+    better = {(i, columns.index(run)) for i, run in enumerate(shown["better"]) if run in (RUN, "exp-8")}
+    assert shaded == better and better
 
 
 def test_sql_page_runs_the_example_and_refuses_writes(sample_store, con):

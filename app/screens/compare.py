@@ -17,13 +17,24 @@ def pick_other(filters: data.Filters) -> str:
     return st.selectbox(f"Compare {filters.run_id} with", others, key="compare-with")
 
 
+BETTER = "background-color: #dcfce7"
+
+
+def shaded(table: pd.DataFrame, runs: tuple[str, str]) -> pd.DataFrame:
+    """Each cell's CSS: the better run's cell shaded, where better is plain (more usable, less waste, ...).
+    Built a column at a time: with a Python call per row, styling the ~150 figures took 2-3x as long."""
+    css = pd.DataFrame("", index=table.index, columns=table.columns)
+    for run in runs:
+        css.loc[table["better"] == run, run] = BETTER
+    return css
+
+
 def figures(filters: data.Filters, other: str, table: pd.DataFrame) -> None:
     shown = table.drop(columns=["key"])
-
-    def highlight(row):  # the better run's cell, where better is plain (more usable, less waste, ...)
-        return ["background-color: #dcfce7" if column == row["better"] else "" for column in row.index]
-
-    st.dataframe(shown.style.apply(highlight, axis=1), hide_index=True, height=460, width="stretch")
+    runs = (filters.run_id, other)
+    st.dataframe(
+        shown.style.apply(shaded, runs=runs, axis=None), hide_index=True, height=460, width="stretch"
+    )
     st.caption(
         f"Every figure of `rollscope report` for both runs; change = {other} − {filters.run_id} (shares in "
         "percentage points), relative change against the first run; the better run is shaded green where "
