@@ -45,8 +45,10 @@ log = logging.getLogger("rollscope.derive")
 MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
 THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_count() or 1)
 FANOUT = 8  # parts of one tier merged into one by _consolidate
-WRITERS = 2  # tables a full derivation writes at once (_write_all)
+WRITERS = 2  # tables a full derivation writes at once (derive_full)
 INDEX = ("_traces", "_train_spans")  # the derived index, kept with the tables (not read by analyses)
+_TABLES = {t.name: t for t in TABLES}
+_FILLS = re.compile(r"INSERT INTO _(\w+)_mat\b")  # the table a derive_full.sql statement fills
 # The trace index's rows of one trace and rollout merged (a later part's supersede an earlier one's, the new
 # spans' the parts'): its group, the first start and the last end.
 _INDEX_ROWS = (
@@ -198,18 +200,34 @@ def _connection(staging: Path, schemas: dict | None = None):
 
 
 def derive_full(job: Job) -> Result:
-    """Every table from every span of the run, each blocked table written as one part per block."""
+    """Every table from every span of the run, each blocked table written as one part per block.
+
+    derive_full.sql fills each table once, so a table is written as Parquet (``WRITERS`` at a time, each on a
+    cursor of its own) as soon as its statement has run, beside the statements after it, which leave a core
+    idle at times (a window over one process's turns, a single-threaded aggregate)."""
     from rollscope.queries.reader import schema_file
 
     run = job.run_id
-    with _connection(job.staging, derived_schemas.shipped()) as con:
-        raw_views(con, [*map(str, job.live), schema_file("spans")], [schema_file("collector_stats")])
-        sqlfiles.execute(con, "raw/derive_full", run=run)
-        index = sqlfiles.execute(con, "raw/derive_index", fetch=sqlfiles.first_row, run=run)
-        ranges = _ranges(con, job.live)
-        schemas = _schemas(con)
-        bounds = _process_bounds(con, None)
-        tables = _write_all(con, job.staging)
+    with _connection(job.staging, derived_schemas.shipped()) as con, ThreadPoolExecutor(WRITERS) as pool:
+        writes = {}
+        try:
+            raw_views(con, [*map(str, job.live), schema_file("spans")], [schema_file("collector_stats")])
+            for sql, used, _ in sqlfiles.statements("raw/derive_full"):
+                con.execute(sql, {"run": run} if used else None)
+                filled = _FILLS.search(sql)
+                if filled:
+                    writes[filled[1]] = pool.submit(_write_table, con.cursor(), filled[1], job.staging)
+            index = sqlfiles.execute(con, "raw/derive_index", fetch=sqlfiles.first_row, run=run)
+            writes.update(
+                {name: pool.submit(_write_table, con.cursor(), name, job.staging) for name in INDEX}
+            )
+            ranges = _ranges(con, job.live)
+            schemas = _schemas(con)
+            bounds = _process_bounds(con, None)
+            tables = {name: writes[name].result() for name in (*(t.name for t in TABLES), *INDEX)}
+        except BaseException:
+            pool.shutdown(cancel_futures=True)  # writes not started yet are not started at all
+            raise
     meta = {
         "schemas": schemas,
         "bound": None if index["bound"] is None else int(index["bound"]),
@@ -222,28 +240,17 @@ def derive_full(job: Job) -> Result:
     return Result(tables, meta, "full")
 
 
-def _write_all(con, staging: Path) -> dict[str, list[Path]]:
-    """Every table and the index as Parquet parts, ``WRITERS`` tables at a time, each on its own cursor: one
-    table's COPY leaves cores idle (a small table's single thread, its footers, its partitions' files), which
-    another's fills."""
-
-    tables = {t.name: t for t in TABLES}
-
-    def write(name: str) -> list[Path]:
-        cur = con.cursor()
-        try:
-            table = tables.get(name)
-            relation = f"_{name}_mat" if table else f"{name}_mat"  # the index's tables: _traces_mat
-            if table and (table.blocked or table.refresh in ("windows", "tail")):
-                parts = _write_blocked(cur, name, _with_block(cur, relation), staging)
-                return _consolidate(cur, name, parts, staging)
-            return [_write_whole(cur, name, relation, staging)]
-        finally:
-            cur.close()
-
-    names = [*(t.name for t in TABLES), *INDEX]
-    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-        return dict(zip(names, pool.map(write, names), strict=True))
+def _write_table(cur, name: str, staging: Path) -> list[Path]:
+    """One derived table (or the index's: ``_traces``) as Parquet parts, on ``cur`` (closed after)."""
+    try:
+        table = _TABLES.get(name)
+        relation = f"_{name}_mat" if table else f"{name}_mat"  # the index's tables: _traces_mat
+        if table and (table.blocked or table.refresh in ("windows", "tail")):
+            parts = _write_blocked(cur, name, _with_block(cur, relation), staging)
+            return _consolidate(cur, name, parts, staging)
+        return [_write_whole(cur, name, relation, staging)]
+    finally:
+        cur.close()
 
 
 def bound_schemas() -> dict[str, list[list[str]]]:
