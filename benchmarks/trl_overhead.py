@@ -30,6 +30,7 @@ import statistics
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 
 from tests import trl_tiny
@@ -105,6 +106,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20, help="plain/instrumented pairs, after warm-ups")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads, both arms")
     args = parser.parse_args()
+    # transformers' deprecation notices about TRL's own calls (gradient_checkpointing_*): four a run, a
+    # thousand lines over the default pairs, burying the figures.
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
     import torch
 
     if args.threads:

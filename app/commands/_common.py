@@ -35,6 +35,39 @@ def step_range(text: str) -> tuple[int, int]:
     return steps
 
 
+def port_number(lowest: int = 0) -> Callable[[str], int]:
+    """The argparse type of a TCP port, ``lowest`` to 65535 (0: any free one, where the command allows it)."""
+
+    def parse(text: str) -> int:
+        if not text.strip().isdigit() or not lowest <= int(text) <= 65535:
+            raise argparse.ArgumentTypeError(f"a port is {lowest}-65535, not {text!r}")
+        return int(text)
+
+    return parse
+
+
+def number(lowest: float, *, whole: bool = False, above: bool = False) -> Callable[[str], float]:
+    """The argparse type of a number of at least ``lowest`` (more than it with ``above``), an integer with
+    ``whole`` ("1e6" is one too): a bad value is a usage error naming the option, not a traceback."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if whole:
+            if not value.is_integer():
+                raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+            value = int(value)
+        if value < lowest or (above and value == lowest):
+            raise argparse.ArgumentTypeError(
+                f"must be {'more than' if above else 'at least'} {lowest}, not {text}"
+            )
+        return value
+
+    return parse
+
+
 def name_value(names: Callable[[], Iterable[str]]) -> Callable[[str], tuple[str, float]]:
     """The argparse type of a repeatable ``NAME=VALUE`` setting (``--threshold``, ``--what-if``): NAME one
     of ``names()`` (called when an argument is parsed, so that starting the CLI imports no queries), VALUE a

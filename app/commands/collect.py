@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rollscope.app.commands._common import add_store
+from rollscope.app.commands._common import add_store, number, port_number
 from rollscope.errors import RollscopeError
 
 _MIB = 1024 * 1024
@@ -13,7 +13,7 @@ _MIB = 1024 * 1024
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "collect",
-        help="Receive OTLP traces (HTTP protobuf/JSON and gRPC) from SDKs, an OpenTelemetry Collector or vLLM.",
+        help="receive OTLP traces (HTTP protobuf/JSON and gRPC) from SDKs, an OpenTelemetry Collector or vLLM",
         description=(
             "Listen for OTLP/HTTP trace exports on POST /v1/traces and OTLP/gRPC exports (TraceService/Export) "
             "and write the spans to the store. A request is answered 200 (gRPC OK) only once its spans are "
@@ -25,7 +25,7 @@ def register(subparsers) -> None:
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; 0.0.0.0 for all)"
     )
     parser.add_argument(
-        "--port", type=int, default=4318, help="port (default 4318, OTLP/HTTP's; 0 = any free)"
+        "--port", type=port_number(), default=4318, help="port (default 4318, OTLP/HTTP's; 0 = any free)"
     )
     parser.add_argument(
         "--grpc-port",
@@ -45,17 +45,20 @@ def register(subparsers) -> None:
         "--run-id", help="run id for spans whose resource has no rl.run.id (else they are rejected)"
     )
     parser.add_argument(
-        "--max-request-mib", type=float, default=16, help="largest body, after decompression (16)"
+        "--max-request-mib",
+        type=number(0, above=True),
+        default=16,
+        help="largest body, after decompression (16)",
     )
     parser.add_argument(
         "--max-pending-mib",
-        type=float,
+        type=number(0, above=True),
         default=64,
         help="bodies held at once before answering 429 with Retry-After (64); bounds the receiver's memory",
     )
     parser.add_argument(
         "--commit-window",
-        type=float,
+        type=number(0),
         default=0.05,
         help="seconds requests wait to share one durable segment (0.05); larger = fewer, bigger files",
     )
@@ -66,12 +69,9 @@ def _grpc_port(text: str) -> int | str:
     if text.strip().lower() == "off":
         return "off"
     try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number or 'off'") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535)")
-    return port
+        return port_number()(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535 or 'off', not {text!r}") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
-from rollscope.app.commands._common import add_store
+from rollscope.app.commands._common import add_store, port_number
 
 APP = Path(__file__).resolve().parent.parent / "dashboard.py"
 DEFAULT_PORT = 8501
@@ -22,15 +21,12 @@ def register(sub) -> None:
     )
     add_store(p, default="$ROLLSCOPE_STORE, else the shipped sample_data/ with its sample run")
     p.add_argument(
-        "--port", type=_port, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})"
+        "--port",
+        type=port_number(1),
+        default=DEFAULT_PORT,
+        help=f"port on 127.0.0.1 (default {DEFAULT_PORT})",
     )
     p.set_defaults(func=run)
-
-
-def _port(text: str) -> int:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise argparse.ArgumentTypeError(f"a port is 1-65535, not {text!r}")
-    return int(text)
 
 
 def streamlit_command(store: Path | None, port: int) -> list[str]:

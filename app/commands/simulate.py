@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from rollscope.app.commands._common import add_store
+from rollscope.app.commands._common import add_store, number
 
 
 def register(sub) -> None:
@@ -36,14 +36,14 @@ def register(sub) -> None:
     p.add_argument("--workers", type=int, default=None, metavar="K", help="worker processes (default: CPUs)")
     p.add_argument(
         "--spans",
-        type=_positive,
+        type=number(1, whole=True),
         default=None,
         metavar="TARGET",
         help="scale mode: simulate steps until about TARGET spans are written",
     )
     p.add_argument(
         "--pace",
-        type=float,
+        type=number(0),
         default=0.0,
         metavar="SECONDS",
         help="spread the run over wall time, at least SECONDS per step (to watch it live)",
@@ -62,13 +62,6 @@ def register(sub) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
-
-
-def _positive(text: str) -> int:
-    value = int(float(text))
-    if value <= 0:
-        raise ValueError(text)
-    return value
 
 
 def run(args) -> int:
