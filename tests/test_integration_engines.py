@@ -7,6 +7,7 @@ the response."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import urllib.request
 from contextlib import contextmanager
@@ -216,6 +217,13 @@ def test_spec_attributes_read_every_documented_shape_and_nothing_else():
     assert spec_attributes({"choices": [], "usage": {}}) == {}
     for junk in (None, b"not json", "[1, 2]", {"metrics": "x"}, {"meta_info": {"spec_verify_ct": -1}}):
         assert spec_attributes(junk) == {}  # never raises into the job
+
+
+def test_a_response_that_is_not_json_is_one_warning_line(caplog):
+    with caplog.at_level(logging.WARNING, logger="rollscope"):
+        assert spec_attributes('{"choices": [{"text": "trunc') == {}
+    (record,) = caplog.records
+    assert record.exc_info is None and "not JSON" in record.getMessage()
 
 
 def test_traceparent_is_the_current_turn_and_absent_outside_any_span(attached):

@@ -202,6 +202,12 @@ def test_a_file_that_is_not_a_verifiers_run_imports_nothing_and_says_which_line(
     assert code == 1 and "no such file" in err
 
 
+def test_something_that_is_not_an_environment_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(TypeError, match="takes a verifiers Environment .*, not list"):
+        instrument([], store=tmp_path / "runs", run_id="v")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_instrument_never_raises_into_the_run(live, tmp_path):
     """A recording failure is logged; the episode still comes back to verifiers' runner."""
 

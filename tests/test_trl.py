@@ -33,6 +33,14 @@ def test_importing_the_adapter_loads_neither_torch_nor_trl():
     assert out.strip() == "[]"
 
 
+def test_something_that_is_not_a_trainer_is_refused_before_anything_is_written(tmp_path):
+    from rollscope.integrations.trl import instrument
+
+    with pytest.raises(TypeError, match=r"takes a built trl.GRPOTrainer .*, not dict"):
+        instrument({"model": "not a trainer"}, store=tmp_path / "runs", run_id=RUN)
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The same 20-step run twice on one seed: plain, then instrumented."""

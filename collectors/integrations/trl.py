@@ -88,11 +88,15 @@ def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) 
     """Instrument a built ``trl.GRPOTrainer``; returns the handle (``.rl``, ``.stats``, ``.close()``).
 
     ``store`` and ``run_id`` (and any other keyword) go to ``rollscope.attach``; a bad store or run id fails
-    here, before training starts. Calling it twice on one trainer returns the first handle.
+    here, before training starts, as does something that is not a trainer (``TypeError``). Calling it twice on one trainer returns the first handle.
     """
     existing = getattr(trainer, "_rollscope_instrumentation", None)
     if existing is not None:
         return existing
+    if not callable(getattr(trainer, "add_callback", None)):  # before attach(): nothing written for a mistake
+        raise TypeError(
+            f"instrument() takes a built trl.GRPOTrainer (a transformers Trainer), not {type(trainer).__name__}"
+        )
     from rollscope.collectors.attaching import attach
 
     attach_kwargs.setdefault("role", "train")

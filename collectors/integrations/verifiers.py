@@ -67,6 +67,10 @@ def instrument(
     ``rl``: helpers from an earlier ``rollscope.attach()`` (else one is attached with ``store``, ``run_id``
     and ``attach``'s other keyword arguments). ``environment`` overrides the environment name.
     """
+    if not callable(getattr(env, "run_slot", None)):  # before attach(): nothing written for a mistake
+        raise TypeError(
+            f"instrument() takes a verifiers Environment (its run_slot), not {type(env).__name__}"
+        )
     if rl is None:
         from rollscope.collectors.attaching import attach as _attach
 
