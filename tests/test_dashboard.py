@@ -444,6 +444,37 @@ def test_the_command_serves_locally_headless_without_usage_stats(tmp_path):
     assert "--" not in streamlit_command(None, 8600)  # no --store: the app opens sample_data/
 
 
+def test_a_port_in_use_is_one_line_before_any_server_starts(tmp_path):
+    """Not our address printed and then Streamlit's "Port N is not available" in its log format."""
+    import socket
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rollscope.app.cli",
+                "dashboard",
+                "--port",
+                str(port),
+                "--store",
+                tmp_path,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1 and done.stdout == ""
+    assert (
+        done.stderr == f"rollscope: Port in use: cannot serve on 127.0.0.1:{port}: Address already in use; "
+        "choose another with --port\n"
+    )
+
+
 def test_the_command_defaults_to_rollscope_store(tmp_path, monkeypatch):
     import argparse
 

@@ -73,6 +73,7 @@ def run(args) -> int:
     store = chosen_store(args)
     if store is not None and store.exists() and not store.is_dir():
         raise StoreError("Not a store", f"{store} is a file, not a rollscope store directory")
+    _require_free(args.port)
     where = store or "the shipped sample_data/"
     print(
         f"rollscope dashboard: http://127.0.0.1:{args.port}  (store {where}; pid {os.getpid()}; Ctrl-C stops it)",
@@ -80,3 +81,19 @@ def run(args) -> int:
     )
     command = streamlit_command(store, args.port)
     os.execv(command[0], command)  # the server replaces this process: one pid, signals go straight to it
+
+
+def _require_free(port: int) -> None:
+    """Refuse a port another server holds before saying where the dashboard is: Streamlit would only log "Port
+    N is not available" after our line had printed the address of someone else's server."""
+    import socket
+
+    from rollscope.errors import RollscopeError
+
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as e:
+            raise RollscopeError(
+                "Port in use", f"cannot serve on 127.0.0.1:{port}: {e.strerror}; choose another with --port"
+            ) from None
