@@ -60,6 +60,9 @@ class GrpcListener:
         self.config = config
         self._receiver: Receiver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        address = f"[{config.host}]:{port}" if ":" in config.host else f"{config.host}:{port}"
+        if port:
+            _require_free(config.host, port, address)
         limit = config.max_request_bytes
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rollscope-grpc"),
@@ -72,7 +75,6 @@ class GrpcListener:
             SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._export)}
         )
         self._server.add_generic_rpc_handlers((handler,))
-        address = f"[{config.host}]:{port}" if ":" in config.host else f"{config.host}:{port}"
         try:
             self.port = self._server.add_insecure_port(address)
         except RuntimeError as e:  # grpcio raises RuntimeError when it cannot bind
@@ -161,3 +163,16 @@ def _varint(n: int) -> bytes:
         out.append(byte | 0x80 if n else byte)
         if not n:
             return bytes(out)
+
+
+def _require_free(host: str, port: int, address: str) -> None:
+    """Refuse a taken port with our one line before gRPC tries it: its C core logs its own failure to stderr
+    first ("E1201 ... add_port.cc:83] Failed to add port ..."), which no Python setting silences."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is free
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            raise OSError(f"cannot listen for OTLP/gRPC on {address}: {e.strerror}") from None

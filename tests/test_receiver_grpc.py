@@ -244,13 +244,15 @@ def _grpc_port(proc) -> int:
     return int(proc.rollscope_line.split(" and ")[1].split(" ")[0].rsplit(":", 1)[1])
 
 
-def test_grpc_off_and_a_taken_port_get_clear_answers(store, tmp_path):
+def test_grpc_off_and_a_taken_port_get_clear_answers(store, tmp_path, capfd):
     with collect_process(store, "--grpc-port", "off") as (proc, url):
         assert " and " not in proc.rollscope_line and get(url, "/health").status == 200
     with collect_process(store) as (proc, _):
         taken = _grpc_port(proc)
+        capfd.readouterr()
         code, out, err = rollscope(
             "collect", "--store", tmp_path / "other", "--port", "0", "--grpc-port", str(taken)
         )
+        core_log = capfd.readouterr().err  # what gRPC's C core writes to the terminal itself
     assert code == 1 and err.startswith("rollscope: Cannot listen:") and "--grpc-port off" in err
-    assert len(err.strip().splitlines()) == 1
+    assert len(err.strip().splitlines()) == 1 and core_log == ""

@@ -91,6 +91,7 @@ def _require_free(port: int) -> None:
     from rollscope.errors import RollscopeError
 
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is free
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as e:
