@@ -700,6 +700,9 @@ ADVICE_LEVERS = {
     ),
     "tool_waits": ("Tool waits", "staleness", "more concurrent rollouts per device to hide tool waits"),
 }
+# What the Advisor page and `rollscope advise` say instead of ranking levers when nothing usable was consumed:
+# every gain is relative to usable rollouts per device-second, and each lever reads consumed rollouts only.
+ADVICE_NOTHING_USABLE = "No usable rollouts consumed in this selection yet: the levers are costed on those."
 ADVICE_DEFAULTS = {
     "target_nonzero_signal": 0.80,
     "fresh_versions": 2,

@@ -17,6 +17,7 @@ import pytest
 from rollscope.app.cli import main
 from rollscope.queries import analyses, connect
 from rollscope.simulator import config, simulate
+from tests.conftest import rollscope as rollscope_cli
 
 # lever -> (preset with that bottleneck, the config that applies the lever)
 LEVERS = {
@@ -126,6 +127,23 @@ def test_bad_arguments_are_one_line_errors(capsys):
     with pytest.raises(SystemExit):
         main(["advise", "--store", store, "--run", "before", "--what-if", "bogus=1"])
     assert "NAME one of" in capsys.readouterr().err
+
+
+def test_a_run_the_trainer_has_not_consumed_yet_is_said_so_not_misread(tmp_path):
+    """Early in a live run: rollouts written, no train step yet. The command says there is nothing to rank (as
+    the Advisor page does) rather than "no rollouts" under each lever, and the staleness lever still knows the
+    bound the run declared."""
+    from tests.test_analyses import TinyRun
+
+    run = TinyRun(tmp_path, bound=2)
+    for m in range(2):
+        run.rollout(f"g0-{m}", "g0", float(m))
+    run.done()
+    code, out, _ = rollscope_cli("advise", "--store", tmp_path, "--run", "tiny")
+    assert code == 0 and out.splitlines()[-1] == analyses.ADVICE_NOTHING_USABLE
+    assert "Levers" not in out
+    (staleness,) = [row for row in analyses.advice(connect(tmp_path), "tiny") if row["lever"] == "staleness"]
+    assert staleness["bound"] == 2 and staleness["why_not"] == "no sample with nonzero signal consumed yet"
 
 
 def test_the_command_reads_the_figures_the_page_reads_without_pandas():

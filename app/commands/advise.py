@@ -109,8 +109,12 @@ def render(advice: dict) -> str:
         f"run {advice['run_id']}  {steps}: {fmt.count(base['usable'])} usable rollouts in "
         f"{fmt.count(base['device_seconds'])} device-seconds ({fmt.number(per_k)} per 1,000 device-seconds)",
         "",
-        "Levers, by estimated gain in usable rollouts per device-second:",
     ]
+    if not base["usable"]:
+        from rollscope.queries.analyses import ADVICE_NOTHING_USABLE
+
+        return "\n".join([*lines, ADVICE_NOTHING_USABLE]) + "\n"
+    lines.append("Levers, by estimated gain in usable rollouts per device-second:")
     applies = [lever for lever in advice["levers"] if lever["applies"]]
     for lever in applies:
         lines += [

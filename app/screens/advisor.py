@@ -35,7 +35,7 @@ def ranking(filters: data.Filters, settings: dict) -> None:
     # every environment together: a lever's gain is over the run's whole fleet (the environment filter is not used)
     frame = data.call(filters.store, analyses.advise, filters.run_id, steps=filters.steps, **settings)
     if frame.empty or not frame["usable"].fillna(0).sum():
-        raise data.NothingToShow("No usable rollouts consumed in this selection yet.")
+        raise data.NothingToShow(analyses.ADVICE_NOTHING_USABLE)
     applies = frame[frame["applies"]].copy()
     if not applies.empty:
         st.plotly_chart(

@@ -55,7 +55,7 @@ est AS (
         d.failed,
         d.burned_rollout_s * b.rollout_device_s / nullif(b.rollout_work_s, 0) AS burned_device_s,
         b.completion_rate < 1 AS applies,
-        CASE WHEN b.completion_rate IS NULL THEN 'no rollouts'
+        CASE WHEN b.completion_rate IS NULL THEN 'no rollout consumed by a train step yet'
              WHEN b.completion_rate >= 1 THEN 'every rollout completed' END AS why_not,
         'completion_rate' AS metric,
         b.completion_rate AS before,

@@ -31,7 +31,7 @@ est AS (
         j.failed_judge_s / nullif(j.failed_judges, 0) AS failed_judge_mean_s,
         j.ok_judge_s / nullif(j.ok_judges, 0) AS ok_judge_mean_s,
         b.scoring_rate < 1 AS applies,
-        CASE WHEN b.scoring_rate IS NULL THEN 'no completed rollouts'
+        CASE WHEN b.scoring_rate IS NULL THEN 'no completed rollout consumed by a train step yet'
              WHEN b.scoring_rate >= 1 THEN 'every completed rollout was scored' END AS why_not,
         'scoring_rate' AS metric,
         b.scoring_rate AS before,

@@ -16,6 +16,8 @@ counts AS (
     WHERE nonzero_signal AND step IS NOT NULL
       AND ($step_lo IS NULL OR step >= $step_lo) AND ($step_hi IS NULL OR step <= $step_hi)
 ),
+-- The bound as declared, from the first rollout on: a run that has consumed nothing yet still declares it.
+declared AS (SELECT max(bound) AS bound FROM _staleness_sums($run_id)),
 idle AS (
     SELECT sum(coalesce(train_wait_s, 0)) / nullif(sum(duration_s), 0) AS trainer_idle_fraction
     FROM train_steps
@@ -24,18 +26,19 @@ idle AS (
 ),
 est AS (
     SELECT
-        c.bound,
-        c.bound + 1 AS looser_bound,
+        coalesce(c.bound, d.bound) AS bound,
+        coalesce(c.bound, d.bound) + 1 AS looser_bound,
         c.beyond_bound,
         i.trainer_idle_fraction,
         c.bound IS NOT NULL AND c.beyond_bound > 0 AS applies,
-        CASE WHEN c.bound IS NULL THEN 'the run declares no staleness bound'
+        CASE WHEN d.bound IS NULL THEN 'the run declares no staleness bound'
+             WHEN c.nonzero_signal = 0 THEN 'no sample with nonzero signal consumed yet'
              WHEN c.beyond_bound = 0 THEN 'no sample was beyond the bound' END AS why_not,
         'freshness_rate' AS metric,
         b.freshness_rate AS before,
         c.within_looser / nullif(c.nonzero_signal, 0) AS after,
         b.usable * (c.within_looser / nullif(c.nonzero_signal, 0)) / nullif(b.freshness_rate, 0) AS usable_after
-    FROM b, counts AS c, idle AS i
+    FROM b, counts AS c, declared AS d, idle AS i
 )
 SELECT 'staleness' AS lever, e.*,
     _advice_change(CASE WHEN e.applies THEN e.usable_after END, 0.0, 0.0, 0.0) AS _change
