@@ -404,6 +404,36 @@ def test_a_run_without_turns_says_so(tmp_path):
         assert message in at.info[0].value, page
 
 
+@pytest.fixture(scope="module")
+def just_attached(tmp_path_factory):
+    """README's first example: one rollout with a turn and a tool call, written by attach(); no train step
+    has consumed anything, and no group has two scored attempts (the nonzero-signal rate is undefined)."""
+    from rollscope import attach
+
+    store = tmp_path_factory.mktemp("just-attached") / "runs"
+    rl = attach(
+        store=store, run_id="exp-7", role="rollout", devices=8, model_parameters=8e9, set_global=False
+    )
+    with rl.rollout(task_id="t-19", group_id="t-19/3", environment="swe", policy_version=41) as rollout:
+        with rl.turn(
+            0, input_tokens=3_150, cached_input_tokens=3_000, output_tokens=150, context_tokens=3_000
+        ):
+            pass
+        with rl.tool("run_tests", sandbox_id="sb-7", tool_exit_code=1, observation_tokens=3_000):
+            pass
+        rollout.set(reward=1.0, rollout_status="ok")
+    rl.shutdown()
+    return store
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs_on_a_run_just_attached(just_attached, page):
+    at = open_page(just_attached, page)
+    assert_clean(at)
+    if page == "funnel":  # the what-if starts from rates that are not measured yet: shown as such
+        assert "now —" in [c.value for c in at.caption]
+
+
 def test_new_spans_appear_on_a_later_refresh_which_reads_only_new_segments(tmp_path):
     store = tmp_path / "live"
     writer = RunWriter(store, "live-1", seed=3)

@@ -74,7 +74,9 @@ def losses(filters: data.Filters) -> None:
 
 def what_if(row: dict) -> None:
     st.subheader("What if")
-    rates = {name: float(row[f"{name}_rate"] or 0.0) for name in RATE_LABELS}
+    measured = {name: row[f"{name}_rate"] for name in RATE_LABELS}
+    # A rate with nothing to measure yet (no group with two scored attempts: nonzero signal is NaN) starts at 0
+    rates = {name: 0.0 if charts.missing(rate) else float(rate) for name, rate in measured.items()}
     weakest = min(rates, key=rates.get)
     start = {name: round(100 * rate) for name, rate in rates.items()}
     start[weakest] = min(100, start[weakest] + WHAT_IF_STEP_POINTS)
@@ -91,7 +93,7 @@ def what_if(row: dict) -> None:
             chosen = st.slider(
                 f"{RATE_LABELS[name]} (%)", 0, 100, start[name], 1, format="%d %%", key=f"what-if-{name}"
             )
-            st.caption(f"now {charts.rate(rates[name])}")
+            st.caption(f"now {charts.rate(measured[name])}")
         new_rates[name] = chosen / 100 if chosen != round(100 * rates[name]) else rates[name]
     result = analyses.what_if(int(row["dispatched"]), rates, new_rates)
     cols = st.columns(3)
