@@ -314,6 +314,9 @@ def test_rm_removes_one_run_raw_and_derived_while_a_reader_of_another_run_reads(
     removed.refresh()
     with pytest.raises(UnknownRunError, match="no run 'exp-1' in this store"):
         require_run(removed.con, "exp-1")
+    rollscope("rm", "--store", store, "--run", "exp-2")
+    assert rollscope("runs", "--store", store) == (0, f"no runs in {store} yet\n", "")
+    assert rollscope("runs", "--store", store, "--format", "json") == (0, "[]\n", "")
 
 
 def test_rm_of_an_unknown_or_invalid_run_is_one_line_and_removes_nothing(two_runs):

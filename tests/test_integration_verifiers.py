@@ -202,6 +202,15 @@ def test_a_file_that_is_not_a_verifiers_run_imports_nothing_and_says_which_line(
     assert code == 1 and "no such file" in err
 
 
+def test_an_empty_file_imports_nothing_and_writes_no_empty_run(tmp_path):
+    empty = tmp_path / "traces.jsonl"
+    empty.write_text("\n")
+    code, out, err = rollscope("import", "verifiers", empty, "--store", tmp_path / "store", "--run-id", "v")
+    assert (code, out) == (1, "")
+    assert err == f"rollscope: Not a verifiers run: {empty}: no episodes in it; nothing was imported\n"
+    assert not (tmp_path / "store").exists()
+
+
 def test_something_that_is_not_an_environment_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(TypeError, match="takes a verifiers Environment .*, not list"):
         instrument([], store=tmp_path / "runs", run_id="v")

@@ -18,5 +18,10 @@ def run(args) -> int:
     from rollscope.queries import sqlfiles
     from rollscope.queries.reader import Reader
 
-    print_frame(sqlfiles.run(Reader(store_of(args), derive=False).con, "cli/runs"), args.format)
+    store = store_of(args)
+    frame = sqlfiles.run(Reader(store, derive=False).con, "cli/runs")
+    if frame.empty and args.format == "table":  # csv and json stay parseable: a header, an empty array
+        print(f"no runs in {store} yet")
+        return 0
+    print_frame(frame, args.format)
     return 0

@@ -105,7 +105,7 @@ def _record_of(episode) -> Mapping:
 
 def read_episodes(path: Path | str) -> list[Mapping]:
     """Every episode of a saved run (``traces.jsonl``, or the run directory holding it), all checked before
-    any is returned; BadRecord names the first line that is not an episode."""
+    any is returned; BadRecord names the first line that is not an episode, or says there are none."""
     path = Path(path)
     if path.is_dir():
         path = path / "traces.jsonl"
@@ -124,6 +124,8 @@ def read_episodes(path: Path | str) -> list[Mapping]:
                 if not isinstance(trace, dict) or not isinstance(trace.get("id"), str):
                     raise BadRecord(f"{path}:{number}: traces[{i}] has no 'id'")
             episodes.append(record)
+    if not episodes:  # a run that was still starting, or the wrong file: an empty run written is not a result
+        raise BadRecord(f"{path}: no episodes in it")
     return episodes
 
 
