@@ -42,23 +42,28 @@ def register(subparsers) -> None:
         "keeps the token out of `ps`)",
     )
     parser.add_argument(
-        "--run-id", help="run id for spans whose resource has no rl.run.id (else they are rejected)"
+        "--run-id",
+        metavar="ID",
+        help="run id for spans whose resource has no rl.run.id (else they are rejected)",
     )
     parser.add_argument(
         "--max-request-mib",
         type=number(0, above=True),
         default=16,
+        metavar="MIB",
         help="largest body, after decompression (16)",
     )
     parser.add_argument(
         "--max-pending-mib",
         type=number(0, above=True),
+        metavar="MIB",
         default=64,
         help="bodies held at once before answering 429 with Retry-After (64); bounds the receiver's memory",
     )
     parser.add_argument(
         "--commit-window",
         type=number(0),
+        metavar="SECONDS",
         default=0.05,
         help="seconds requests wait to share one durable segment (0.05); larger = fewer, bigger files",
     )

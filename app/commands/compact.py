@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rollscope.app.commands._common import add_store, store_of
+from rollscope.app.commands._common import add_store, number, store_of
 
 
 def register(sub) -> None:
@@ -12,10 +12,10 @@ def register(sub) -> None:
         description="Merge small segments. Readers never see duplicates or missing rows.",
     )
     add_store(p)
-    p.add_argument("--run", default=None, help="only this run (default: every run)")
+    p.add_argument("--run", default=None, metavar="ID", help="only this run (default: every run)")
     p.add_argument(
         "--grace",
-        type=float,
+        type=number(0),
         default=300.0,
         metavar="SECONDS",
         help="keep replaced segments this long for readers mid-query (default 300)",
