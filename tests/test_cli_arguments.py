@@ -30,6 +30,8 @@ def usage_error(*args: str) -> str:
         (("simulate", "--run-id", "a", "--spans", "1.5"), "argument --spans: '1.5' is not a whole number"),
         (("simulate", "--run-id", "a", "--spans", "lots"), "argument --spans: 'lots' is not a number"),
         (("simulate", "--run-id", "a", "--pace", "-2"), "argument --pace: must be at least 0, not -2"),
+        (("simulate", "--run-id", "a", "--pace", "inf"), "argument --pace: 'inf' is not a number"),
+        (("compact", "--grace", "nan"), "argument --grace: 'nan' is not a number"),
     ],
 )
 def test_a_bad_number_is_a_usage_error(tmp_path, args, message):

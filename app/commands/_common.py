@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -54,7 +55,9 @@ def number(lowest: float, *, whole: bool = False, above: bool = False) -> Callab
         try:
             value = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+            value = math.nan
+        if not math.isfinite(value):  # "nan" and "inf" parse as floats
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number")
         if whole:
             if not value.is_integer():
                 raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
