@@ -266,5 +266,8 @@ class Reader:
 def connect(
     store_dir: Path | str, *, materialize: bool = False, run_id: str | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with every documented view over ``store_dir`` (empty store: empty views)."""
+    """A DuckDB connection with every documented view over ``store_dir`` (a store with no runs yet: empty
+    views). A path that does not exist is a StoreError, as for every command: a mistyped path in a notebook
+    would otherwise answer every query with nothing."""
+    store.require_store(store_dir)
     return Reader(store_dir, materialize=materialize, run_id=run_id).con

@@ -12,6 +12,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+from rollscope.errors import StoreError
 from rollscope.queries import connect
 from rollscope.queries.reader import Reader
 from rollscope.store import layout
@@ -147,6 +148,9 @@ def test_an_empty_store_reads_as_empty_and_a_missing_one_is_a_clear_error(tmp_pa
         err.strip() == f"rollscope: No store: no rollscope store at {tmp_path / 'nowhere'} (nothing has been "
         "written there yet)"
     )
+    assert connect(empty).execute("SELECT count(*) FROM rollouts").fetchone() == (0,)
+    with pytest.raises(StoreError, match="no rollscope store at .*nowhere"):  # from Python: a typo is not empty
+        connect(tmp_path / "nowhere")
 
 
 def test_bad_sql_is_one_clear_line(attached, store):
