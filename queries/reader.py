@@ -29,7 +29,7 @@ from typing import TypeVar
 
 import duckdb
 
-from rollscope.errors import QueryError
+from rollscope.errors import QueryError, StoreError
 from rollscope.queries import derived_schemas, sqlfiles
 from rollscope.queries.derive import analysis_macros, raw_views, sql_list, stored_type
 from rollscope.queries.derive import derive as derive_run
@@ -239,16 +239,25 @@ class Reader:
 
     def retrying(self, answer: Callable[[], T]) -> T:
         """``answer()``, asked again after a refresh when it found a segment that a compaction moved aside
-        since the last refresh (``store.compaction``): the first attempt failed whole, so no partial answer. The
+        since the last refresh (``store.compaction``): a failed attempt failed whole, so no partial answer. The
         missing file shows as DuckDB's IOException, or as the cause of the QueryError an analysis raises
-        (``sqlfiles.run``)."""
-        try:
-            return answer()
-        except (duckdb.IOException, QueryError) as e:
-            if not isinstance(e, duckdb.IOException) and not isinstance(e.__cause__, duckdb.IOException):
-                raise
-        self.refresh()
-        return answer()
+        (``sqlfiles.run``). Up to ``_RETRIES`` attempts: on a busy machine under a short grace period a second
+        attempt can lose the race too. Then a one-line StoreError, never DuckDB's traceback."""
+        for attempt in range(_RETRIES):
+            try:
+                return answer()
+            except (duckdb.IOException, QueryError) as e:
+                missing = e if isinstance(e, duckdb.IOException) else e.__cause__
+                if not isinstance(missing, duckdb.IOException):
+                    raise
+                if attempt == _RETRIES - 1:
+                    raise StoreError(
+                        "Store changed while reading",
+                        f"{sqlfiles.first_line(missing)} ({_RETRIES} attempts, each on a new listing: a "
+                        "compaction kept deleting files it had listed); run it again",
+                    ) from e
+            self.refresh()
+        raise AssertionError("the last attempt returns or raises")  # for type checkers: never reached
 
     @property
     def runs(self) -> list[str]:

@@ -389,3 +389,42 @@ def test_a_command_that_loses_its_files_to_a_compaction_asks_again_on_a_new_list
     assert len(attempts) == 2
     assert figures == report(connect(store, run_id="exp-7"), "exp-7")
     assert figures["funnel"]["dispatched"] == 12
+
+
+def test_a_command_that_keeps_losing_its_files_tries_a_few_listings_then_says_so_in_one_line(
+    attached, store, monkeypatch
+):
+    """A busy machine under a short grace period: the files each attempt listed are compacted away before it
+    reads them, again and again (the concurrency test's `check` lost twice in a row once). The command tries
+    on a new listing each time; while one attempt in five succeeds it answers; if none does, one line."""
+    import argparse
+
+    from rollscope.app.commands._common import on_run
+    from rollscope.errors import StoreError
+    from rollscope.queries.reader import _RETRIES
+    from rollscope.store import compaction
+    from tests.test_reader_incremental import publish_rollout
+
+    monkeypatch.setattr(compaction, "RETIRE_AFTER_S", 0.0)  # sources move at once: nine compactions, not 9 s
+    rl = attached()
+    attempts = []
+
+    def compute(con, lose: int):
+        attempts.append(con)
+        if len(attempts) <= lose:
+            publish_rollout(rl, 100 + len(attempts))  # a writer keeps publishing
+            rl.force_flush()
+            layout.compact(store, grace_seconds=0)  # and what this attempt listed is gone
+        return con.execute("SELECT count(*) FROM spans WHERE name = 'rl.rollout'").fetchone()[0]  # raw files
+
+    for i in range(4):
+        publish_rollout(rl, i)
+    rl.force_flush()
+    args = argparse.Namespace(store=str(store), run="exp-7")
+    rollouts = on_run(args, lambda con: compute(con, lose=_RETRIES - 1))
+    assert len(attempts) == _RETRIES and rollouts == 4 + _RETRIES - 1
+    attempts.clear()
+    with pytest.raises(StoreError, match=rf"^IO Error: .* \({_RETRIES} attempts, each on a new listing"):
+        on_run(args, lambda con: compute(con, lose=_RETRIES))
+    assert len(attempts) == _RETRIES
+    rl.shutdown()

@@ -149,7 +149,9 @@ def test_an_empty_store_reads_as_empty_and_a_missing_one_is_a_clear_error(tmp_pa
         "written there yet)"
     )
     assert connect(empty).execute("SELECT count(*) FROM rollouts").fetchone() == (0,)
-    with pytest.raises(StoreError, match="no rollscope store at .*nowhere"):  # from Python: a typo is not empty
+    with pytest.raises(
+        StoreError, match="no rollscope store at .*nowhere"
+    ):  # from Python: a typo is not empty
         connect(tmp_path / "nowhere")
 
 
