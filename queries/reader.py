@@ -145,10 +145,11 @@ class Reader:
             for attempt in range(_RETRIES):
                 try:
                     return self._refresh()
-                except duckdb.IOException:
-                    # A compaction deleted a segment between listing and deriving: list again.
+                except (duckdb.IOException, FileNotFoundError) as e:
+                    # A compaction deleted a segment between listing and deriving (DuckDB's IOException, or
+                    # pyarrow's FileNotFoundError reading a new segment's footer): list again.
                     if attempt == _RETRIES - 1:
-                        raise
+                        raise _store_changed(e) from e
         return 0
 
     def _runs(self) -> list[str]:
@@ -251,11 +252,7 @@ class Reader:
                 if not isinstance(missing, duckdb.IOException):
                     raise
                 if attempt == _RETRIES - 1:
-                    raise StoreError(
-                        "Store changed while reading",
-                        f"{sqlfiles.first_line(missing)} ({_RETRIES} attempts, each on a new listing: a "
-                        "compaction kept deleting files it had listed); run it again",
-                    ) from e
+                    raise _store_changed(missing) from e
             self.refresh()
         raise AssertionError("the last attempt returns or raises")  # for type checkers: never reached
 
@@ -270,6 +267,15 @@ class Reader:
     def derived_state(self, run_id: str) -> derived.Published | None:
         """The published derived state this reader reads for ``run_id``."""
         return self._states.get(run_id)
+
+
+def _store_changed(missing: Exception) -> StoreError:
+    """What a reader says when every attempt lost its files to a compaction: one line, never a traceback."""
+    return StoreError(
+        "Store changed while reading",
+        f"{sqlfiles.first_line(missing)} ({_RETRIES} attempts, each on a new listing: a compaction kept "
+        "deleting files it had listed); run it again",
+    )
 
 
 def connect(
