@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, Status, StatusCode
 
 from rollscope.collectors import semconv
 
@@ -77,6 +77,12 @@ class RL:
             wrapped.fields_set.update(fields)
             try:
                 yield wrapped
+            except Exception as exc:
+                # What the SDK's use_span does on an exception, done here because the span ends here (at
+                # end_time), before use_span sees it: an ended span takes no status, so it stayed "unset".
+                otel_span.record_exception(exc)
+                otel_span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                raise
             finally:
                 otel_span.end(end_time=end_time)
 

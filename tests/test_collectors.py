@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
@@ -118,8 +119,6 @@ def test_exporter_failure_is_counted_never_raised(tmp_path, caplog):
 
 
 def test_spans_without_a_run_are_refused_with_a_clear_error(store):
-    import pytest
-
     from rollscope.collectors import attach
 
     with pytest.raises(ValueError, match="run id"):
@@ -129,14 +128,26 @@ def test_spans_without_a_run_are_refused_with_a_clear_error(store):
 
 
 def test_an_exception_inside_a_rollout_marks_it_infra_error(attached, store):
+    """The job's exception propagates untouched; every span it left on the way out records it as the SDK's
+    own spans do: status error with the exception's type and message, and an exception event."""
     rl = attached()
-    try:
-        with rl.rollout("r9", task_id="t", environment="math"):
-            raise TimeoutError("sandbox died")
-    except TimeoutError:
-        pass
+    with (
+        pytest.raises(TimeoutError, match="sandbox died"),
+        rl.rollout("r9", task_id="t", environment="math"),
+        rl.tool("run_tests", sandbox_id="sb-1"),
+    ):
+        raise TimeoutError("sandbox died")
     rl.force_flush()
     assert sql_json(store, "SELECT rollout_status FROM rollouts") == [{"rollout_status": "infra_error"}]
+    spans = sql_json(
+        store,
+        "SELECT name, status_code, status_message, events::VARCHAR LIKE '%exception.type%TimeoutError%' AS event "
+        "FROM spans ORDER BY name",
+    )
+    assert spans == [
+        {"name": name, "status_code": "error", "status_message": "TimeoutError: sandbox died", "event": True}
+        for name in ("execute_tool run_tests", "rl.rollout")
+    ]
 
 
 def test_a_tight_loop_of_100k_spans_loses_nothing_silently(attached, store):
