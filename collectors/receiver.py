@@ -34,6 +34,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from rollscope.collectors import ports
 from rollscope.collectors.group_commit import GroupCommit
 from rollscope.collectors.otlp import (
     Decoded,
@@ -452,10 +453,7 @@ class ReceiverStats:
 
 def bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound before the server starts so ``port=0`` can report the port it got."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # so asyncio sets TCP_NODELAY
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    sock = ports.bound(host, port)
     sock.listen(1024)
     sock.set_inheritable(True)
     return sock

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from rollscope.collectors import ports
 from rollscope.collectors.otlp import export_response
 
 if TYPE_CHECKING:
@@ -61,8 +62,11 @@ class GrpcListener:
         self._receiver: Receiver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         address = f"[{config.host}]:{port}" if ":" in config.host else f"{config.host}:{port}"
-        if port:
-            _require_free(config.host, port, address)
+        # A taken port refused here with our one line: gRPC's C core would first log its own failure to stderr
+        # ("E1201 ... add_port.cc:83] Failed to add port ..."), which no Python setting silences.
+        why = ports.taken(config.host, port) if port else None
+        if why is not None:
+            raise OSError(f"cannot listen for OTLP/gRPC on {address}: {why}")
         limit = config.max_request_bytes
         self._server = grpc.server(
             ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rollscope-grpc"),
@@ -163,16 +167,3 @@ def _varint(n: int) -> bytes:
         out.append(byte | 0x80 if n else byte)
         if not n:
             return bytes(out)
-
-
-def _require_free(host: str, port: int, address: str) -> None:
-    """Refuse a taken port with our one line before gRPC tries it: its C core logs its own failure to stderr
-    first ("E1201 ... add_port.cc:83] Failed to add port ..."), which no Python setting silences."""
-    import socket
-
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is free
-        try:
-            probe.bind((host, port))
-        except OSError as e:
-            raise OSError(f"cannot listen for OTLP/gRPC on {address}: {e.strerror}") from None

@@ -86,15 +86,11 @@ def run(args) -> int:
 def _require_free(port: int) -> None:
     """Refuse a port another server holds before saying where the dashboard is: Streamlit would only log "Port
     N is not available" after our line had printed the address of someone else's server."""
-    import socket
-
+    from rollscope.collectors.ports import taken
     from rollscope.errors import RollscopeError
 
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will: TIME_WAIT is free
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError as e:
-            raise RollscopeError(
-                "Port in use", f"cannot serve on 127.0.0.1:{port}: {e.strerror}; choose another with --port"
-            ) from None
+    why = taken("127.0.0.1", port)
+    if why is not None:
+        raise RollscopeError(
+            "Port in use", f"cannot serve on 127.0.0.1:{port}: {why}; choose another with --port"
+        )

@@ -78,9 +78,8 @@ def spec_attributes(response) -> dict[str, int]:
         meta = body.get("meta_info")
         if isinstance(meta, Mapping):
             return _counts(meta, SGLANG_SPEC)
-    except (
-        ValueError
-    ) as e:  # text that is not JSON (a truncated stream chunk): the input, not a bug, one line
+    except ValueError as e:
+        # text that is not JSON (a truncated stream chunk): bad input, not a bug, so one line
         log.warning("rollscope: no speculative decoding read: the response is not JSON (%s)", e)
     except Exception:
         log.exception("rollscope: could not read speculative decoding from the response")

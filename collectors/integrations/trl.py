@@ -88,7 +88,8 @@ def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) 
     """Instrument a built ``trl.GRPOTrainer``; returns the handle (``.rl``, ``.stats``, ``.close()``).
 
     ``store`` and ``run_id`` (and any other keyword) go to ``rollscope.attach``; a bad store or run id fails
-    here, before training starts, as does something that is not a trainer (``TypeError``). Calling it twice on one trainer returns the first handle.
+    here, before training starts, as does something that is not a trainer (``TypeError``). Calling it twice
+    on one trainer returns the first handle.
     """
     existing = getattr(trainer, "_rollscope_instrumentation", None)
     if existing is not None:
