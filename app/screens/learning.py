@@ -1,5 +1,7 @@
 """Learning: is the policy improving, which groups carry no signal and why, and do trainer and engine agree."""
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 
@@ -17,11 +19,11 @@ KIND_COLORS = {
 }
 
 
-def headline(filters: data.Filters) -> None:
-    run = analyses_record(data.analysis(analyses.learning, filters))
-    zero = data.analysis(analyses.zero_signal_summary, filters)
-    tasks = data.analysis(analyses.task_solve_summary, filters)
-    trainer = data.call(filters.store, analyses.trainer, filters.run_id, steps=filters.steps)
+def headline(figures: data.Figures) -> None:
+    run = analyses_record(figures["learning"])
+    zero = figures["zero_signal_summary"]
+    tasks = figures["task_solve_summary"]
+    trainer = figures["trainer"]
     cols = st.columns(5)
     cols[0].metric("Mean reward", charts.number(run.get("reward_mean")), help="Over scored rollouts.")
     cols[1].metric(
@@ -56,9 +58,9 @@ def analyses_record(frame) -> dict:
     return {} if frame.empty else frame.iloc[0].to_dict()
 
 
-def rewards(filters: data.Filters) -> None:
+def rewards(figures: data.Figures) -> None:
     st.subheader("Reward and success per step")
-    by_step = data.analysis(analyses.learning, filters, by="step", rolling=("reward_mean", "success_rate"))
+    by_step = figures["learning_by_step"]
     if by_step.empty:
         st.info("No scored rollouts consumed by a train step in this selection yet.")
         return
@@ -94,9 +96,7 @@ def rewards(filters: data.Filters) -> None:
         f"Pale: each step; dark: the mean of the last {charts.ROLLING_STEPS} steps. What to look for: a rising mean; "
         "near 100 % the tasks are too easy and groups stop carrying signal."
     )
-    per_env = data.analysis(
-        analyses.learning, filters, by="step_environment", rolling=("success_rate",), percentiles=False
-    )
+    per_env = figures["learning_by_step_environment"]
     wide = per_env.pivot(
         index="step", columns="environment", values=["success_rate", "success_rate_rolling_mean"]
     )
@@ -115,10 +115,8 @@ def rewards(filters: data.Filters) -> None:
     st.caption("What to look for: one environment saturating (or stuck at 0) while the others still move.")
 
 
-def loss(filters: data.Filters) -> None:
-    steps = data.call(
-        filters.store, analyses.trainer_steps, filters.run_id, steps=filters.steps, rolling=("train_loss",)
-    )
+def loss(figures: data.Figures) -> None:
+    steps = figures["trainer_steps"]
     steps = steps[steps["train_loss"].notna()]
     if steps.empty:
         st.caption("The trainer records no rl.train.loss.")
@@ -138,9 +136,9 @@ def loss(filters: data.Filters) -> None:
     )
 
 
-def zero_signal(filters: data.Filters) -> None:
+def zero_signal(figures: data.Figures) -> None:
     st.subheader("Why groups carry no signal")
-    by_step = data.analysis(analyses.zero_signal, filters, by="step")
+    by_step = figures["zero_signal_by_step"]
     if by_step.empty:
         st.info("No rollout lost at the nonzero-signal stage in this selection.")
         return
@@ -162,20 +160,20 @@ def zero_signal(filters: data.Filters) -> None:
         "equal partial scores. What to look for: all-right growing as the policy learns means the curriculum "
         "needs harder tasks; all-wrong dominating, easier ones."
     )
-    by_env = data.analysis(analyses.zero_signal, filters, by="environment")
+    by_env = figures["zero_signal_by_environment"]
     st.dataframe(
         by_env[["environment", *[k.replace("_rollouts", "_groups") for k in kinds], "zero_signal_rollouts"]],
         hide_index=True,
     )
 
 
-def tasks(filters: data.Filters) -> None:
+def tasks(figures: data.Figures) -> None:
     st.subheader("Per-task solve rates")
-    frame = data.analysis(analyses.task_solve_rates, filters)
+    frame = figures["task_solve_rates"]
     if frame.empty:
         st.info("No scored attempts in this selection yet.")
         return
-    summary = data.analysis(analyses.task_solve_summary, filters)
+    summary = figures["task_solve_summary"]
     counts = pd.DataFrame(
         [(status, summary[f"tasks_{status.replace(' ', '_')}"]) for status in STATUSES],
         columns=["status", "tasks"],
@@ -197,9 +195,9 @@ def tasks(filters: data.Filters) -> None:
         st.dataframe(frame, hide_index=True)
 
 
-def mismatch(filters: data.Filters) -> None:
+def mismatch(figures: data.Figures) -> None:
     st.subheader("Train-inference mismatch")
-    by_step = data.analysis(analyses.mismatch, filters, by="step")
+    by_step = figures["mismatch_by_step"]
     if by_step.empty:
         st.info(
             "No sample records a train-inference mismatch (rl.sample.mismatch_kl and related attributes, "
@@ -225,12 +223,38 @@ def mismatch(filters: data.Filters) -> None:
 
 
 def body(filters: data.Filters) -> None:
-    headline(filters)
-    rewards(filters)
-    loss(filters)
-    zero_signal(filters)
-    tasks(filters)
-    mismatch(filters)
+    # Every figure of the page asked for at once; each section is drawn when its own are ready (data.at_once).
+    analysis = partial(data.analysis, filters=filters)
+    trainer = partial(data.call, filters.store, run_id=filters.run_id, steps=filters.steps)
+    figures = data.at_once(
+        {
+            "learning": partial(analysis, analyses.learning),
+            "zero_signal_summary": partial(analysis, analyses.zero_signal_summary),
+            "task_solve_summary": partial(analysis, analyses.task_solve_summary),
+            "trainer": partial(trainer, analyses.trainer),
+            "learning_by_step": partial(
+                analysis, analyses.learning, by="step", rolling=("reward_mean", "success_rate")
+            ),
+            "learning_by_step_environment": partial(
+                analysis,
+                analyses.learning,
+                by="step_environment",
+                rolling=("success_rate",),
+                percentiles=False,
+            ),
+            "trainer_steps": partial(trainer, analyses.trainer_steps, rolling=("train_loss",)),
+            "zero_signal_by_step": partial(analysis, analyses.zero_signal, by="step"),
+            "zero_signal_by_environment": partial(analysis, analyses.zero_signal, by="environment"),
+            "task_solve_rates": partial(analysis, analyses.task_solve_rates),
+            "mismatch_by_step": partial(analysis, analyses.mismatch, by="step"),
+        }
+    )
+    headline(figures)
+    rewards(figures)
+    loss(figures)
+    zero_signal(figures)
+    tasks(figures)
+    mismatch(figures)
 
 
 data.live(
