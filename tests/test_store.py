@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -232,6 +233,11 @@ def test_views_script_works_in_a_plain_duckdb_client(attached, store, tmp_path):
     rl.force_flush()
     code, script, _ = rollscope("views", "--store", store)
     assert code == 0
+    # Each segment is named once, in the view that reads it: never in a comment (a store of 20,000 segments
+    # would print them all on one comment line).
+    segment = next(Path(store).glob("spans/*/*.parquet")).name
+    assert script.count(segment) == 1
+    assert not [line for line in script.splitlines() if line.startswith("--") and ".parquet" in line]
     (tmp_path / "views.sql").write_text(script)
     run = subprocess.run(
         [
