@@ -2,13 +2,13 @@
 
 Pages hold no SQL: they ask this module for frames and dicts computed by ``queries`` and draw them. One
 ``queries.Reader`` per run shown serves every browser session (``st.cache_resource``, one ``LiveStore`` per
-store), reading the run's derived tables from the store; a live refresh catches the run's derived state up
-with the segments published since the last one, and results are cached per run and per ``Reader.version``
-(``st.cache_data``; the reader says when what it reads changed), so a refresh that found nothing new costs one
-directory listing. Pages pass the ``queries`` functions themselves (``analysis(analyses.funnel, filters)``).
-Below that cache, the analyses of one run and version are computed once for every page and call that reads them
-(``queries.analyses.Memo``): the Overview's checks and trends reuse what its report computed, the Compare
-page the compute terms and funnel of both reports.
+store), reading the run's derived tables from the store; a live refresh catches the run's derived state up with
+the segments published since the last one (on a thread of its own: pages never wait for it), and results are
+cached per run and per ``Reader.version`` (``st.cache_data``; the reader says when what it reads changed), so a
+refresh that found nothing new costs one directory listing. Pages pass the ``queries`` functions themselves
+(``analysis(analyses.funnel, filters)``). Below that cache, the analyses of one run and version are computed
+once for every page and call that reads them (``queries.analyses.Memo``): the Overview's checks and trends reuse
+what its report computed, the Compare page the compute terms and funnel of both reports.
 """
 
 from __future__ import annotations
@@ -79,6 +79,8 @@ class LiveStore:
         self._readers: dict[str, object] = {}
         self._memos: dict[str, tuple[tuple, analyses.Memo]] = {}
         self._memos_lock = threading.Lock()  # not the refresh's: a refresh must not hold up the figures
+        self._refresher: threading.Thread | None = None  # the catch-up in progress, if any
+        self._failed: Exception | None = None  # its error, for the next page to show
 
     def reader(self, run_id: str):
         """The run's Reader, opened (and its derived state caught up) on first use."""
@@ -95,17 +97,43 @@ class LiveStore:
             return self._readers[run_id]
 
     def refresh(self) -> None:
-        """Read the segments published since the last refresh, for the runs open (rate-limited as above)."""
+        """Take in the segments published since the last refresh, for the runs open, on a thread of its own
+        (rate-limited as above, one at a time). A page never waits for a catch-up, which on a long live run
+        takes seconds (its derived state is brought up to date): it draws what was read so far, and the live
+        tick after the catch-up draws what it took in. A catch-up's error is raised by the next call, on a
+        page's thread, so the page shows it."""
         with self._lock:
+            failed, self._failed = self._failed, None
+            if failed is not None:
+                raise failed
             now = time.time()
-            if now - self.checked_at < MIN_REFRESH_S or now - self.changed_at < self.busy_s:
+            if (
+                self.refreshing
+                or now - self.checked_at < MIN_REFRESH_S
+                or now - self.changed_at < self.busy_s
+            ):
                 return
             self.checked_at = now
+            self._refresher = threading.Thread(
+                target=self._catch_up, args=(now,), name="rollscope-refresh", daemon=True
+            )
+            self._refresher.start()
+
+    @property
+    def refreshing(self) -> bool:
+        """Whether a catch-up started by ``refresh`` is still running."""
+        return self._refresher is not None and self._refresher.is_alive()
+
+    def _catch_up(self, started: float) -> None:
+        try:
             for reader in list(self._readers.values()):
                 before = reader.version
                 reader.refresh()
                 if reader.version != before:  # the reader says what changed; the app lists nothing itself
-                    self.changed_at, self.busy_s = now, 0.0
+                    with self._lock:
+                        self.changed_at, self.busy_s = started, 0.0
+        except Exception as e:  # a page shows it (refresh)
+            self._failed = e
 
     def version(self, run_id: str) -> int:
         """The version of ``run_id``'s data this store's reader reads (``Reader.version``)."""
@@ -271,6 +299,8 @@ def live(body: Callable[[Filters], None], filters: Filters) -> None:
 def _live_line(store: LiveStore, every_s: int) -> str:
     stamp = time.strftime("%H:%M:%S", time.localtime(store.checked_at))
     line = f"Live: {store.segment_count():,} segments read, checked {stamp}, every {every_s} s."
+    if store.refreshing and time.time() - store.checked_at >= 1.0:  # a catch-up, not a listing
+        line += " Taking in new segments: the figures update when that is done."
     if store.busy_s > every_s:
         line += (
             f" Recomputing takes about {store.busy_s:.0f} s here, so new data is taken in at most that often."

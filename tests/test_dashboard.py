@@ -455,6 +455,33 @@ def test_new_spans_appear_on_a_later_refresh_which_reads_only_new_segments(tmp_p
     writer.shutdown()
 
 
+def test_a_page_draws_at_once_while_new_segments_are_taken_in(tmp_path):
+    """Taking in new segments of a long live run takes seconds (its derived state is brought up to date); the
+    page never waits for that: it draws what was read so far, and a later tick draws what came in."""
+    store = tmp_path / "live"
+    writer = RunWriter(store, "live-1", seed=3)
+    writer.write_step()
+    writer.flush()
+    at = open_page(store, run="live-1")
+    before = int(metrics(at)["Rollouts dispatched"])
+    live = data.live_store(str(store))
+    writer.write_step()
+    writer.flush()
+    with live.reader("live-1")._lock:  # what a catch-up holds while it runs (Reader.refresh)
+        deadline = time.monotonic() + 20
+        while not live.refreshing and time.monotonic() < deadline:
+            time.sleep(0.5)  # what the page's live fragment does every interval
+            at.run(timeout=30)  # a page that waited for the catch-up would time out here
+            assert int(metrics(at)["Rollouts dispatched"]) == before
+        assert live.refreshing, "no catch-up started"
+    deadline = time.monotonic() + 20
+    while int(metrics(at)["Rollouts dispatched"]) == before and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
+    assert int(metrics(at)["Rollouts dispatched"]) == before + 16 == writer.rollouts
+    writer.shutdown()
+
+
 def test_the_command_serves_locally_headless_without_usage_stats(tmp_path):
     from rollscope.app.commands.dashboard import streamlit_command
 
