@@ -434,23 +434,38 @@ def test_every_page_runs_on_a_run_just_attached(just_attached, page):
         assert "now —" in [c.value for c in at.caption]
 
 
-def test_new_spans_appear_on_a_later_refresh_which_reads_only_new_segments(tmp_path):
+def live_page(tmp_path: Path):
+    """A live run's Overview open on its first step, then a second step published: the writer, the page, the
+    rollouts it shows and the store's LiveStore (with its segment count before the second step)."""
     store = tmp_path / "live"
     writer = RunWriter(store, "live-1", seed=3)
     writer.write_step()
     writer.flush()
     at = open_page(store, run="live-1")
-    before = int(metrics(at)["Rollouts dispatched"])
     live = data.live_store(str(store))
-    segments = live.segment_count()
+    shown, segments = dispatched(at), live.segment_count()
     writer.write_step()
     writer.flush()
-    deadline = time.monotonic() + 10
-    while int(metrics(at)["Rollouts dispatched"]) == before and time.monotonic() < deadline:
-        time.sleep(0.5)  # what the page's live fragment does every interval
+    return writer, at, shown, live, segments
+
+
+def dispatched(at: AppTest) -> int:
+    return int(metrics(at)["Rollouts dispatched"])
+
+
+def redraw_while(at: AppTest, shown: int, seconds: float = 20) -> None:
+    """Re-run the page every half second, as its live fragment does, while it shows ``shown`` rollouts."""
+    deadline = time.monotonic() + seconds
+    while dispatched(at) == shown and time.monotonic() < deadline:
+        time.sleep(0.5)
         at.run()
-    assert int(metrics(at)["Rollouts dispatched"]) == before + 16 == writer.rollouts
-    new_files = len(list((store / "spans").rglob("*.parquet"))) - segments
+
+
+def test_new_spans_appear_on_a_later_refresh_which_reads_only_new_segments(tmp_path):
+    writer, at, before, live, segments = live_page(tmp_path)
+    redraw_while(at, before)
+    assert dispatched(at) == before + 16 == writer.rollouts
+    new_files = len(list((tmp_path / "live" / "spans").rglob("*.parquet"))) - segments
     assert live.segment_count() - segments == new_files > 0
     writer.shutdown()
 
@@ -458,27 +473,16 @@ def test_new_spans_appear_on_a_later_refresh_which_reads_only_new_segments(tmp_p
 def test_a_page_draws_at_once_while_new_segments_are_taken_in(tmp_path):
     """Taking in new segments of a long live run takes seconds (its derived state is brought up to date); the
     page never waits for that: it draws what was read so far, and a later tick draws what came in."""
-    store = tmp_path / "live"
-    writer = RunWriter(store, "live-1", seed=3)
-    writer.write_step()
-    writer.flush()
-    at = open_page(store, run="live-1")
-    before = int(metrics(at)["Rollouts dispatched"])
-    live = data.live_store(str(store))
-    writer.write_step()
-    writer.flush()
+    writer, at, before, live, _ = live_page(tmp_path)
     with live.reader("live-1")._lock:  # what a catch-up holds while it runs (Reader.refresh)
         deadline = time.monotonic() + 20
         while not live.refreshing and time.monotonic() < deadline:
             time.sleep(0.5)  # what the page's live fragment does every interval
             at.run(timeout=30)  # a page that waited for the catch-up would time out here
-            assert int(metrics(at)["Rollouts dispatched"]) == before
+            assert dispatched(at) == before
         assert live.refreshing, "no catch-up started"
-    deadline = time.monotonic() + 20
-    while int(metrics(at)["Rollouts dispatched"]) == before and time.monotonic() < deadline:
-        time.sleep(0.5)
-        at.run()
-    assert int(metrics(at)["Rollouts dispatched"]) == before + 16 == writer.rollouts
+    redraw_while(at, before)
+    assert dispatched(at) == before + 16 == writer.rollouts
     writer.shutdown()
 
 
