@@ -135,6 +135,9 @@ class LiveStore:
         except Exception as e:  # a page shows it (refresh)
             self._failed = e
 
+    def is_open(self, run_id: str) -> bool:
+        return run_id in self._readers
+
     def version(self, run_id: str) -> int:
         """The version of ``run_id``'s data this store's reader reads (``Reader.version``)."""
         return self.reader(run_id).version
@@ -215,6 +218,7 @@ def _filters(path: Path, runs: list[str]) -> Filters | None:
     run = st.sidebar.selectbox("Run", runs, key="run")
     st.query_params["run"] = run
     store = str(path)
+    open_run(store, run)
     bounds = call(store, analyses.steps, run)
     environment = st.sidebar.selectbox(
         "Environment",
@@ -223,6 +227,21 @@ def _filters(path: Path, runs: list[str]) -> Filters | None:
         key=f"environment:{run}",
     )
     return Filters(store, run, tuple(runs), _step_range(run, bounds), environment, _live_choice())
+
+
+def open_run(store: str, run_id: str) -> None:
+    """Open ``run_id`` for this dashboard, under a spinner that says what takes the time: a run's first open
+    brings its derived tables up to date with its segments, which for a long run never derived (a store
+    written by another tool, or copied) means deriving them: minutes for tens of millions of spans."""
+    live = live_store(store)
+    if live.is_open(run_id):
+        return
+    with st.spinner(
+        f"Opening run {run_id}: bringing its derived tables up to date with its segments (a long run's first "
+        "open derives them: minutes for tens of millions of spans)…",
+        show_time=True,
+    ):
+        live.reader(run_id)
 
 
 def _step_range(run: str, bounds: tuple[int, int] | None) -> tuple[int, int] | None:

@@ -14,7 +14,9 @@ def pick_other(filters: data.Filters) -> str:
     others = [run for run in filters.runs if run != filters.run_id]
     if not others:
         raise data.NothingToShow(f"This store holds one run ({filters.run_id}); comparing needs a second.")
-    return st.selectbox(f"Compare {filters.run_id} with", others, key="compare-with")
+    other = st.selectbox(f"Compare {filters.run_id} with", others, key="compare-with")
+    data.open_run(filters.store, other)
+    return other
 
 
 BETTER = "background-color: #dcfce7"
