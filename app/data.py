@@ -100,24 +100,19 @@ class LiveStore:
         """Take in the segments published since the last refresh, for the runs open, on a thread of its own
         (rate-limited as above, one at a time). A page never waits for a catch-up, which on a long live run
         takes seconds (its derived state is brought up to date): it draws what was read so far, and the live
-        tick after the catch-up draws what it took in. A catch-up's error is raised by the next call, on a
-        page's thread, so the page shows it."""
+        tick after the catch-up draws what it took in. The last catch-up's error is raised here, on a page's
+        thread, so the page shows it, until a later catch-up succeeds."""
         with self._lock:
-            failed, self._failed = self._failed, None
-            if failed is not None:
-                raise failed
-            now = time.time()
-            if (
-                self.refreshing
-                or now - self.checked_at < MIN_REFRESH_S
-                or now - self.changed_at < self.busy_s
-            ):
-                return
-            self.checked_at = now
-            self._refresher = threading.Thread(
-                target=self._catch_up, args=(now,), name="rollscope-refresh", daemon=True
-            )
-            self._refresher.start()
+            failed, now = self._failed, time.time()
+            due = now - self.checked_at >= MIN_REFRESH_S and now - self.changed_at >= self.busy_s
+            if due and not self.refreshing:
+                self.checked_at = now
+                self._refresher = threading.Thread(
+                    target=self._catch_up, args=(now,), name="rollscope-refresh", daemon=True
+                )
+                self._refresher.start()
+        if failed is not None:
+            raise failed
 
     @property
     def refreshing(self) -> bool:
@@ -132,8 +127,10 @@ class LiveStore:
                 if reader.version != before:  # the reader says what changed; the app lists nothing itself
                     with self._lock:
                         self.changed_at, self.busy_s = started, 0.0
-        except Exception as e:  # a page shows it (refresh)
+        except Exception as e:  # the pages show it (refresh)
             self._failed = e
+        else:
+            self._failed = None
 
     def is_open(self, run_id: str) -> bool:
         return run_id in self._readers
@@ -299,8 +296,8 @@ def live(body: Callable[[Filters], None], filters: Filters) -> None:
     @st.fragment(run_every=filters.live_s)
     def refreshed() -> None:
         store = live_store(filters.store)
-        store.refresh()
         try:
+            store.refresh()  # a catch-up's error shows here, as the page's own would
             body(filters)
         except NothingToShow as message:
             st.info(str(message))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import duckdb
+import pyarrow as pa
 
 from rollscope.errors import QueryError, StoreError
 from rollscope.queries import derived_schemas, sqlfiles
@@ -150,6 +151,12 @@ class Reader:
                     # pyarrow's FileNotFoundError reading a new segment's footer): list again.
                     if attempt == _RETRIES - 1:
                         raise _store_changed(e) from e
+                except (pa.ArrowInvalid, duckdb.InvalidInputException) as e:
+                    # A file in a run's partition that is not a segment: one line naming it, not a traceback.
+                    unreadable = store.unreadable_segment(self.store, self._runs())
+                    if unreadable is None:
+                        raise
+                    raise unreadable from e
         return 0
 
     def _runs(self) -> list[str]:

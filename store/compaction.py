@@ -73,6 +73,7 @@ from rollscope.store.layout import (
     run_ids,
     segments,
     sources,
+    unreadable_segment,
 )
 from rollscope.store.schema import DATASET_NAMES
 
@@ -475,15 +476,21 @@ def compact(
             directory = partition_dir(root, dataset, run)
             if not directory.is_dir():
                 continue
-            compact_partition(
-                directory,
-                mode=mode,
-                wait=True,
-                grace_seconds=grace_seconds,
-                target_rows=target_rows,
-                result=result,
-                retirements=retirements,
-            )
+            try:
+                compact_partition(
+                    directory,
+                    mode=mode,
+                    wait=True,
+                    grace_seconds=grace_seconds,
+                    target_rows=target_rows,
+                    result=result,
+                    retirements=retirements,
+                )
+            except pa.ArrowInvalid as e:  # a file there that is not a segment: one line naming it
+                unreadable = unreadable_segment(root, [run])
+                if unreadable is None:
+                    raise
+                raise unreadable from e
             compacted.append(directory)
             if run not in result.runs:
                 result.runs.append(run)

@@ -336,6 +336,32 @@ def compact(store: Path | str, run_id: str | None = None, **options):
     return compact_store(store, run_id, **options)
 
 
+def unreadable_segment(store: Path | str, runs: list[str] | None = None) -> StoreError | None:
+    """The error naming the first segment of ``runs`` (every run's by default) whose Parquet footer cannot be
+    read, or None. What a reader or a compaction says, in place of pyarrow's or DuckDB's traceback, when a
+    file in a run's partition is not a segment: a foreign writer that died mid-file (rollscope's own writers
+    publish by rename, whole or not at all), a file copied in by hand. Reads every footer: for an error path."""
+    import pyarrow.parquet as pq
+
+    for dataset in DATASET_NAMES:
+        for run in runs if runs is not None else run_ids(store, dataset):
+            for path in segments(store, dataset, run):
+                try:
+                    pq.read_metadata(path)
+                except FileNotFoundError:
+                    continue  # compacted away since the listing: not this file's fault
+                except Exception as e:  # pyarrow's ArrowInvalid, OSError: each its own words for one fault
+                    reason = (
+                        str(e).strip().split(". ")[0].splitlines()[0] if str(e).strip() else type(e).__name__
+                    )
+                    return StoreError(
+                        "Unreadable segment",
+                        f"{path} is not a readable Parquet segment ({reason}): move it out of {path.parent} "
+                        "(nothing else refers to it) to read the run again",
+                    )
+    return None
+
+
 def run_partitions(store: Path | str, run_id: str) -> list[Path]:
     """Every ``run_id=<run>`` directory under the store: raw datasets and derived ones at any depth."""
     wanted = f"{PARTITION_PREFIX}{check_run_id(run_id)}"

@@ -434,6 +434,43 @@ def test_every_page_runs_on_a_run_just_attached(just_attached, page):
         assert "now —" in [c.value for c in at.caption]
 
 
+def test_a_file_in_the_store_that_is_not_a_segment_is_named_on_the_page(tmp_path):
+    """On opening the run, and when one appears in a live run: the page names it in one line until it is moved
+    out, then draws the run again."""
+    store = tmp_path / "runs"
+    writer = RunWriter(store, "r1", seed=3)
+    writer.write_step()
+    writer.flush()
+    stray = store / "spans" / "run_id=r1" / "seg-9999999999999-deadbeef00-000001.parquet"
+    stray.write_bytes(b"PAR1 and then the writer died")
+
+    def named(at: AppTest) -> bool:
+        assert not at.exception, [e.value for e in at.exception]
+        return [e.value.split(":")[0] for e in at.error] == ["**Unreadable segment**"] and str(stray) in (
+            at.error[0].value
+        )
+
+    assert named(open_page(store, run="r1"))
+    stray.unlink()
+    at = open_page(store, run="r1")
+    assert_clean(at)
+    stray.write_bytes(b"PAR1 and then the writer died")
+    deadline = time.monotonic() + 20
+    while not named(at) and time.monotonic() < deadline:
+        time.sleep(0.5)  # what the page's live fragment does every interval
+        at.run()
+    for _ in range(3):  # shown on every tick, not one in two
+        time.sleep(0.5)
+        assert named(at.run())
+    stray.unlink()
+    while at.error and time.monotonic() < deadline + 20:
+        time.sleep(0.5)
+        at.run()
+    assert_clean(at)
+    assert int(metrics(at)["Rollouts dispatched"]) == writer.rollouts
+    writer.shutdown()
+
+
 def live_page(tmp_path: Path):
     """A live run's Overview open on its first step, then a second step published: the writer, the page, the
     rollouts it shows and the store's LiveStore (with its segment count before the second step)."""

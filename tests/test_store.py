@@ -252,3 +252,31 @@ def test_views_script_works_in_a_plain_duckdb_client(attached, store, tmp_path):
         check=True,
     )
     assert run.stdout.strip() == "[('math', 5)]"
+
+
+def test_a_file_that_is_not_a_segment_is_named_in_one_line_and_the_store_is_left_as_it_was(attached, store):
+    """A foreign writer that died mid-file, or a file copied in by hand: every command names it and says what to
+    do, in one line, instead of a traceback, and changes nothing in the store."""
+    rl = attached()
+    with rl.rollout("r1", environment="math"):
+        pass
+    rl.force_flush()
+    partition = Path(store) / "spans" / "run_id=exp-7"
+    stray = partition / "seg-9999999999999-deadbeef00-000001.parquet"
+    stray.write_bytes(b"PAR1 and then the writer died")
+    files = sorted(partition.glob("*.parquet"))
+    for command in (
+        ("report", "--store", store, "--run", "exp-7"),
+        ("check", "--store", store, "--run", "exp-7"),
+        ("runs", "--store", store),
+        ("sql", "--store", store, "SELECT count(*) FROM rollouts"),
+        ("compact", "--store", store),
+    ):
+        code, out, err = rollscope(*command)
+        assert code == 1, command
+        assert err.count("\n") == 1 and err.startswith("rollscope: Unreadable segment:"), (command, err)
+        assert str(stray) in err and "Traceback" not in err
+    assert sorted(partition.glob("*.parquet")) == files  # nothing merged, moved or deleted
+    stray.unlink()
+    code, out, err = rollscope("sql", "--store", store, "--format", "json", "SELECT count(*) AS n FROM rollouts")
+    assert (code, err, json.loads(out)) == (0, "", [{"n": 1}])
