@@ -60,6 +60,7 @@ import pyarrow.parquet as pq
 
 from rollscope.store.layout import (
     COMPACT_TARGET_ROWS,
+    PARTITION_PREFIX,
     REPLACED_DIR,
     REPLACED_GRACE_S,
     RETIRE_AFTER_S,
@@ -558,10 +559,10 @@ class AutoCompactor:
                 )
             except Stopped:
                 return
-            except Exception:
-                self._failed(directory)
+            except Exception as e:
+                self._failed(directory, e)
 
-    def _failed(self, directory: Path) -> None:
+    def _failed(self, directory: Path, error: Exception) -> None:
         self.failures += 1
         if not directory.is_dir():  # the run was deleted: stop watching it
             with self._lock:
@@ -569,7 +570,13 @@ class AutoCompactor:
                 self._due.pop(directory, None)
             return
         if self.failures <= 3 or self.failures % 100 == 0:
-            log.warning("rollscope: background compaction of %s failed", directory, exc_info=True)
+            unreadable = isinstance(error, pa.ArrowInvalid) and unreadable_segment(
+                directory.parent.parent, [directory.name.removeprefix(PARTITION_PREFIX)]
+            )
+            if unreadable:  # a file there that is not a segment: the job's log gets the one line
+                log.warning("rollscope: background compaction of %s stopped: %s", directory, unreadable)
+            else:
+                log.warning("rollscope: background compaction of %s failed", directory, exc_info=True)
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop at the next file boundary; a merge cut short publishes nothing."""

@@ -249,10 +249,11 @@ def test_a_compaction_killed_at_any_point_leaves_every_row_once_and_the_next_one
     assert listed(directory) == len(layout.segments(store, "spans", "r"))
 
 
-def test_a_failing_compaction_never_reaches_the_job(store, attached):
+def test_a_failing_compaction_never_reaches_the_job(store, attached, caplog):
     directory = live_partition(store, "broken")
     directory.mkdir(parents=True)
-    (directory / "seg-0000000000001-bad-000001.parquet").write_bytes(b"not parquet")
+    bad = directory / "seg-0000000000001-bad-000001.parquet"
+    bad.write_bytes(b"not parquet")
     rl = attached(run_id="broken", segment_seconds=0.01, compact=True, compact_seconds=0.05)
     for i in range(30):
         with rl.rollout(f"r{i}"):
@@ -266,6 +267,10 @@ def test_a_failing_compaction_never_reaches_the_job(store, attached):
         pass
     assert rl.force_flush()
     assert rl.exporter.stats.snapshot()["spans_failed"] == 0
+    # The job's log says why, in one line naming the file (no traceback for a file that is not a segment).
+    said = [r for r in caplog.records if r.name == "rollscope.compaction" and "background compaction" in r.msg]
+    assert said and all(f"{bad} is not a readable Parquet segment" in r.getMessage() for r in said)
+    assert not any(r.exc_info for r in said)
 
 
 def test_compact_waits_for_a_background_compactor_and_gives_the_same_rows(store):
