@@ -278,5 +278,36 @@ def test_a_file_that_is_not_a_segment_is_named_in_one_line_and_the_store_is_left
         assert str(stray) in err and "Traceback" not in err
     assert sorted(partition.glob("*.parquet")) == files  # nothing merged, moved or deleted
     stray.unlink()
-    code, out, err = rollscope("sql", "--store", store, "--format", "json", "SELECT count(*) AS n FROM rollouts")
+    code, out, err = rollscope(
+        "sql", "--store", store, "--format", "json", "SELECT count(*) AS n FROM rollouts"
+    )
     assert (code, err, json.loads(out)) == (0, "", [{"n": 1}])
+
+
+def test_a_store_of_one_run_needs_no_run_id_to_read_and_always_one_to_delete(attached, store):
+    rl = attached()  # run exp-7
+    with rl.rollout("r1", environment="math"):
+        pass
+    rl.force_flush()
+    for command in ("report", "advise"):
+        same = rollscope(command, "--store", store, "--run", "exp-7")
+        assert rollscope(command, "--store", store) == same and same[0] == 0
+    checked = rollscope("check", "--store", store)  # its lines hold "silent for N s": the rules and verdicts
+    assert checked[0] == 0 and [line.split(":")[0] for line in checked[1].splitlines()] == [
+        line.split(":")[0] for line in rollscope("check", "--store", store, "--run", "exp-7")[1].splitlines()
+    ]
+    assert json.loads(rollscope("report", "--store", store, "--json")[1])["run_id"] == "exp-7"
+    other = attached(run_id="exp-8")
+    with other.rollout("r2", environment="math"):
+        pass
+    other.force_flush()
+    code, out, err = rollscope("report", "--store", store)
+    assert (code, out, err) == (
+        1,
+        "",
+        f"rollscope: Which run: {store} holds 2 runs (exp-7, exp-8): give one with --run ID\n",
+    )
+    with pytest.raises(SystemExit) as exit_:
+        rollscope("rm", "--store", store)
+    assert exit_.value.code == 2
+    assert sorted(p.name for p in (Path(store) / "spans").iterdir()) == ["run_id=exp-7", "run_id=exp-8"]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from rollscope.collectors.settings import default_store
+from rollscope.errors import StoreError, UnknownRunError
 
 T = TypeVar("T")
 
@@ -19,9 +20,14 @@ def add_store(parser, *, default: str = "$ROLLSCOPE_STORE or ./runs") -> None:
     parser.add_argument("--store", default=None, metavar="DIR", help=f"store directory (default: {default})")
 
 
-def add_run(parser, *, help: str = "run id (`rollscope runs` lists them)") -> None:
-    """The --run option of the commands that read or change one run."""
-    parser.add_argument("--run", required=True, metavar="ID", help=help)
+def add_run(parser, *, help: str | None = None, optional: bool = False) -> None:
+    """The --run option of the commands that read or change one run. ``optional``: a command that reads may
+    leave it out when the store holds one run (``on_run`` takes that one); one that deletes may not."""
+    if help is None:
+        help = "run id (`rollscope runs` lists them)" + (
+            "; may be left out when the store holds one" if optional else ""
+        )
+    parser.add_argument("--run", required=not optional, metavar="ID", help=help)
 
 
 def step_range(text: str) -> tuple[int, int]:
@@ -103,8 +109,24 @@ def on_run(args, compute: Callable[..., T]) -> T:
     race."""
     from rollscope.queries.reader import Reader
 
-    reader = Reader(store_of(args), run_id=args.run)
+    store = store_of(args)
+    if args.run is None:
+        args.run = only_run(store)
+    reader = Reader(store, run_id=args.run)
     return reader.retrying(lambda: compute(reader.con))
+
+
+def only_run(store) -> str:
+    """The store's one run, for a reading command given no --run; else a one-line error saying what to give."""
+    from rollscope.store.layout import run_ids
+
+    runs = run_ids(store)
+    if len(runs) == 1:
+        return runs[0]
+    if not runs:
+        raise StoreError("No runs", f"no runs in {store} yet: nothing to read")
+    shown = ", ".join(runs[:5]) + (f" and {len(runs) - 5} more" if len(runs) > 5 else "")
+    raise UnknownRunError("Which run", f"{store} holds {len(runs)} runs ({shown}): give one with --run ID")
 
 
 def print_frame(frame, fmt: str = "table", out=None) -> None:

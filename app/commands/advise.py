@@ -25,7 +25,7 @@ def register(sub) -> None:
         "by their estimated gain in usable rollouts per device-second, each with its evidence and what-if.",
     )
     add_store(p)
-    add_run(p)
+    add_run(p, optional=True)
     p.add_argument(
         "--steps", type=step_range, metavar="A:B", help="only rollouts consumed by train steps A..B"
     )

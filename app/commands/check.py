@@ -13,7 +13,7 @@ def register(sub) -> None:
         "collapse, dropped spans, stalls. One PASS/FAIL line per rule; exit status 1 when any fails.",
     )
     add_store(p)
-    add_run(p)
+    add_run(p, optional=True)
     p.add_argument(
         "--threshold",
         action="append",

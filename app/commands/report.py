@@ -17,7 +17,7 @@ def register(sub) -> None:
         description="Print a run's headline figures (every key of --json is documented in docs/report.md).",
     )
     add_store(p)
-    add_run(p)
+    add_run(p, optional=True)
     p.add_argument("--json", action="store_true", help="print the stable JSON object instead of text")
     p.set_defaults(func=run)
 
