@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import duckdb
-import pyarrow as pa
 
 from rollscope.errors import QueryError, StoreError
 from rollscope.queries import derived_schemas, sqlfiles
@@ -151,8 +150,9 @@ class Reader:
                     # pyarrow's FileNotFoundError reading a new segment's footer): list again.
                     if attempt == _RETRIES - 1:
                         raise _store_changed(e) from e
-                except (pa.ArrowInvalid, duckdb.InvalidInputException) as e:
-                    # A file in a run's partition that is not a segment: one line naming it, not a traceback.
+                except (ValueError, duckdb.InvalidInputException) as e:
+                    # A file in a run's partition that is not a segment (pyarrow's ArrowInvalid is a ValueError;
+                    # pyarrow stays unimported on an open with nothing new): one line naming it, not a traceback.
                     unreadable = store.unreadable_segment(self.store, self._runs())
                     if unreadable is None:
                         raise
