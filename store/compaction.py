@@ -60,7 +60,6 @@ import pyarrow.parquet as pq
 
 from rollscope.store.layout import (
     COMPACT_TARGET_ROWS,
-    PARTITION_PREFIX,
     REPLACED_DIR,
     REPLACED_GRACE_S,
     RETIRE_AFTER_S,
@@ -570,9 +569,8 @@ class AutoCompactor:
                 self._due.pop(directory, None)
             return
         if self.failures <= 3 or self.failures % 100 == 0:
-            unreadable = isinstance(error, pa.ArrowInvalid) and unreadable_segment(
-                directory.parent.parent, [directory.name.removeprefix(PARTITION_PREFIX)]
-            )
+            root, _, run = _split(directory)
+            unreadable = isinstance(error, pa.ArrowInvalid) and unreadable_segment(root, [run])
             if unreadable:  # a file there that is not a segment: the job's log gets the one line
                 log.warning("rollscope: background compaction of %s stopped: %s", directory, unreadable)
             else:
