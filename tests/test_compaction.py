@@ -268,7 +268,9 @@ def test_a_failing_compaction_never_reaches_the_job(store, attached, caplog):
     assert rl.force_flush()
     assert rl.exporter.stats.snapshot()["spans_failed"] == 0
     # The job's log says why, in one line naming the file (no traceback for a file that is not a segment).
-    said = [r for r in caplog.records if r.name == "rollscope.compaction" and "background compaction" in r.msg]
+    said = [
+        r for r in caplog.records if r.name == "rollscope.compaction" and "background compaction" in r.msg
+    ]
     assert said and all(f"{bad} is not a readable Parquet segment" in r.getMessage() for r in said)
     assert not any(r.exc_info for r in said)
 
