@@ -209,14 +209,21 @@ def derive_full(job: Job) -> Result:
 
     run = job.run_id
     with _connection(job.staging, derived_schemas.shipped()) as con, ThreadPoolExecutor(WRITERS) as pool:
-        writes = {}
+        writes, waiting = {}, []
         try:
             raw_views(con, [*map(str, job.live), schema_file("spans")], [schema_file("collector_stats")])
             for sql, used, _ in sqlfiles.statements("raw/derive_full"):
                 con.execute(sql, {"run": run} if used else None)
                 filled = _FILLS.search(sql)
-                if filled:
-                    writes[filled[1]] = pool.submit(_write_table, con.cursor(), filled[1], job.staging)
+                if not filled:
+                    continue
+                # A blocked table without a step column takes each row's block from _rollout_steps_mat: written
+                # before that is filled, every row would land in block p, which every catch-up rewrites whole.
+                if _blocks_by_rollout_step(con, filled[1]) and "rollout_steps" not in writes:
+                    waiting.append(filled[1])
+                    continue
+                for name in (filled[1], *(waiting if filled[1] == "rollout_steps" else ())):
+                    writes[name] = pool.submit(_write_table, con.cursor(), name, job.staging)
             index = sqlfiles.execute(con, "raw/derive_index", fetch=sqlfiles.first_row, run=run)
             writes.update(
                 {name: pool.submit(_write_table, con.cursor(), name, job.staging) for name in INDEX}
@@ -238,6 +245,12 @@ def derive_full(job: Job) -> Result:
         "process_bounds": bounds,
     }
     return Result(tables, meta, "full")
+
+
+def _blocks_by_rollout_step(con, name: str) -> bool:
+    """Whether table ``name``'s parts are blocked by its rollouts' consuming steps (``_with_block``)."""
+    table = _TABLES.get(name)
+    return bool(table and table.blocked and "step" not in _columns(con, f"_{name}_mat"))
 
 
 def _write_table(cur, name: str, staging: Path) -> list[Path]:
@@ -627,10 +640,21 @@ def _replace_rows(con, job: Job, name: str, parts: list[Path], blocks: set[str])
     old = [p for p in parts if holds(p, blocks)]
     relation = _with_block(con, mat, scope)
     if old:
+        block = "regexp_extract(o.filename, '/b=([^/]+)/[^/]+$', 1)"
+        prior = ""
+        if scope == _IN_ROLLOUTS:
+            # A full derivation that wrote such a table before the consuming steps were known (derive_full
+            # until it waited for them) kept every row in block p, which each catch-up then rewrote whole:
+            # the rows of consumed rollouts move to their steps' blocks here, once, and p keeps the rest.
+            block = f"CASE WHEN {block} = 'p' THEN {_block('s.step')} ELSE {block} END"
+            prior = (
+                "LEFT JOIN (SELECT rollout_id, any_value(step) AS step FROM _prior_steps GROUP BY ALL) AS s "
+                "USING (rollout_id) "
+            )
         relation += (
-            " UNION ALL BY NAME SELECT * EXCLUDE (filename), "
-            "regexp_extract(filename, '/b=([^/]+)/[^/]+$', 1) AS _block "
-            f"FROM read_parquet({sql_list(old)}, filename = true, hive_partitioning = false) WHERE NOT {scope}"
+            f" UNION ALL BY NAME SELECT o.* EXCLUDE (filename), {block} AS _block "
+            f"FROM read_parquet({sql_list(old)}, filename = true, hive_partitioning = false) AS o {prior}"
+            f"WHERE NOT {scope.replace('rollout_id', 'o.rollout_id', 1)}"
         )
     written = _write_blocked(con, name, relation, job.staging)
     return _consolidate(con, name, [p for p in parts if p not in old] + written, job.staging)

@@ -388,3 +388,67 @@ def test_a_live_compaction_of_derived_and_new_segments_is_caught_up_from_the_new
     live.refresh()
     assert live.derived_how == {"full": 1, "incremental": 3}, live.derived_how
     assert derived(live, "exp-7") == derived(fresh(store), "exp-7")
+
+
+def misplaced(store, run: str) -> dict[str, int]:
+    """Rows of each blocked table kept in a part whose blocks do not hold their consuming step (a table without a
+    step column: its rollout's, from rollout_steps). A catch-up rewrites the parts of the blocks it touches, so a
+    row in the wrong part is either missed when its step changes or rewritten by every catch-up."""
+    import duckdb
+
+    files = store_derived.current(store, run).files()
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE steps AS SELECT rollout_id, step FROM read_parquet(?)",
+        [[str(p) for p in files["rollout_steps"]]],
+    )
+    found = {}
+    for table in (t for t in store_derived.TABLES if t.blocked):
+        for part in files[table.name]:
+            source = f"read_parquet('{part}')"
+            columns = {c for (c, *_) in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+            rows = (
+                f"{source} AS t" if "step" in columns else f"{source} AS t LEFT JOIN steps USING (rollout_id)"
+            )
+            span = store_derived.part_range(part)
+            wrong = (
+                "step IS NOT NULL"
+                if span is None
+                else f"step IS NULL OR step // {store_derived.BLOCK_STEPS} NOT BETWEEN {span[0]} AND {span[1]}"
+            )
+            count = con.execute(f"SELECT count(*) FROM {rows} WHERE {wrong}").fetchone()[0]
+            if count:
+                found[table.name] = found.get(table.name, 0) + count
+    return found
+
+
+def test_a_full_derivation_keeps_each_row_in_the_block_of_its_step(step_blocks):
+    store, _ = simulated("samples")
+    reader = fresh(store)
+
+    assert misplaced(reader.store, "samples") == {}
+
+
+def test_a_catch_up_moves_consumed_rollouts_out_of_the_pending_block_an_earlier_derivation_left_them_in(
+    store, step_blocks, monkeypatch
+):
+    """A full derivation used to write the rollouts table before the consuming steps were known: every row in
+    block p, which each catch-up rewrote whole (seconds per catch-up at 10M spans). The next catch-up of such a
+    state moves them to their steps' blocks and derives what a fresh reader does."""
+    from rollscope.queries import derive
+
+    spans = stored_spans(simulated("samples")[0], "samples").sort_by("start_ns")
+    first = spans.num_rows * 3 // 4
+    writer = SegmentWriter(store)
+    writer.publish("samples", spans.slice(0, first))
+    with monkeypatch.context() as earlier:
+        earlier.setattr(derive, "_blocks_by_rollout_step", lambda con, name: False)
+        live = Reader(store, run_id="samples")
+    assert misplaced(store, "samples").get("rollouts", 0) > 0  # the earlier layout, reproduced
+
+    writer.publish("samples", spans.slice(first))
+    live.refresh()
+
+    assert live.derived_how == {"full": 1, "incremental": 1}
+    assert misplaced(store, "samples") == {}
+    assert derived(live, "samples") == derived(fresh(store), "samples")
