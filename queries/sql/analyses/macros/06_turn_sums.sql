@@ -19,17 +19,19 @@ SELECT
     t.step, t.environment, t.turn_index, t.policy_version, t.drafter_version, t.drafter_policy_version, t.spec_k,
     CAST(pow(2, floor(log2(greatest(t.decoded, 1)))) AS BIGINT) AS length_bucket,
     count(*) AS turns,
-    sum(t.new_input_tokens) AS new_prefill_tokens,
-    sum(t.cached_input_tokens) AS cached_prefill_tokens,
-    sum(t.input_tokens) AS input_tokens,
-    sum(t.output_tokens) AS decode_tokens,
-    sum(greatest(0, coalesce(t.context_tokens, 0) - coalesce(t.cached_input_tokens, 0))) AS reprefill_waste_tokens,
-    sum(CAST(round(t.prefill_time_s * 1e9) AS BIGINT)) AS prefill_ns,
-    sum(CAST(round(t.decode_time_s * 1e9) AS BIGINT)) AS decode_ns,
+    -- one step's sums per key fit in BIGINT, which reads ~3x faster than the HUGEINT sum() gives
+    sum(t.new_input_tokens)::BIGINT AS new_prefill_tokens,
+    sum(t.cached_input_tokens)::BIGINT AS cached_prefill_tokens,
+    sum(t.input_tokens)::BIGINT AS input_tokens,
+    sum(t.output_tokens)::BIGINT AS decode_tokens,
+    sum(greatest(0, coalesce(t.context_tokens, 0) - coalesce(t.cached_input_tokens, 0)))::BIGINT
+        AS reprefill_waste_tokens,
+    sum(CAST(round(t.prefill_time_s * 1e9) AS BIGINT))::BIGINT AS prefill_ns,
+    sum(CAST(round(t.decode_time_s * 1e9) AS BIGINT))::BIGINT AS decode_ns,
     count(t.spec_draft_tokens) AS spec_turns,
-    sum(t.spec_draft_tokens) AS drafted,
-    sum(t.spec_accepted_tokens) FILTER (t.spec_draft_tokens IS NOT NULL) AS accepted,
-    sum(t.spec_verify_steps) FILTER (t.spec_draft_tokens IS NOT NULL) AS verify_steps,
+    sum(t.spec_draft_tokens)::BIGINT AS drafted,
+    sum(t.spec_accepted_tokens) FILTER (t.spec_draft_tokens IS NOT NULL)::BIGINT AS accepted,
+    sum(t.spec_verify_steps) FILTER (t.spec_draft_tokens IS NOT NULL)::BIGINT AS verify_steps,
     max(t.model_parameters) AS model_parameters
 FROM (
     -- a rollout's turns share its step, so the selected steps hold every turn of their rollouts

@@ -41,17 +41,18 @@ CREATE OR REPLACE MACRO _rollout_sums_src(run) AS TABLE
 SELECT
     step, environment, known, usable,
     count(*) AS rollouts,
-    sum(coalesce(generated, 0)) AS generated,
-    sum(coalesce(reprefilled, 0)) AS reprefilled,
-    sum(coalesce(sample_tokens, final_context, 0)) AS trained,
-    sum(coalesce(teacher_tokens, 0)) AS teacher_scored,
+    -- one step's token and time sums fit in BIGINT (reads ~3x faster than HUGEINT); FLOPs may not
+    sum(coalesce(generated, 0))::BIGINT AS generated,
+    sum(coalesce(reprefilled, 0))::BIGINT AS reprefilled,
+    sum(coalesce(sample_tokens, final_context, 0))::BIGINT AS trained,
+    sum(coalesce(teacher_tokens, 0))::BIGINT AS teacher_scored,
     sum(coalesce(generation_flops, 0) + coalesce(teacher_flops, 0) + coalesce(judge_flops, 0)) AS flops,
     count(*) FILTER (turns > 0) AS rollouts_with_turns,
-    sum(turns) FILTER (turns > 0) AS turns,
-    sum(generated) FILTER (turns > 0) AS generated_with_turns,
+    sum(turns) FILTER (turns > 0)::BIGINT AS turns,
+    sum(generated) FILTER (turns > 0)::BIGINT AS generated_with_turns,
     min(first_turn_ns) AS first_turn_ns,
     max(last_turn_ns) AS last_turn_ns,
-    sum(tool_ns) AS tool_ns
+    sum(tool_ns)::BIGINT AS tool_ns
 FROM _rollout_work(run)
 GROUP BY ALL;
 CREATE OR REPLACE MACRO _rollout_sums(run) AS TABLE SELECT * FROM _rollout_sums_src(run);
@@ -62,7 +63,7 @@ CREATE OR REPLACE MACRO _rollout_sums(run) AS TABLE SELECT * FROM _rollout_sums_
 -- and each rollout's seconds (generated NULL), each with its consuming step and environment.
 CREATE OR REPLACE MACRO _rollout_tails_src(run) AS TABLE
 SELECT * FROM (
-    SELECT step, environment, generated, NULL::DOUBLE AS duration_s
+    SELECT step, environment, generated::BIGINT AS generated, NULL::DOUBLE AS duration_s  -- one rollout's
     FROM _rollout_work(run)
     WHERE known AND turns > 0
     UNION ALL
@@ -115,10 +116,10 @@ SELECT
         ELSE 'length_bucket'
     END AS grouped_by,
     step, environment, spec_k, policy_version, drafter_version, versions_since_refresh, length_bucket,
-    sum(spec_turns) AS spec_turns,
-    sum(drafted) AS drafted,
-    sum(accepted) AS accepted,
-    sum(verify_steps) AS verify_steps
+    sum(spec_turns)::BIGINT AS spec_turns,  -- one step's counts: BIGINT, which reads ~3x faster than HUGEINT
+    sum(drafted)::BIGINT AS drafted,
+    sum(accepted)::BIGINT AS accepted,
+    sum(verify_steps)::BIGINT AS verify_steps
 FROM (
     SELECT *, policy_version - drafter_policy_version AS versions_since_refresh
     FROM _turn_sums(run)
@@ -167,7 +168,7 @@ SELECT
     c.step, c.environment,
     count(*) AS rollouts,
     count(p.output_tokens) AS rollouts_with_tokens,
-    sum(p.output_tokens) AS output_tokens,
+    sum(p.output_tokens)::BIGINT AS output_tokens,
     count(*) FILTER (p.clipped) AS clipped
 FROM rollout_steps(run) AS c
 JOIN per_rollout AS p USING (rollout_id)
