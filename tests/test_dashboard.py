@@ -296,6 +296,39 @@ def test_rollouts_page_finds_rollouts_and_opens_one_as_a_waterfall(sample_store,
     assert group.set_index("rollout_id").loc["s1-g0-0", ""] == "▶"
 
 
+@pytest.mark.parametrize(
+    "filters",
+    [{}, {"status": "ok"}, {"environment": "swe", "reward": (0.5, 1.0)}, {"text": "g1"}, {"steps": (2, 5)}],
+    ids=["none", "status", "environment-and-reward", "text", "steps"],
+)
+def test_rollout_search_finds_the_newest_matches_the_filters_name(con, filters):
+    """What the Rollouts page lists, against the same rows in plain SQL: the newest ``limit`` rollouts that
+    match, newest first (a limit far below the matches, so which ones are the newest matters)."""
+    where = ["run_id = $run"]
+    if "status" in filters:
+        where.append(f"rollout_status = '{filters['status']}'")
+    if "environment" in filters:
+        where.append(f"environment = '{filters['environment']}'")
+    if "reward" in filters:
+        where.append(f"reward BETWEEN {filters['reward'][0]} AND {filters['reward'][1]}")
+    if "text" in filters:
+        where.append(f"(rollout_id ILIKE '%{filters['text']}%' OR task_id ILIKE '%{filters['text']}%')")
+    if "steps" in filters:
+        where.append(
+            f"rollout_id IN (SELECT rollout_id FROM rollout_steps($run) WHERE step BETWEEN {filters['steps'][0]} "
+            f"AND {filters['steps'][1]})"
+        )
+    oracle = con.execute(
+        f"SELECT rollout_id FROM rollouts WHERE {' AND '.join(where)} ORDER BY start_ns DESC, rollout_id LIMIT 7",
+        {"run": RUN},
+    ).fetchall()
+
+    found = trace.search(con, RUN, limit=7, **filters)
+
+    assert len(oracle) == 7
+    assert found["rollout_id"].tolist() == [r for (r,) in oracle]
+
+
 def test_compare_page_puts_two_reports_side_by_side(sample_store, con):
     at = open_page(sample_store, "compare")
     assert_clean(at)

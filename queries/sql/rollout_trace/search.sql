@@ -4,10 +4,8 @@
 -- only consumed rollouts, as the analyses do. Without a step filter only the newest $limit rollouts are
 -- looked up in samples. turns, decoded_tokens and new_prefill_tokens sum the rollout's turns (as the per-rollout
 -- work, _rollout_work, keeps them).
-WITH matched AS MATERIALIZED (
-    SELECT
-        r.rollout_id, r.environment, r.task_id, r.group_id, r.rollout_status, r.reward, r.policy_version,
-        r.start_time, r.duration_s, r.start_ns, r.end_ns
+WITH filtered AS NOT MATERIALIZED (
+    SELECT *
     FROM rollouts AS r
     WHERE r.run_id = $run_id
       AND ($environment IS NULL OR r.environment = $environment)
@@ -15,6 +13,21 @@ WITH matched AS MATERIALIZED (
       AND ($text IS NULL OR r.rollout_id ILIKE '%' || $text || '%' OR r.task_id ILIKE '%' || $text || '%')
       AND ($reward_min IS NULL OR r.reward >= $reward_min)
       AND ($reward_max IS NULL OR r.reward <= $reward_max)
+),
+-- Without a step filter, the newest $limit matches start at or after this: found from start_ns (and the filters'
+-- columns) alone, so the rows below are read only from the row groups that can hold them (the per-rollout
+-- table's parts are in step order, their row groups keep time ranges), not every rollout's ids and strings.
+newest AS MATERIALIZED (
+    SELECT min(start_ns) AS start_ns
+    FROM (SELECT start_ns FROM filtered ORDER BY start_ns DESC LIMIT $limit)
+    WHERE $step_lo IS NULL AND $step_hi IS NULL
+),
+matched AS MATERIALIZED (
+    SELECT
+        r.rollout_id, r.environment, r.task_id, r.group_id, r.rollout_status, r.reward, r.policy_version,
+        r.start_time, r.duration_s, r.start_ns, r.end_ns
+    FROM filtered AS r
+    WHERE r.start_ns >= coalesce((SELECT start_ns FROM newest), -9223372036854775808)
     ORDER BY r.start_ns DESC, r.rollout_id
     LIMIT CASE WHEN $step_lo IS NULL AND $step_hi IS NULL THEN $limit END
 ),
