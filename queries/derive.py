@@ -301,12 +301,16 @@ def _ranges(con, segments: list[Path]) -> dict[str, list[int]]:
 
 def _with_block(con, relation: str, where: str = "true") -> str:
     """``relation``'s rows with the block of their step (a table without a step column: its rollout's
-    consuming step, from _rollout_steps_mat) as ``_block``."""
+    consuming step, from the derived rollout_steps rows) as ``_block``."""
     if "step" in _columns(con, relation):
         return f"SELECT *, {_block('step')} AS _block FROM {relation} WHERE {where}"
+    # A catch-up's scoped rows, once _read_final has pointed _rollout_steps_mat at the run's every part: the
+    # scoped rollout_steps rows (_rollout_steps_scoped) hold the same steps for them, without reading the run's.
+    held = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    steps = "_rollout_steps_scoped" if "_rollout_steps_scoped" in held else "_rollout_steps_mat"
     return (
         f"SELECT t.*, {_block('c.step')} AS _block FROM {relation} AS t "
-        "LEFT JOIN (SELECT rollout_id, any_value(step) AS step FROM _rollout_steps_mat GROUP BY ALL) AS c "
+        f"LEFT JOIN (SELECT rollout_id, any_value(step) AS step FROM {steps} GROUP BY ALL) AS c "
         f"USING (rollout_id) WHERE {where.replace('rollout_id', 't.rollout_id', 1)}"
     )
 
@@ -507,9 +511,9 @@ def _prior_steps(con, files: list[Path]) -> None:
     if not files:
         con.execute("CREATE OR REPLACE TABLE _prior_steps (rollout_id VARCHAR, step BIGINT)")
         return
-    con.execute(
-        "CREATE OR REPLACE TABLE _prior_steps AS SELECT DISTINCT rollout_id, step "
-        f"FROM read_parquet({sql_list(files)}, hive_partitioning = false) WHERE step IS NOT NULL"
+    con.execute(  # one row per rollout (its key in rollout_steps), which _replace_rows joins on
+        "CREATE OR REPLACE TABLE _prior_steps AS SELECT rollout_id, any_value(step) AS step "
+        f"FROM read_parquet({sql_list(files)}, hive_partitioning = false) WHERE step IS NOT NULL GROUP BY ALL"
     )
 
 
@@ -639,21 +643,22 @@ def _replace_rows(con, job: Job, name: str, parts: list[Path], blocks: set[str])
     scope = _IN_STEPS if "step" in _columns(con, mat) else _IN_ROLLOUTS
     old = [p for p in parts if holds(p, blocks)]
     relation = _with_block(con, mat, scope)
-    if old:
-        block = "regexp_extract(o.filename, '/b=([^/]+)/[^/]+$', 1)"
-        prior = ""
-        if scope == _IN_ROLLOUTS:
-            # A full derivation that wrote such a table before the consuming steps were known (derive_full
-            # until it waited for them) kept every row in block p, which each catch-up then rewrote whole:
-            # the rows of consumed rollouts move to their steps' blocks here, once, and p keeps the rest.
-            block = f"CASE WHEN {block} = 'p' THEN {_block('s.step')} ELSE {block} END"
-            prior = (
-                "LEFT JOIN (SELECT rollout_id, any_value(step) AS step FROM _prior_steps GROUP BY ALL) AS s "
-                "USING (rollout_id) "
-            )
+    kept = [p for p in old if not (scope == _IN_ROLLOUTS and derived.part_block(p) == "p")]
+    if kept:
         relation += (
-            f" UNION ALL BY NAME SELECT o.* EXCLUDE (filename), {block} AS _block "
-            f"FROM read_parquet({sql_list(old)}, filename = true, hive_partitioning = false) AS o {prior}"
+            " UNION ALL BY NAME SELECT * EXCLUDE (filename), "
+            "regexp_extract(filename, '/b=([^/]+)/[^/]+$', 1) AS _block "
+            f"FROM read_parquet({sql_list(kept)}, filename = true, hive_partitioning = false) WHERE NOT {scope}"
+        )
+    if pending := [p for p in old if p not in kept]:
+        # Its rows of no consuming step (block p), each to the block of its rollout's step in the previous
+        # state: p again, unless a full derivation wrote the table before the consuming steps were known
+        # (derive_full until it waited for them), which left every row in p for each catch-up to rewrite
+        # whole: the rows of consumed rollouts move to their steps' blocks here, once.
+        relation += (
+            f" UNION ALL BY NAME SELECT o.*, {_block('s.step')} AS _block "
+            f"FROM read_parquet({sql_list(pending)}, hive_partitioning = false) AS o "
+            "LEFT JOIN _prior_steps AS s USING (rollout_id) "
             f"WHERE NOT {scope.replace('rollout_id', 'o.rollout_id', 1)}"
         )
     written = _write_blocked(con, name, relation, job.staging)
