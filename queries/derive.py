@@ -117,6 +117,11 @@ def _columns(con, relation: str) -> set[str]:
     return {c for c, *_ in con.execute(f"DESCRIBE {relation}").fetchall()}
 
 
+def _tables(con) -> set[str]:
+    """The names of the tables (not views) in ``con``'s database."""
+    return {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+
+
 def derive(job: Job) -> Result:
     """Bring ``job.run_id``'s tables up to date: incrementally from ``job.previous`` when it can be sure,
     else in full. Writes new parts under ``job.staging``.
@@ -306,8 +311,7 @@ def _with_block(con, relation: str, where: str = "true") -> str:
         return f"SELECT *, {_block('step')} AS _block FROM {relation} WHERE {where}"
     # A catch-up's scoped rows, once _read_final has pointed _rollout_steps_mat at the run's every part: the
     # scoped rollout_steps rows (_rollout_steps_scoped) hold the same steps for them, without reading the run's.
-    held = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    steps = "_rollout_steps_scoped" if "_rollout_steps_scoped" in held else "_rollout_steps_mat"
+    steps = "_rollout_steps_scoped" if "_rollout_steps_scoped" in _tables(con) else "_rollout_steps_mat"
     return (
         f"SELECT t.*, {_block('c.step')} AS _block FROM {relation} AS t "
         f"LEFT JOIN (SELECT rollout_id, any_value(step) AS step FROM {steps} GROUP BY ALL) AS c "
@@ -774,7 +778,7 @@ def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: di
 
 def _read_final(con, tables: dict[str, list[Path]]) -> None:
     """Point the views of the tables written so far at their new parts (the scoped rows stay as _<t>_scoped)."""
-    held = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    held = _tables(con)
     for done, files in tables.items():
         if f"_{done}_mat" in held:  # not yet a view over its new parts
             con.execute(f"ALTER TABLE _{done}_mat RENAME TO _{done}_scoped")
