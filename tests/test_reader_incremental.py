@@ -429,22 +429,40 @@ def test_a_full_derivation_keeps_each_row_in_the_block_of_its_step(step_blocks):
     assert misplaced(reader.store, "samples") == {}
 
 
+def all_rollouts_in_block_p(store, run: str) -> None:
+    """The layout a full derivation left when it wrote the rollouts table before the consuming steps were known
+    (whether it did depended on its writer threads' timing): the table's rows in one part of block p, which the
+    run's manifest names instead of its parts."""
+    import json
+
+    import duckdb
+
+    state = store_derived.current(store, run)
+    part = state.root / "parts" / "rollouts" / "b=p" / "earlier.parquet"
+    part.parent.mkdir(parents=True, exist_ok=True)
+    duckdb.connect().execute(
+        f"COPY (SELECT * FROM read_parquet(?, hive_partitioning = false)) TO '{part}' (FORMAT parquet)",
+        [[str(p) for p in state.files()["rollouts"]]],
+    )
+    manifest = state.root / store_derived.MANIFEST
+    data = json.loads(manifest.read_text())
+    data["tables"]["rollouts"] = [str(part.relative_to(state.root))]
+    manifest.write_text(json.dumps(data))
+
+
 def test_a_catch_up_moves_consumed_rollouts_out_of_the_pending_block_an_earlier_derivation_left_them_in(
-    store, step_blocks, monkeypatch
+    store, step_blocks
 ):
     """A full derivation used to write the rollouts table before the consuming steps were known: every row in
     block p, which each catch-up rewrote whole (seconds per catch-up at 10M spans). The next catch-up of such a
     state moves them to their steps' blocks and derives what a fresh reader does."""
-    from rollscope.queries import derive
-
     spans = stored_spans(simulated("samples")[0], "samples").sort_by("start_ns")
     first = spans.num_rows * 3 // 4
     writer = SegmentWriter(store)
     writer.publish("samples", spans.slice(0, first))
-    with monkeypatch.context() as earlier:
-        earlier.setattr(derive, "_blocks_by_rollout_step", lambda con, name: False)
-        live = Reader(store, run_id="samples")
-    assert misplaced(store, "samples").get("rollouts", 0) > 0  # the earlier layout, reproduced
+    live = Reader(store, run_id="samples")
+    all_rollouts_in_block_p(store, "samples")
+    assert misplaced(store, "samples").get("rollouts", 0) > 0  # the earlier layout
 
     writer.publish("samples", spans.slice(first))
     live.refresh()
