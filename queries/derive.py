@@ -570,9 +570,10 @@ def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict) -> None:
         for table in TABLES:
             con.execute(f"DELETE FROM _{table.name}_mat")
         _derive_scoped_tables(con, job.run_id)
-        moved = con.execute(
+        moved = con.execute(  # the group members read beside the scope keep their steps: not theirs
             "SELECT DISTINCT step FROM _rollout_steps_mat WHERE step IS NOT NULL "
-            "AND step NOT IN (SELECT step FROM _scope_steps)"
+            "AND step NOT IN (SELECT step FROM _scope_steps) "
+            "AND rollout_id IN (SELECT rollout_id FROM _scope_rollouts)"
         ).fetchall()
         if not moved:
             return

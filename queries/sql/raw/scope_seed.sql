@@ -9,8 +9,10 @@ CREATE OR REPLACE TABLE _idx AS
 SELECT trace_id, rollout_id, group_id, lo_ns, hi_ns FROM _old__traces
 UNION ALL
 SELECT trace_id, rollout_id, group_id, lo_ns, hi_ns FROM _trace_index($run);
-CREATE OR REPLACE TABLE _scope_traces AS SELECT DISTINCT trace_id FROM _new WHERE trace_id IS NOT NULL;
-CREATE OR REPLACE TABLE _scope_rollouts AS SELECT DISTINCT rollout_id FROM _new WHERE rollout_id IS NOT NULL;
+CREATE OR REPLACE TABLE _changed_traces AS SELECT DISTINCT trace_id FROM _new WHERE trace_id IS NOT NULL;
+CREATE OR REPLACE TABLE _scope_traces AS SELECT * FROM _changed_traces;
+CREATE OR REPLACE TABLE _scope_changed AS SELECT DISTINCT rollout_id FROM _new WHERE rollout_id IS NOT NULL;
+CREATE OR REPLACE TABLE _scope_rollouts AS SELECT * FROM _scope_changed;
 CREATE OR REPLACE TABLE _scope_steps AS
 SELECT DISTINCT train_step AS step FROM _new
 WHERE name IN ('rl.train_step', 'rl.sample') AND train_step IS NOT NULL;
