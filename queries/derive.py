@@ -264,7 +264,8 @@ def _write_table(cur, name: str, staging: Path) -> list[Path]:
         table = _TABLES.get(name)
         relation = f"_{name}_mat" if table else f"{name}_mat"  # the index's tables: _traces_mat
         if table and (table.blocked or table.refresh in ("windows", "tail")):
-            return _write_blocked(cur, name, _with_block(cur, relation), staging, merged=True)
+            parts = _write_blocked(cur, name, _with_block(cur, relation), staging)
+            return _consolidate(cur, name, parts, staging)
         return [_write_whole(cur, name, relation, staging)]
     finally:
         cur.close()
@@ -324,19 +325,13 @@ def _block(step: str) -> str:
     return f"CASE WHEN {step} IS NULL THEN 'p' ELSE CAST(floor({step} / {derived.BLOCK_STEPS}) AS BIGINT)::VARCHAR END"
 
 
-def _write_blocked(con, name: str, relation: str, staging: Path, merged: bool = False) -> list[Path]:
-    """Write ``relation`` (rows with ``_block``) as one part per block, ``<name>/b=<block>/<token>.parquet``.
-
-    ``merged``: as the parts ``_consolidate`` leaves of those instead (``b=<first>_<last>`` for merged blocks),
-    in the same one pass. A full derivation writes its tables whole, so their merged parts are known before a
-    row is written (``_final_ranges``); writing one part per block and merging them after copied most rows
-    twice: 28 % of a 10M-span run's first open (173 → 125 s), the same peak memory."""
+def _write_blocked(con, name: str, relation: str, staging: Path) -> list[Path]:
+    """Write ``relation`` (rows with ``_block``) as one part per block, ``<name>/b=<block>/<token>.parquet``."""
     con.execute(f"CREATE OR REPLACE TEMP VIEW _writing AS {relation}")
     target = staging / name
     select = _stored(con, "_writing", skip=("_block",))
-    block = _merged_block(con) if merged else "_block"
     con.execute(
-        f"COPY (SELECT {select}, {block} AS _block FROM _writing) TO '{_quoted(target)}' "
+        f"COPY (SELECT {select}, _block FROM _writing) TO '{_quoted(target)}' "
         "(FORMAT parquet, PARTITION_BY (_block), COMPRESSION zstd, ROW_GROUP_SIZE 122880, OVERWRITE_OR_IGNORE)"
     )
     parts = []
@@ -348,33 +343,6 @@ def _write_blocked(con, name: str, relation: str, staging: Path, merged: bool = 
         written.parent.rmdir() if not any(written.parent.iterdir()) else None
         parts.append(final)
     return parts
-
-
-def _merged_block(con) -> str:
-    """SQL for the label of the part ``_consolidate`` would merge each ``_writing`` row's block into: a list of
-    the labels, indexed by block number (the blocks are the run's steps / ``BLOCK_STEPS``: few)."""
-    blocks = [label for (label,) in con.execute("SELECT DISTINCT _block FROM _writing").fetchall()]
-    part_of = {
-        int(block): label
-        for label, members in _final_ranges(sorted(int(b) for b in blocks if b != "p"))
-        for block in members
-    }
-    labels = ", ".join(f"'{part_of.get(b, '')}'" for b in range(max(part_of, default=-1) + 1))
-    return f"CASE WHEN _block = 'p' THEN 'p' ELSE [{labels}][CAST(_block AS BIGINT) + 1] END"
-
-
-def _final_ranges(blocks: list[int]) -> list[tuple[str, list[str]]]:
-    """The parts ``_consolidate`` makes of one part per block of ``blocks`` (sorted): each part's directory
-    label (``<block>`` or ``<first>_<last>``) and the block labels it holds."""
-    ranges = [(b, b) for b in blocks]
-    while groups := _merge_groups(ranges):
-        merged: dict[int, tuple[int, int] | None] = {i: None for group in groups for i in group}
-        merged.update({g[0]: (ranges[g[0]][0], max(ranges[i][1] for i in g)) for g in groups})
-        ranges = sorted(merged.get(i, r) for i, r in enumerate(ranges) if merged.get(i, r) is not None)
-    return [
-        (str(first) if first == last else f"{first}_{last}", [str(b) for b in blocks if first <= b <= last])
-        for first, last in ranges
-    ]
 
 
 def _write_whole(con, name: str, relation: str, staging: Path) -> Path:
@@ -839,10 +807,11 @@ def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]
     blocks from the first to the last, which may complete the next tier's. Each row is rewritten at most
     ``log_FANOUT(blocks)`` times; a table keeps under ``FANOUT`` parts per tier.
 
-    An incremental catch-up's rewritten blocks join the tiers here; a full derivation writes the parts this
-    would leave of its one part per block directly (``_write_blocked``'s ``merged``; a 30M-span run has ~1,000
-    blocks, which every reader would open). Pass by pass: each merge is a streaming copy of Parquet parts, so
-    memory stays that of one row group. A part merged within this catch-up (under ``staging``) is deleted
+    Both paths: a full derivation's one part per block (a 30M-span run: ~1,000 parts per table, which every
+    reader would open) become ~13 before it publishes; an incremental catch-up's rewritten blocks join the
+    tiers. Pass by pass: each merge is a streaming copy of Parquet parts, so memory stays that of one row group
+    (writing the merged parts directly, ``COPY … PARTITION_BY`` over few, large partitions, ran a 30M-span
+    derivation out of its memory limit). A part merged within this catch-up (under ``staging``) is deleted
     once merged again: no manifest ever named it; a published part is left to the manifest's retirement."""
     while True:
         merged = _consolidate_pass(con, name, parts, staging)
@@ -857,32 +826,26 @@ def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]
 def _consolidate_pass(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
     """One pass of ``_consolidate``: every tier's full groups of ``FANOUT`` parts merged once."""
     ranged = sorted((part_range(p), p) for p in parts if part_range(p) is not None)
-    merged: dict[Path, Path | None] = {}
-    for group in _merge_groups([r for r, _ in ranged]):
-        first, last = ranged[group[0]][0][0], max(ranged[i][0][1] for i in group)
-        files = [ranged[i][1] for i in group]
-        target = staging / name / f"b={first}_{last}" / f"{secrets.token_hex(6)}.parquet"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        source = f"read_parquet({sql_list(files)}, hive_partitioning = false, union_by_name = true)"
-        con.execute(
-            f"COPY (SELECT * FROM {source}) TO '{_quoted(target)}' "
-            "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
-        )
-        merged.update({p: None for p in files})
-        merged[files[0]] = target
-    return [merged.get(p, p) for p in parts if merged.get(p, p) is not None]
-
-
-def _merge_groups(ranges: list[tuple[int, int]]) -> list[list[int]]:
-    """The merges of one consolidation pass over parts of block ``ranges`` (sorted): lists of indices into
-    ``ranges``, each ``FANOUT`` parts of one tier, none holding the newest two blocks."""
-    if not ranges:
-        return []
-    newest = max(last for _, last in ranges)
-    tiers: dict[int, list[int]] = {}
-    for i, (first, last) in enumerate(ranges):
+    if not ranged:
+        return parts
+    newest = max(last for (_, last), _ in ranged)
+    tiers: dict[int, list] = {}
+    for (first, last), part in ranged:
         if last < newest - 1:
-            tiers.setdefault(int(math.log(last - first + 1, FANOUT) + 1e-9), []).append(i)
-    return [
-        group[i : i + FANOUT] for group in tiers.values() for i in range(0, len(group) - FANOUT + 1, FANOUT)
-    ]
+            tiers.setdefault(int(math.log(last - first + 1, FANOUT) + 1e-9), []).append(((first, last), part))
+    merged: dict[Path, Path | None] = {}
+    for group in tiers.values():
+        for i in range(0, len(group) - FANOUT + 1, FANOUT):
+            chunk = group[i : i + FANOUT]
+            first, last = chunk[0][0][0], max(r[1] for r, _ in chunk)
+            files = [p for _, p in chunk]
+            target = staging / name / f"b={first}_{last}" / f"{secrets.token_hex(6)}.parquet"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source = f"read_parquet({sql_list(files)}, hive_partitioning = false, union_by_name = true)"
+            con.execute(
+                f"COPY (SELECT * FROM {source}) TO '{_quoted(target)}' "
+                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+            )
+            merged.update({p: None for p in files})
+            merged[files[0]] = target
+    return [merged.get(p, p) for p in parts if merged.get(p, p) is not None]

@@ -301,35 +301,6 @@ def test_a_full_derivation_of_a_long_run_leaves_few_parts_and_the_same_figures(t
     assert small_blocks == json.loads(json.dumps(figures(connect(fresh, run_id="sample"), "sample")))
 
 
-@pytest.mark.parametrize(
-    "blocks", [[0, 1, 2], list(range(10)), list(range(75)), [0, 1, 2, 5, 6, 7, 8, 9, 10, 11, 12]]
-)
-def test_a_full_derivation_writes_the_parts_that_merging_one_part_per_block_leaves(tmp_path, blocks):
-    """A full derivation writes each table's merged parts directly (``_final_ranges``), not one part per block
-    merged after: its layout must be the one ``_consolidate`` leaves, which later catch-ups extend tier by
-    tier. Checked against ``_consolidate`` on real parts, one per block (gaps included: a table may have no
-    rows in some blocks)."""
-    import duckdb
-
-    from rollscope.queries.derive import _consolidate, _final_ranges
-
-    con = duckdb.connect()
-    parts = []
-    for block in blocks:
-        part = tmp_path / "t" / f"b={block}" / "x.parquet"
-        part.parent.mkdir(parents=True)
-        con.execute(f"COPY (SELECT {block} AS block) TO '{part}' (FORMAT parquet)")
-        parts.append(part)
-    merged = _consolidate(con, "t", parts, tmp_path)
-    assert sorted(derived.part_block(p) for p in merged) == sorted(
-        label for label, _ in _final_ranges(blocks)
-    )
-    for part in merged:  # each merged part holds the blocks _final_ranges says it does
-        label = derived.part_block(part)
-        held = sorted(b for (b,) in con.execute(f"SELECT block FROM '{part}'").fetchall())
-        assert [str(b) for b in held] == dict(_final_ranges(blocks))[label]
-
-
 def test_the_shipped_derived_table_schemas_are_what_binding_the_definitions_gives():
     """queries/sql/raw/derived_schemas.json follows the SQL that types the derived tables (``make schemas``
     writes it): a stale file would make every first open bind every definition again."""
