@@ -685,14 +685,20 @@ def _refresh_windows(
     ).fetchone()[0]
     if t0 is None:  # nothing it reads is new
         return old
+    _read_final(con, tables)
+    previous = job.previous.meta.get("process_bounds") if job.previous is not None else None
+    notes["process_bounds"] = _process_bounds(con, previous)
+    # A process that runs again after a pause was idle, not gone, from its previous last end on: a window from
+    # there is swept again too (before, the sweep ended that process's time at its last end).
+    last_end = {instance: hi for instance, _, hi, *_ in notes["process_bounds"]}
+    t0 = min(
+        [t0, *(hi for instance, _, hi, *_ in previous or () if hi is not None and last_end[instance] > hi)]
+    )
     from_ns, first_ns = con.execute(
         "SELECT max(start_ns) FILTER (start_ns <= ?), min(start_ns) FROM _old_train_steps "
         "WHERE train_step IS NOT NULL",
         [t0],
     ).fetchone()
-    _read_final(con, tables)
-    bounds = job.previous.meta.get("process_bounds") if job.previous is not None else None
-    notes["process_bounds"] = _process_bounds(con, bounds)
     if from_ns is None:  # before the first window: sweep it all
         return _rederive(con, job, table, tables)
     text = sqlfiles.load(f"raw/refresh_{table.name}").replace("@schema", sql_list([schema_file("spans")]))

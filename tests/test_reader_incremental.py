@@ -21,6 +21,7 @@ from rollscope.queries.analyses import compute_terms
 from rollscope.store import derived as store_derived
 from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
+from tests.test_dashboard_fixtures import RunWriter
 
 # Every derived table (store.derived.TABLES), compared exactly (their sums are integers: arrival order cannot
 # change them; the sums and means of doubles are compared to 9 or 6 decimals).
@@ -163,6 +164,36 @@ def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive
         parts = store_derived.current(tmp_path, name).files()["rollout_steps"]
         assert any("_" in store_derived.part_block(p) for p in parts), parts  # merged parts were rewritten
     assert derived(live, name) == derived(fresh(source), name)
+
+
+def test_a_catch_up_where_groups_span_steps_and_workers_pause_rewrites_only_the_new_steps(
+    tmp_path, monkeypatch
+):
+    """A group's attempts consumed over three train steps, a judge and a teacher sharing the rollout workers'
+    process, and rollout workers idle between steps (their last turn ends before the next step's window does).
+    Each new step is caught up incrementally, leaves the parts of earlier steps as they were (a group of a new
+    step reaches two steps back, not over the whole run) and derives what a fresh reader does: goodput's step
+    windows, busy islands of calls that start and end together, each process's role."""
+    monkeypatch.setattr(store_derived, "BLOCK_STEPS", 1)
+    run, store = "straddle", tmp_path / "store"
+    writer = RunWriter(store, run, seed=3)
+    for _ in range(12):
+        writer.write_step(groups=8)
+    writer.flush()
+    live = Reader(store, run_id=run)
+    first = store_derived.current(store, run).files()["rollout_steps"]
+    for _ in range(2):
+        writer.write_step(groups=8)
+        writer.flush()
+        live.refresh()
+    writer.shutdown()
+    live.refresh()
+
+    assert live.derived_how == {"full": 1, "incremental": 2}, live.derived_how
+    kept = set(store_derived.current(store, run).files()["rollout_steps"])
+    early = [p for p in first if (store_derived.part_range(p) or (99, 99))[1] <= 8]
+    assert early and set(early) <= kept, (early, sorted(kept))
+    assert derived(live, run) == derived(fresh(store), run)
 
 
 @pytest.mark.slow  # ~20 s each (make test-slow; CI runs it)

@@ -52,13 +52,16 @@ GROUP BY ALL;
 -- _step_islands_src(run, steps): when each process was busy with its own kind of work (a rollout server's
 -- turns, a trainer's steps, ...) per step and environment, as the union of its work intervals: overlapping
 -- intervals merged into one island. In start order an interval opens a new island when it starts after every
--- earlier one ended, so 64 requests in flight on one server make one island.
+-- earlier one ended, so 64 requests in flight on one server make one island. Equal intervals are taken once
+-- first: the two windows below must see one order, and rows tied on (start, end) could be ordered differently
+-- in each, splitting one island in two (a trainer's teacher calls of one step all start and end together).
 CREATE OR REPLACE MACRO _step_islands_src(run, steps) AS TABLE
 WITH intervals AS (
-    SELECT term, instance_id, devices, step, environment, start_ns, end_ns
+    SELECT term, instance_id, max(devices) AS devices, step, environment, start_ns, end_ns
     FROM _compute_work(run)
     WHERE step IS NOT NULL AND (steps IS NULL OR step IN (SELECT unnest(steps)))
       AND role = term AND term <> 'env' AND end_ns > start_ns
+    GROUP BY term, instance_id, step, environment, start_ns, end_ns
 ),
 reach AS (
     SELECT

@@ -1,12 +1,14 @@
 -- Is it stuck (docs/metrics.md, "Health"): the derived tables liveness, scoring latency and goodput read.
 --
 -- _process_activity_src(run): one row per writing process (service.instance.id): its spans, the start of its
--- first and the end of its last. A process whose last span is old went silent.
+-- first and the end of its last. A process whose last span is old went silent. A process attached in several
+-- roles (one service.instance.id) shows the first of its roles and service names by name: any_value would
+-- differ from one derivation to the next.
 CREATE OR REPLACE MACRO _process_activity_src(run) AS TABLE
 SELECT
     instance_id,
-    any_value(service_name) AS service_name,
-    any_value(role) AS role,
+    min(service_name) AS service_name,
+    min(role) AS role,
     max(devices) AS devices,
     count(*) AS spans,
     min(start_ns) AS first_start_ns,
