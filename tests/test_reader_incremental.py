@@ -177,13 +177,13 @@ def test_a_catch_up_where_groups_span_steps_and_workers_pause_rewrites_only_the_
     monkeypatch.setattr(store_derived, "BLOCK_STEPS", 1)
     run, store = "straddle", tmp_path / "store"
     writer = RunWriter(store, run, seed=3)
-    for _ in range(12):
-        writer.write_step(groups=8)
+    for _ in range(10):
+        writer.write_step(groups=4)
     writer.flush()
     live = Reader(store, run_id=run)
     first = store_derived.current(store, run).files()["rollout_steps"]
     for _ in range(2):
-        writer.write_step(groups=8)
+        writer.write_step(groups=4)
         writer.flush()
         live.refresh()
     writer.shutdown()
@@ -191,7 +191,7 @@ def test_a_catch_up_where_groups_span_steps_and_workers_pause_rewrites_only_the_
 
     assert live.derived_how == {"full": 1, "incremental": 2}, live.derived_how
     kept = set(store_derived.current(store, run).files()["rollout_steps"])
-    early = [p for p in first if (store_derived.part_range(p) or (99, 99))[1] <= 8]
+    early = [p for p in first if (store_derived.part_range(p) or (99, 99))[1] <= 7]
     assert early and set(early) <= kept, (early, sorted(kept))
     assert derived(live, run) == derived(fresh(store), run)
 
