@@ -691,9 +691,8 @@ def _refresh_windows(
     # A process that runs again after a pause was idle, not gone, from its previous last end on: a window from
     # there is swept again too (before, the sweep ended that process's time at its last end).
     last_end = {instance: hi for instance, _, hi, *_ in notes["process_bounds"]}
-    t0 = min(
-        [t0, *(hi for instance, _, hi, *_ in previous or () if hi is not None and last_end[instance] > hi)]
-    )
+    resumed = [hi for instance, _, hi, *_ in previous or () if hi is not None and last_end[instance] > hi]
+    t0 = min([t0, *resumed])
     from_ns, first_ns = con.execute(
         "SELECT max(start_ns) FILTER (start_ns <= ?), min(start_ns) FROM _old_train_steps "
         "WHERE train_step IS NOT NULL",

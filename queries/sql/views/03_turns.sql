@@ -30,7 +30,7 @@ engine AS (
         max(decode_time_s) AS decode_time_s, max(ttft_s) AS ttft_s,
         max(spec_draft_tokens) AS spec_draft_tokens, max(spec_accepted_tokens) AS spec_accepted_tokens,
         max(spec_verify_steps) AS spec_verify_steps, max(spec_k) AS spec_k,
-        any_value(response_id) AS response_id
+        max(response_id) AS response_id  -- one of a retried request's ids, the same on every derivation
     FROM engine_spans
     GROUP BY ALL
 ),
