@@ -82,7 +82,7 @@ from rollscope.store import layout
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
 FORMAT = (
-    9  # bump when a table's definition or the layout changes: manifests of an older format are derived again
+    10  # bump when a table's definition or the layout changes: manifests of an older format are derived again
 )
 GRACE_S = 300.0  # how long a retired part stays on disk for readers that listed it
 PARTS = "parts"  # parts/<table>/b=<block>/<name>.parquet, immutable, shared by the generations naming them
@@ -340,14 +340,15 @@ TABLES: tuple[Table, ...] = (
         refresh="windows",
     ),
     Table(
-        "rollout_devices",
-        ("rollout_id", "instance_id"),
-        "_rollout_devices_src($run)",
-        "turn seconds",
-        scope="rollout",
+        "device_turn_sums",
+        ("step", "environment", "instance_id", "staged"),
+        "_device_turn_sums_src($run)",
+        "turn nanoseconds per consuming step, environment and rollout process, by use",
+        scope="step",
     ),
     # Per step and environment, but a rollout's device-seconds are its share of its process's generating
-    # device-seconds over the whole run: scope "run".
+    # device-seconds over the whole run: scope "run", taken again on every catch-up from the two small tables
+    # above (a few rows per step and process), never from per-rollout rows.
     Table(
         "wasted_sums",
         ("step", "environment"),

@@ -61,7 +61,7 @@ DERIVED = {
             "scoring",
             "trainer_goodput",
             "rollout_goodput",
-            "rollout_devices",
+            "device_turn_sums",
         )
     },
     "wasted_sums": (

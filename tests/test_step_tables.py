@@ -31,7 +31,6 @@ BIG = (
     "rollout_work",
     "turn_sums",
     "step_islands",
-    "rollout_devices",
 )
 
 

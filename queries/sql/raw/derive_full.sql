@@ -33,7 +33,7 @@ INSERT INTO _open_rollouts_mat SELECT $run, * FROM _open_rollouts_src($run);
 INSERT INTO _scoring_mat SELECT $run, * FROM _scoring_src($run);
 INSERT INTO _trainer_goodput_mat SELECT $run, * FROM _trainer_goodput_src($run);
 INSERT INTO _rollout_goodput_mat SELECT $run, * FROM _rollout_goodput_src($run);
-INSERT INTO _rollout_devices_mat SELECT $run, * FROM _rollout_devices_src($run);
+INSERT INTO _device_turn_sums_mat SELECT $run, * FROM _device_turn_sums_src($run);
 INSERT INTO _wasted_sums_mat SELECT $run, * FROM _wasted_sums_src($run);
 -- Is it learning and the advisor's per-step tables (macros/09_learning.sql) read the tables above.
 INSERT INTO _reward_counts_mat SELECT $run, * FROM _reward_counts_src($run);

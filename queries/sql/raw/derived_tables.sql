@@ -40,7 +40,7 @@ CREATE TABLE _open_rollouts_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _open_
 CREATE TABLE _scoring_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _scoring_src('') LIMIT 0;
 CREATE TABLE _trainer_goodput_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _trainer_goodput_src('') LIMIT 0;
 CREATE TABLE _rollout_goodput_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_goodput_src('') LIMIT 0;
-CREATE TABLE _rollout_devices_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_devices_src('') LIMIT 0;
+CREATE TABLE _device_turn_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _device_turn_sums_src('') LIMIT 0;
 CREATE TABLE _wasted_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _wasted_sums_src('') LIMIT 0;
 -- Is it learning, and the advisor's per-step tables (queries/sql/analyses/macros/09_learning.sql).
 CREATE TABLE _reward_counts_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _reward_counts_src('') LIMIT 0;

@@ -54,8 +54,8 @@ CREATE OR REPLACE MACRO _trainer_goodput(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _trainer_goodput_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _rollout_goodput(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _rollout_goodput_mat WHERE run_id = run;
-CREATE OR REPLACE MACRO _rollout_devices(run) AS TABLE
-    SELECT * EXCLUDE (run_id) FROM _rollout_devices_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _device_turn_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _device_turn_sums_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _wasted_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _wasted_sums_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _reward_counts(run) AS TABLE

@@ -174,14 +174,31 @@ FROM placed AS pl
 JOIN procs AS p USING (instance_id)
 GROUP BY pl.step, pl.instance_id;
 
--- _rollout_devices_src(run): each rollout's generation time on each rollout process that ran its turns (Σ of
--- its rl.turn durations there). A rollout's device-seconds are its share of that process's turn seconds times
--- the process's generating device-seconds (wasted_devices.sql): concurrent turns share the devices.
-CREATE OR REPLACE MACRO _rollout_devices_src(run) AS TABLE
-SELECT rollout_id, instance_id, sum(end_ns - start_ns) / 1e9 AS turn_s
-FROM raw_spans
-WHERE run_id = run AND name = 'rl.turn' AND rollout_id IS NOT NULL
-GROUP BY rollout_id, instance_id;
+-- _device_turn_sums_src(run): each rollout process's turn time (Σ of rl.turn durations there, in nanoseconds) per
+-- consuming step and environment of the rollouts it ran, and the part of it that went to rollouts that ended in
+-- infra_error, aborted, or were otherwise not usable (no score, no signal, stale, or not consumed yet: step
+-- NULL); NULL where no rollout was so. staged = false: turns of rollouts with no rl.rollout span yet (in
+-- flight), step and environment NULL; they count in the process's total only. A rollout's device-seconds are
+-- its share of its process's turn time times the process's generating device-seconds (_wasted_sums_src):
+-- concurrent turns share the devices. Kept per step, not per rollout, so that share, taken over the whole run,
+-- is summed from a few rows per step.
+CREATE OR REPLACE MACRO _device_turn_sums_src(run) AS TABLE
+WITH per_rollout AS (
+    SELECT rollout_id, instance_id, sum(end_ns - start_ns) AS turn_ns
+    FROM raw_spans
+    WHERE run_id = run AND name = 'rl.turn' AND rollout_id IS NOT NULL
+    GROUP BY rollout_id, instance_id
+)
+SELECT
+    st.step, st.environment, d.instance_id, st.rollout_id IS NOT NULL AS staged,
+    CAST(sum(d.turn_ns) AS BIGINT) AS turn_ns,
+    CAST(sum(d.turn_ns) FILTER (st.rollout_status = 'infra_error') AS BIGINT) AS infra_error_ns,
+    CAST(sum(d.turn_ns) FILTER (st.rollout_status = 'aborted') AS BIGINT) AS aborted_ns,
+    CAST(sum(d.turn_ns) FILTER (st.rollout_status NOT IN ('infra_error', 'aborted') AND NOT st.usable) AS BIGINT)
+        AS unused_ns
+FROM per_rollout AS d
+LEFT JOIN rollout_stages(run) AS st USING (rollout_id)
+GROUP BY ALL;
 
 -- The names the analyses read; a reader points them at the store's derived tables (store/derived.py).
 CREATE OR REPLACE MACRO _process_activity(run) AS TABLE SELECT * FROM _process_activity_src(run);
@@ -189,41 +206,39 @@ CREATE OR REPLACE MACRO _open_rollouts(run) AS TABLE SELECT * FROM _open_rollout
 CREATE OR REPLACE MACRO _scoring(run) AS TABLE SELECT * FROM _scoring_src(run);
 CREATE OR REPLACE MACRO _trainer_goodput(run) AS TABLE SELECT * FROM _trainer_goodput_src(run);
 CREATE OR REPLACE MACRO _rollout_goodput(run) AS TABLE SELECT * FROM _rollout_goodput_src(run);
-CREATE OR REPLACE MACRO _rollout_devices(run) AS TABLE SELECT * FROM _rollout_devices_src(run);
+CREATE OR REPLACE MACRO _device_turn_sums(run) AS TABLE SELECT * FROM _device_turn_sums_src(run);
 
 -- _wasted_sums_src(run): generating device-seconds per consuming step and environment on rollouts never used
 -- (docs/metrics.md, "Goodput"): a rollout's device-seconds are its share of its rollout process's turn seconds
--- times that process's generating device-seconds over the run (concurrent turns share the devices).
+-- times that process's generating device-seconds over the run (concurrent turns share the devices), summed
+-- here per step, environment and process (_device_turn_sums) rather than per rollout: the same sum.
 -- infra_error and aborted count rollouts that ended so; unused the others not usable (no score, no signal,
 -- stale, or not yet consumed: step NULL); total_device_s is every rollout's. A few rows per step, so
--- wasted_devices.sql reads no per-rollout table.
--- (After the names above: it reads _rollout_goodput and _rollout_devices.)
+-- wasted_devices.sql reads no per-rollout table, and neither does a catch-up that takes it again.
+-- (After the names above: it reads _rollout_goodput and _device_turn_sums.)
 CREATE OR REPLACE MACRO _wasted_sums_src(run) AS TABLE
 WITH procs AS (
     SELECT instance_id, sum(coalesce(generating_s, 0) * devices) AS generating_device_s
     FROM _rollout_goodput(run)
     GROUP BY instance_id
 ),
-turn_totals AS (
-    SELECT instance_id, sum(turn_s) AS turn_s FROM _rollout_devices(run) GROUP BY instance_id
+turns AS (
+    SELECT *, sum(turn_ns) OVER (PARTITION BY instance_id) AS process_turn_ns FROM _device_turn_sums(run)
 ),
-per_rollout AS (
-    SELECT d.rollout_id, sum(d.turn_s / nullif(t.turn_s, 0) * p.generating_device_s) AS device_s
-    FROM _rollout_devices(run) AS d
-    JOIN turn_totals AS t USING (instance_id)
+shared AS (  -- device-seconds per turn nanosecond on each process
+    SELECT t.*, p.generating_device_s / nullif(t.process_turn_ns, 0) AS per_ns
+    FROM turns AS t
     JOIN procs AS p USING (instance_id)
-    GROUP BY d.rollout_id
+    WHERE t.staged
 )
 SELECT
-    st.step,
-    st.environment,
-    sum(r.device_s) FILTER (st.rollout_status = 'infra_error') AS infra_error_device_s,
-    sum(r.device_s) FILTER (st.rollout_status = 'aborted') AS aborted_device_s,
-    sum(r.device_s) FILTER (st.rollout_status NOT IN ('infra_error', 'aborted') AND NOT st.usable)
-        AS unused_device_s,
-    sum(r.device_s) AS total_device_s
-FROM per_rollout AS r
-JOIN rollout_stages(run) AS st USING (rollout_id)
-GROUP BY st.step, st.environment;
+    step,
+    environment,
+    sum(infra_error_ns * per_ns) AS infra_error_device_s,  -- NULL where no rollout ended so, as before
+    sum(aborted_ns * per_ns) AS aborted_device_s,
+    sum(unused_ns * per_ns) AS unused_device_s,
+    sum(turn_ns * per_ns) AS total_device_s
+FROM shared
+GROUP BY step, environment;
 
 CREATE OR REPLACE MACRO _wasted_sums(run) AS TABLE SELECT * FROM _wasted_sums_src(run);
