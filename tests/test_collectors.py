@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pyarrow.parquet as pq
 import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from rollscope.collectors.exporter import StoreSpanExporter
+from rollscope.store import layout
 from tests.conftest import rollscope, sql_json
 
 
@@ -211,7 +213,8 @@ def test_shutdown_waits_for_a_publish_already_in_flight(tmp_path):
     from rollscope.collectors import attach
 
     # The background flush publishes every few milliseconds; a shutdown racing it must not report (or lose)
-    # the spans that publish was still writing.
+    # the spans that publish was still writing. Each attempt counts the spans in the store's files as soon as
+    # shutdown returns (what a process that exits then leaves behind); the last reads them as a user would.
     for attempt in range(10):
         store = tmp_path / f"s{attempt}"
         rl = attach(store=store, run_id="race", segment_seconds=0.001, set_global=False)
@@ -220,7 +223,9 @@ def test_shutdown_waits_for_a_publish_already_in_flight(tmp_path):
                 pass
         rl.shutdown()
         assert rl.stats["spans_exported"] == 2_000
-        assert sql_json(store, "SELECT count(*) AS n FROM turns") == [{"n": 2_000}]
+        on_disk = sum(pq.read_metadata(p).num_rows for p in layout.segments(store, "spans", "race"))
+        assert on_disk == 2_000
+    assert sql_json(store, "SELECT count(*) AS n FROM turns") == [{"n": 2_000}]
 
 
 def test_genai_reasoning_and_cache_creation_tokens_and_mismatch_land_in_their_columns(attached, store):
