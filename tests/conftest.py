@@ -59,6 +59,16 @@ def sql_json(store, query: str) -> list[dict]:
     return json.loads(out)
 
 
+def spans_on_disk(store) -> int:
+    """Spans in the store's live segments, every run, counted from the files' footers: what a process leaves
+    on disk, without opening a reader (which would derive the run first)."""
+    import pyarrow.parquet as pq
+
+    from rollscope.store.layout import segments
+
+    return sum(pq.read_metadata(f).num_rows for f in segments(store, "spans"))
+
+
 def python(code: str, *args: str, **kwargs) -> subprocess.Popen:
     """A separate Python process (a writer or reader of the store), as in a real multi-process job."""
     return subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, **kwargs)

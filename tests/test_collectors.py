@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 
-import pyarrow.parquet as pq
 import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from rollscope.collectors.exporter import StoreSpanExporter
-from rollscope.store import layout
-from tests.conftest import rollscope, sql_json
+from tests.conftest import rollscope, spans_on_disk, sql_json
 
 
 def test_helpers_and_plain_spans_read_back_through_rollscope_sql(attached, store):
@@ -223,8 +221,7 @@ def test_shutdown_waits_for_a_publish_already_in_flight(tmp_path):
                 pass
         rl.shutdown()
         assert rl.stats["spans_exported"] == 2_000
-        on_disk = sum(pq.read_metadata(p).num_rows for p in layout.segments(store, "spans", "race"))
-        assert on_disk == 2_000
+        assert spans_on_disk(store) == 2_000
     assert sql_json(store, "SELECT count(*) AS n FROM turns") == [{"n": 2_000}]
 
 

@@ -7,15 +7,13 @@ import sys
 import threading
 import time
 
-import pyarrow.parquet as pq
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from rollscope.collectors.exporter import StoreSpanExporter
-from rollscope.store.layout import segments
-from tests.conftest import sql_json
+from tests.conftest import spans_on_disk, sql_json
 
 
 def _finished_spans(n: int) -> list:
@@ -37,10 +35,6 @@ def _export_many(exporter, spans, results) -> None:
 def _flush_many(exporter) -> None:
     for _ in range(100):
         exporter.force_flush()
-
-
-def _stored(store) -> int:
-    return sum(pq.read_metadata(f).num_rows for f in segments(store, "spans"))
 
 
 def test_export_and_flush_hammered_concurrently_count_every_span_exactly(tmp_path, caplog):
@@ -73,7 +67,7 @@ def _hammer(tmp_path, spans) -> None:
         assert stats["spans_failed"] == 0
         assert stats["spans_dropped"] == 0
         assert stats["spans_received"] == stats["spans_exported"] == emitted
-        assert _stored(store) + stats["spans_dropped"] + stats["spans_failed"] == emitted
+        assert spans_on_disk(store) + stats["spans_dropped"] + stats["spans_failed"] == emitted
         assert set(results) == {SpanExportResult.SUCCESS}
 
 
@@ -99,7 +93,7 @@ def test_processor_under_concurrent_spans_and_flushes_counts_every_span(attached
     stats = rl.stats
     emitted = 4 * emitted_per_thread
     assert stats["spans_failed"] == 0
-    assert _stored(store) == stats["spans_exported"]
+    assert spans_on_disk(store) == stats["spans_exported"]
     assert stats["spans_exported"] + stats["spans_dropped"] == emitted
     figures = sql_json(
         store,
@@ -123,7 +117,7 @@ def test_force_flush_returns_within_its_timeout_and_publishes_later(attached, st
     finally:
         blocked.release()
     assert rl.force_flush() is True
-    assert _stored(store) == 100
+    assert spans_on_disk(store) == 100
 
 
 def test_shutdown_twice_is_safe_and_later_spans_are_counted_dropped(attached, store):
@@ -137,7 +131,7 @@ def test_shutdown_twice_is_safe_and_later_spans_are_counted_dropped(attached, st
     assert rl.force_flush() is False
     assert rl.stats["spans_exported"] == 1
     assert rl.stats["spans_dropped"] == 1
-    assert _stored(store) == 1
+    assert spans_on_disk(store) == 1
 
 
 def test_a_forked_child_publishes_its_own_spans_and_not_its_parents(attached, store):
@@ -182,7 +176,7 @@ def test_records_queued_in_bulk_are_bounded_and_every_one_accounted_for(attached
     rl.shutdown()
     rl.processor.on_end_records(_records(rl, 5, first_id=1_000))  # after shutdown: counted, not silent
     assert (rl.stats["spans_exported"], rl.stats["spans_dropped"]) == (100, 55)
-    assert _stored(store) == 100
+    assert spans_on_disk(store) == 100
 
 
 def test_a_span_queued_as_a_record_is_stored_as_the_sdk_span_would_be(attached, tmp_path):
