@@ -18,7 +18,10 @@ waiting for it. ``derive=False`` never derives (``rollscope runs`` reads raw dat
 
 from __future__ import annotations
 
+import atexit
 import itertools
+import os
+import shutil
 import tempfile
 import threading
 from collections import Counter
@@ -48,8 +51,12 @@ def _schema_dir() -> Path:
     They make an empty store read as empty views rather than "no files found", and guarantee every column
     exists even when all segments predate it. Written by DuckDB from the declared columns (``store.schema``),
     typed as DuckDB reads the writers' files: a reader never imports pyarrow.
+
+    Removed when the process exits (every ``rollscope report`` or cron ``check`` left one behind in the temp
+    folder), by the process that made it only: a forked child that exits normally must not take its parent's.
     """
     root = Path(tempfile.mkdtemp(prefix="rollscope-schema-"))
+    atexit.register(_remove_schema_dir, root, os.getpid())
     con = duckdb.connect()
     for dataset in schema.DATASET_NAMES:
         target = root / dataset / "run_id=_" / "empty.parquet"
@@ -61,6 +68,11 @@ def _schema_dir() -> Path:
         con.execute(f"COPY (SELECT {names} WHERE false) TO '{path}' (FORMAT parquet)")
     con.close()
     return root
+
+
+def _remove_schema_dir(root: Path, owner: int) -> None:
+    if os.getpid() == owner:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def empty_select(columns: list[list[str]]) -> str:

@@ -211,6 +211,35 @@ def test_the_report_on_the_attach_example_knows_its_bound_and_what_it_cannot_kno
     assert code == 0 and "PASS nonzero-signal: no group has two scored attempts yet" in out
 
 
+def test_report_and_check_leave_nothing_in_the_temp_folder(attach_example, tmp_path):
+    """A cron `check` every minute is a process a minute: each left a folder of schema files in /tmp."""
+    import os
+    import subprocess
+    import sys
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    for command in ("report", "check"):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rollscope.app.cli",
+                command,
+                "--store",
+                str(attach_example),
+                "--run",
+                "exp-7",
+            ],
+            env={**os.environ, "TMPDIR": str(temp)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0 and "staleness" in done.stdout, done.stderr
+        assert list(temp.iterdir()) == [], command
+
+
 def test_staleness_figures_have_one_name_each_in_report_and_check():
     store = ROOT / "sample_data"
     _, out, _ = rollscope("report", "--store", store, "--run", "sample", "--json")
