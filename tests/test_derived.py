@@ -263,6 +263,7 @@ def test_readers_report_and_check_while_writers_publish_and_compaction_runs(tmp_
     assert figures(Reader(store, run_id=RUN).con) == figures(Reader(raw_copy(store, tmp_path / "fresh")).con)
 
 
+@pytest.mark.slow  # derives the sample run twice, once at one step per block (18 s)
 def test_a_full_derivation_of_a_long_run_leaves_few_parts_and_the_same_figures(tmp_path):
     """A long run derived from scratch is consolidated before it is published: a table of a
     30M-span run kept ~1,000 files (one per block of steps) that every reader opened. With one step per block
