@@ -14,7 +14,8 @@ instrumented arm, ``train()`` for the plain one. Figures: the median of the pair
 bootstrap 95 % confidence interval (pairs resampled, fixed seed), the ratio of the arms' median walls, the
 same for the process's CPU time (every thread), and rollscope's own CPU: the adapter's bookkeeping on the
 training thread plus its threads (span building, exporter; Linux /proc, by thread id). The target (< 2 %) is
-shown when the interval's upper end is below it. Needs the trl extra.
+shown when the interval's upper end is below it; the spread of the pairs' ratios is printed with the pairs
+such an interval would take on this machine at the median found. Needs the trl extra.
 Usage: python -m benchmarks.trl_overhead [--steps N] [--repeats PAIRS] [--threads T]
 """
 
@@ -24,6 +25,7 @@ import argparse
 import contextlib
 import gc
 import io
+import math
 import os
 import random
 import statistics
@@ -166,8 +168,21 @@ def report(args, plain: list[dict], traced: list[dict], first: dict, load: str, 
     )
     verdict = "shown" if high < TARGET else "not shown"
     print(f"target < {TARGET * 100:.0f} % wall: {verdict} (the interval's upper end is {high * 100:+.2f} %)")
+    print(_pairs_needed(ratios, paired))
     print(f"spans written per run: {sum(stats['spans'].values())}, failures: {stats['failures'] or 'none'}")
     print("training figures identical with and without the adapter: yes (every pair)")
+
+
+def _pairs_needed(ratios: list[float], median: float) -> str:
+    """How far the machine's noise is from letting the interval show the target: the spread of the pairs'
+    ratios, and the pairs an interval below TARGET would take if the median stayed where it is (the median's
+    standard error is about 1.2533 σ / √n for a normal spread)."""
+    spread = statistics.stdev(ratios)
+    line = f"spread of the pairs' wall ratios (SD): {spread * 100:.1f} %"
+    if median >= TARGET:
+        return f"{line}; the median itself is not below the target"
+    needed = math.ceil((1.96 * 1.2533 * spread / (TARGET - median)) ** 2)
+    return f"{line}: an interval below {TARGET * 100:.0f} % would take about {needed:,} pairs at this median"
 
 
 def _list(runs) -> str:
