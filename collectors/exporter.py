@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from rollscope.collectors.rows import SpanRecords, SpanRows, readable_spans_to_rows
+from rollscope.store import arrow_memory
 from rollscope.store.layout import SegmentWriter
 from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
 
@@ -239,7 +240,7 @@ class StoreSpanExporter(SpanExporter):
                 ok = False
                 continue
             try:
-                self._spans.publish(run_id, pa.concat_tables(tables))
+                self._spans.publish(run_id, pa.concat_tables(tables, memory_pool=arrow_memory.pool()))
             except Exception:
                 _log_failure("rollscope: could not publish %d spans to %s", rows, self.store)
                 self.stats.add("spans_failed", rows)

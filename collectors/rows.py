@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from opentelemetry.trace import SpanKind, StatusCode
 
 from rollscope.collectors import semconv
+from rollscope.store.arrow_memory import pool
 from rollscope.store.schema import SPAN_FIELDS, SPAN_SCHEMA
 
 _CONVENTIONS = semconv.by_name()
@@ -31,6 +32,7 @@ _TYPES = {field.name: field.type for field in SPAN_SCHEMA}
 _RESOURCE_COLUMN_NAMES = tuple(c for c in _RESOURCE_COLUMNS.values() if c != "run_id")
 _SPAN_ONLY = tuple(dict.fromkeys(_SPAN_COLUMNS.values()))
 _ATTRIBUTE_OF_COLUMN = {a.column: a.name for a in semconv.ALL_ATTRIBUTES}
+_POOL = pool()  # every array made here comes from it: see rollscope.store.arrow_memory
 
 
 @dataclass(frozen=True)
@@ -220,8 +222,10 @@ class SpanRows:
     def tables(self) -> dict[str | None, pa.Table]:
         """One table per run id (``None`` for spans that named no run)."""
         n = len(self)
-        resource_of_row = pa.array(self._resource_of_row, pa.int32())
-        columns: dict[str, pa.Array] = {f.name: pa.array(self._fixed[f.name], f.type) for f in SPAN_FIELDS}
+        resource_of_row = pa.array(self._resource_of_row, pa.int32(), memory_pool=_POOL)
+        columns: dict[str, pa.Array] = {
+            f.name: pa.array(self._fixed[f.name], f.type, memory_pool=_POOL) for f in SPAN_FIELDS
+        }
         columns.update(resource_columns(self._resources, resource_of_row))
         for column, (rows, values) in self._sparse.items():
             if rows:
@@ -229,10 +233,10 @@ class SpanRows:
             else:
                 columns[column] = _nulls(_TYPES[column], n)
         extras = self._extras
-        columns["attributes"] = _scatter(
-            list(extras), pa.array([dumps(e) for e in extras.values()], pa.string()), n, False
-        )
-        columns["events"] = _scatter(self._events[0], pa.array(self._events[1], pa.string()), n, True)
+        attributes = pa.array([dumps(e) for e in extras.values()], pa.string(), memory_pool=_POOL)
+        columns["attributes"] = _scatter(list(extras), attributes, n, False)
+        events = pa.array(self._events[1], pa.string(), memory_pool=_POOL)
+        columns["events"] = _scatter(self._events[0], events, n, True)
         table = pa.Table.from_arrays([columns[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA)
         return self._split_by_run(table, resource_of_row)
 
@@ -240,18 +244,19 @@ class SpanRows:
         runs = [r.run_id for r in self._resources]
         if len(set(runs)) <= 1:
             return {runs[0] if runs else None: table}
-        run_of_row = pa.array(runs, pa.string()).take(resource_of_row)
-        return {
-            run: table.filter(pc.is_null(run_of_row) if run is None else pc.equal(run_of_row, run))
-            for run in set(runs)
-        }
+        run_ids = pa.array(runs, pa.string(), memory_pool=_POOL)
+        run_of_row = pc.take(run_ids, resource_of_row, memory_pool=_POOL)
+        masks = {run: pc.equal(run_of_row, run, memory_pool=_POOL) for run in set(runs) if run is not None}
+        if None in runs:
+            masks[None] = pc.is_null(run_of_row, memory_pool=_POOL)
+        return {run: pc.filter(table, mask, memory_pool=_POOL) for run, mask in masks.items()}
 
     def _typed(self, column: str, rows: Sequence[int], values: list) -> pa.Array:
         arrow_type = _TYPES[column]
         try:
-            return pa.array(values, arrow_type)
+            return pa.array(values, arrow_type, memory_pool=_POOL)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-            return pa.array(self._coerce_column(column, rows, values), arrow_type)
+            return pa.array(self._coerce_column(column, rows, values), arrow_type, memory_pool=_POOL)
 
     def _coerce_column(self, column: str, rows: Sequence[int], values: list) -> list:
         """Slow path, taken only for a column holding a wrong-typed value."""
@@ -272,10 +277,10 @@ def resource_columns(resources: list[ResourceRow], resource_of_row: pa.Array) ->
     ``resources``: a resource's values are typed once, then taken per row."""
     columns = {}
     for i, column in enumerate(_RESOURCE_COLUMN_NAMES):
-        per_resource = pa.array([r.values[i] for r in resources], _TYPES[column])
-        columns[column] = per_resource.take(resource_of_row)
-    extras = pa.array([r.extras for r in resources], pa.string())
-    columns["resource_attributes"] = extras.take(resource_of_row)
+        per_resource = pa.array([r.values[i] for r in resources], _TYPES[column], memory_pool=_POOL)
+        columns[column] = pc.take(per_resource, resource_of_row, memory_pool=_POOL)
+    extras = pa.array([r.extras for r in resources], pa.string(), memory_pool=_POOL)
+    columns["resource_attributes"] = pc.take(extras, resource_of_row, memory_pool=_POOL)
     return columns
 
 
@@ -290,8 +295,8 @@ def _scatter(rows: Sequence[int], values: pa.Array, n: int, ascending: bool) -> 
     rows = rows if isinstance(rows, array) else array("q", rows)
     index[np.frombuffer(rows, dtype=np.int64)] = np.arange(len(rows), dtype=np.int64)
     if len(rows) == n:  # every row has a value, in another order
-        return values.take(pa.array(index))
-    return values.take(pa.array(index, mask=index < 0))
+        return pc.take(values, pa.array(index, memory_pool=_POOL), memory_pool=_POOL)
+    return pc.take(values, pa.array(index, mask=index < 0, memory_pool=_POOL), memory_pool=_POOL)
 
 
 _NULLS: dict[pa.DataType, pa.Array] = {}
@@ -301,7 +306,7 @@ def _nulls(arrow_type: pa.DataType, n: int) -> pa.Array:
     """An all-null column, sliced (zero-copy) from one kept per type: most convention columns are empty."""
     held = _NULLS.get(arrow_type)
     if held is None or len(held) < n:
-        held = _NULLS[arrow_type] = pa.nulls(max(n, 1 << 16), arrow_type)
+        held = _NULLS[arrow_type] = pa.nulls(max(n, 1 << 16), arrow_type, memory_pool=_POOL)
     return held.slice(0, n)
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rollscope.errors import StoreError
+from rollscope.store import arrow_memory
 from rollscope.store.schema import DATASET_NAMES
 
 if TYPE_CHECKING:  # pyarrow is imported by the writers that need it: a reader never does
@@ -128,7 +129,12 @@ def _publish(final: Path, table: pa.Table, durable: bool, dictionary: bool = Tru
 
     with publishing(final, durable) as sink:
         pq.write_table(
-            table, sink, compression="zstd", row_group_size=ROW_GROUP_ROWS, use_dictionary=dictionary
+            table,
+            sink,
+            compression="zstd",
+            row_group_size=ROW_GROUP_ROWS,
+            use_dictionary=dictionary,
+            memory_pool=arrow_memory.pool(),  # the writers' pool, not pyarrow's default: see rollscope.store.arrow_memory
         )
     return final
 
