@@ -220,3 +220,20 @@ def test_spans_are_converted_in_rollscopes_own_arrow_pool_not_the_jobs(tmp_path)
     assert table.num_rows == 2_000
     assert pool().bytes_allocated() - ours_before >= 2_000 * 8  # start_ns alone
     assert pa.default_memory_pool().bytes_allocated() == jobs_before
+
+
+def test_one_batch_of_spans_from_several_runs_is_split_into_one_table_per_run():
+    def finished(resource: dict, n: int) -> list:
+        keep = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create(resource))
+        provider.add_span_processor(SimpleSpanProcessor(keep))
+        for i in range(n):
+            with provider.get_tracer("t").start_as_current_span("rl.turn", attributes={"rl.turn.index": i}):
+                pass
+        return list(keep.get_finished_spans())
+
+    spans = finished({"rl.run.id": "a"}, 3) + finished({"rl.run.id": "b"}, 5) + finished({}, 2)
+    spans = [spans[i] for i in (0, 3, 8, 1, 4, 9, 2, 5, 6, 7)]  # interleaved, as a receiver's batch may be
+    tables = readable_spans_to_rows(spans, default_run_id=None).tables()
+    assert {run: t.num_rows for run, t in tables.items()} == {"a": 3, "b": 5, None: 2}
+    assert tables["b"].column("turn_index").to_pylist() == [0, 1, 2, 3, 4]
