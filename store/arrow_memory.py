@@ -1,12 +1,13 @@
 """The Arrow memory pool the span path allocates from: spans turned into columns, and segments written.
 
-Why not pyarrow's default pool (mimalloc in its Linux wheels): the first conversion on a thread of a process
-where torch has trained sometimes took 30-60 ms of CPU from it, against 3-5 ms from jemalloc or the system
-allocator (the same 820 spans; measured with pyarrow 26 on the tiny GRPO run of ``benchmarks.trl_overhead``).
-That conversion is what the TRL adapter's end-of-training flush waits for, on the training thread: from
-mimalloc the flush took 9-90 ms (median 47 ms of six runs), from jemalloc 11-18 ms. The writers' threads
-(the exporter's, the receiver's group commit) convert on threads of their own, so they take a pool of
-their own; this also keeps rollscope's Arrow memory apart from the job's (``pool().bytes_allocated()``).
+Why not pyarrow's default pool (mimalloc in its Linux wheels): the first conversion on a new thread of a
+process where torch has trained took 17-348 ms of CPU from it in four runs of six, and 2 ms when repeated at
+once; from jemalloc or the system allocator, 3-5 ms (the same 820 spans; measured with pyarrow 26 on the tiny
+GRPO run of ``benchmarks.trl_overhead``). That conversion is what the TRL adapter's end-of-training flush
+waits for, on the training thread: from mimalloc the flush took 9-90 ms (median 47 ms of six runs), from
+jemalloc 11-18 ms. The writers (the exporter, the receiver's group commit) convert on threads of their own,
+so they take a pool of their own; this also keeps rollscope's Arrow memory apart from the job's
+(``pool().bytes_allocated()``).
 """
 
 from __future__ import annotations

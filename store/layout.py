@@ -134,7 +134,7 @@ def _publish(final: Path, table: pa.Table, durable: bool, dictionary: bool = Tru
             compression="zstd",
             row_group_size=ROW_GROUP_ROWS,
             use_dictionary=dictionary,
-            memory_pool=arrow_memory.pool(),  # the writers' pool, not pyarrow's default: see rollscope.store.arrow_memory
+            memory_pool=arrow_memory.pool(),  # not pyarrow's default: see rollscope.store.arrow_memory
         )
     return final
 

@@ -20,9 +20,9 @@ from rollscope.store.arrow_memory import pool
 from tests.conftest import spans_on_disk, sql_json
 
 
-def _finished_spans(n: int) -> list:
+def _finished_spans(n: int, run_id: str | None = "race") -> list:
     keep = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"rl.run.id": "race"}))
+    provider = TracerProvider(resource=Resource.create({"rl.run.id": run_id} if run_id else {}))
     provider.add_span_processor(SimpleSpanProcessor(keep))
     tracer = provider.get_tracer("t")
     for i in range(n):
@@ -210,8 +210,7 @@ def test_a_span_queued_as_a_record_is_stored_as_the_sdk_span_would_be(attached, 
 
 
 def test_spans_are_converted_in_rollscopes_own_arrow_pool_not_the_jobs(tmp_path):
-    # The job's Arrow allocator (pyarrow's default pool: mimalloc in its Linux wheels) is left alone: the
-    # exporter's conversion took 30-60 ms from it on a fresh thread after training (rollscope.store.arrow_memory).
+    # The job's Arrow allocator (pyarrow's default pool) is left alone; why: rollscope.store.arrow_memory.
     if pa.default_memory_pool().backend_name == pool().backend_name:
         pytest.skip("this process's default Arrow pool is rollscope's own (ARROW_DEFAULT_MEMORY_POOL)")
     rows = readable_spans_to_rows(_finished_spans(2_000), default_run_id="race")
@@ -223,16 +222,7 @@ def test_spans_are_converted_in_rollscopes_own_arrow_pool_not_the_jobs(tmp_path)
 
 
 def test_one_batch_of_spans_from_several_runs_is_split_into_one_table_per_run():
-    def finished(resource: dict, n: int) -> list:
-        keep = InMemorySpanExporter()
-        provider = TracerProvider(resource=Resource.create(resource))
-        provider.add_span_processor(SimpleSpanProcessor(keep))
-        for i in range(n):
-            with provider.get_tracer("t").start_as_current_span("rl.turn", attributes={"rl.turn.index": i}):
-                pass
-        return list(keep.get_finished_spans())
-
-    spans = finished({"rl.run.id": "a"}, 3) + finished({"rl.run.id": "b"}, 5) + finished({}, 2)
+    spans = _finished_spans(3, "a") + _finished_spans(5, "b") + _finished_spans(2, run_id=None)
     spans = [spans[i] for i in (0, 3, 8, 1, 4, 9, 2, 5, 6, 7)]  # interleaved, as a receiver's batch may be
     tables = readable_spans_to_rows(spans, default_run_id=None).tables()
     assert {run: t.num_rows for run, t in tables.items()} == {"a": 3, "b": 5, None: 2}
