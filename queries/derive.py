@@ -47,6 +47,10 @@ THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_
 FANOUT = 8  # parts of one tier merged into one by _consolidate
 WRITERS = 2  # tables a full derivation writes at once (derive_full)
 INDEX = ("_traces", "_train_spans")  # the derived index, kept with the tables (not read by analyses)
+# run_percentiles' windows (sql/raw/quantile_windows.sql), kept with the tables like the index; a state without
+# them takes them on its next catch-up, which then reads every value once
+WINDOWS = "_quantile_windows"
+WINDOW_VALUES = 2048  # values a window keeps on each side of its percentile (read at each call: tests set it)
 _TABLES = {t.name: t for t in TABLES}
 _FILLS = re.compile(r"INSERT INTO _(\w+)_mat\b")  # the table a derive_full.sql statement fills
 # The trace index's rows of one trace and rollout merged (a later part's supersede an earlier one's, the new
@@ -230,13 +234,17 @@ def derive_full(job: Job) -> Result:
                 for name in (filled[1], *(waiting if filled[1] == "rollout_steps" else ())):
                     writes[name] = pool.submit(_write_table, con.cursor(), name, job.staging)
             index = sqlfiles.execute(con, "raw/derive_index", fetch=sqlfiles.first_row, run=run)
+            _quantile_windows(con, run, "_run_percentiles_mat")
             writes.update(
-                {name: pool.submit(_write_table, con.cursor(), name, job.staging) for name in INDEX}
+                {
+                    name: pool.submit(_write_table, con.cursor(), name, job.staging)
+                    for name in (*INDEX, WINDOWS)
+                }
             )
             ranges = _ranges(con, job.live)
             schemas = _schemas(con)
             bounds = _process_bounds(con, None)
-            tables = {name: writes[name].result() for name in (*(t.name for t in TABLES), *INDEX)}
+            tables = {name: writes[name].result() for name in (*(t.name for t in TABLES), *INDEX, WINDOWS)}
         except BaseException:
             pool.shutdown(cancel_futures=True)  # writes not started yet are not started at all
             raise
@@ -554,7 +562,9 @@ def _derive_scoped_tables(con, run: str) -> None:
     """derive_full.sql over the scoped spans, less the statements of the "run" tables refreshed from the other
     derived tables or merged (their rows from a scope alone would be thrown away)."""
     skipped = tuple(
-        f"INTO _{t.name}_mat " for t in TABLES if t.refresh in ("rederive", "merge", "windows", "tail")
+        f"INTO _{t.name}_mat "
+        for t in TABLES
+        if t.refresh in ("rederive", "quantiles", "merge", "windows", "tail")
     )
     for sql, used, _ in sqlfiles.statements("raw/derive_full"):
         if not any(marker in sql for marker in skipped):
@@ -606,6 +616,10 @@ def _merge(con, job: Job, parts: dict[str, list[Path]], notes: dict) -> dict[str
             tables[table.name] = _refresh_windows(con, job, table, tables, parts[table.name], notes)
         elif table.refresh == "tail":
             tables[table.name] = _refresh_tail(con, job, table, tables, parts)
+        elif table.refresh == "quantiles":
+            tables[table.name], tables[WINDOWS] = _refresh_quantiles(
+                con, job, table, tables, parts, blocks, notes
+            )
         else:
             tables[table.name] = _rederive(con, job, table, tables)
         log.debug("run %s: %s in %.2f s", job.run_id, table.name, time.perf_counter() - started)
@@ -803,6 +817,64 @@ def _rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]
         {"run": job.run_id},
     )
     return [_write_whole(con, table.name, "_merged", job.staging)]
+
+
+def _quantile_windows(con, run: str, percentiles: str) -> None:
+    """_quantile_windows_mat: the windows around each of the run's percentiles (``percentiles``, the relation
+    holding its run_percentiles rows), taken over every value (quantile_windows.sql)."""
+    text = sqlfiles.load("raw/quantile_windows").replace("@percentiles", percentiles)
+    values = {"run": run, "k": WINDOW_VALUES}
+    for statement in duckdb.extract_statements(text):
+        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+
+
+def _refresh_quantiles(
+    con, job: Job, table, tables: dict[str, list[Path]], parts: dict, blocks: set[str], notes: dict
+) -> tuple[list[Path], list[Path]]:
+    """A "quantiles" table (run_percentiles) and its windows: moved by the values the catch-up removed and
+    added (refresh_quantiles.sql), which costs those values; when a percentile left its window (or the state
+    has no windows), taken again over every value, as the full derivation takes them. Returns both tables'
+    parts."""
+    _read_final(con, tables)
+    if parts.get(WINDOWS):
+        _view(con, "_qw_old", parts[WINDOWS])
+        for name, alias in (("rollout_tails", "_qd_tails"), ("turn_latency", "_qd_latency")):
+            relation = f"SELECT 1 AS sign, * EXCLUDE (run_id) FROM _{name}_scoped WHERE {_IN_STEPS}"
+            if touched := [p for p in parts[name] if holds(p, blocks)]:  # the rows _replace_rows replaced
+                relation += (
+                    " UNION ALL BY NAME SELECT -1 AS sign, * EXCLUDE (run_id) "
+                    f"FROM read_parquet({sql_list(touched)}, hive_partitioning = false) WHERE {_IN_STEPS}"
+                )
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {alias} AS {relation}")
+        sqlfiles.execute(con, "raw/refresh_quantiles")
+        for *key, v0, v1, fraction in con.execute(
+            "SELECT all_environments, environment, metric, slot, v0, v1, h - floor(h) FROM _qw_answers "
+            "WHERE covered AND n > 0 AND j0 <> j1"
+        ).fetchall():
+            # quantile_cont of the two values at fraction of the way is the run's own (h of n values), last bit
+            # included: DuckDB's interpolation, not an expression of ours that may round differently
+            (value,) = con.execute(
+                f"SELECT quantile_cont(x, {float(fraction)!r}::DOUBLE) FROM (VALUES (?::DOUBLE), (?::DOUBLE)) AS t(x)",
+                [v0, v1],
+            ).fetchone()
+            con.execute(
+                "UPDATE _qw_answers SET value = ? WHERE all_environments = ? AND environment IS NOT DISTINCT FROM ? "
+                "AND metric = ? AND slot = ?",
+                [value, *key],
+            )
+        if sqlfiles.execute(
+            con, "raw/quantile_results", fetch=sqlfiles.first_row, run=job.run_id, k=WINDOW_VALUES
+        )["kept"]:
+            notes["quantiles"] = "windows"
+            return (
+                [_write_whole(con, table.name, "_merged", job.staging)],
+                [_write_whole(con, WINDOWS, "_quantile_windows_mat", job.staging)],
+            )
+        log.info("run %s: a percentile left its window: taking them over every value", job.run_id)
+    notes["quantiles"] = "every value"
+    written = _rederive(con, job, table, tables)
+    _quantile_windows(con, job.run_id, "_merged")
+    return written, [_write_whole(con, WINDOWS, "_quantile_windows_mat", job.staging)]
 
 
 def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]:

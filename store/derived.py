@@ -110,8 +110,10 @@ class Table:
     # with the new spans' by queries/sql/raw/merge_<name>.sql) or "windows" (rows per step window: those from
     # the window holding the new spans on swept again, queries/sql/raw/refresh_<name>.sql) or "tail" (a union
     # of time intervals: its part from the first changed interval on taken again, refresh_<name>.sql); both
-    # are kept in blocks of steps like the blocked tables, their rows of no step (or of the whole run) in b=p.
-    # A "run" table without one is derived in full on every catch-up: the safe default for a new table.
+    # are kept in blocks of steps like the blocked tables, their rows of no step (or of the whole run) in b=p;
+    # or "quantiles" (run_percentiles: exact percentiles read from windows of the values next to each, which
+    # the values a catch-up removes and adds move, queries/sql/raw/refresh_quantiles.sql; taken again over
+    # every value when one leaves its window). A "run" table without one is derived in full on every catch-up: the safe default for a new table.
     refresh: str | None = None
 
     @property
@@ -304,7 +306,7 @@ TABLES: tuple[Table, ...] = (
         "_run_percentiles_src($run)",
         "exact percentiles of the run and of each environment (tails, turn latency)",
         scope="run",
-        refresh="rederive",
+        refresh="quantiles",
     ),
     # Is it stuck (queries/sql/analyses/macros/08_health.sql): liveness, scoring latency, goodput.
     # Scopes: a process's activity depends on the whole run so far; the rollouts in flight, a scoring call and

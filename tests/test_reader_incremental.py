@@ -8,6 +8,7 @@ that refreshed after every segment must hold exactly what a reader of a fresh co
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from rollscope.queries import Reader
+from rollscope.queries import Reader, derive
 from rollscope.queries.analyses import compute_terms
 from rollscope.store import derived as store_derived
 from rollscope.store.layout import SegmentWriter, compact, segments
@@ -194,6 +195,75 @@ def test_a_catch_up_where_groups_span_steps_and_workers_pause_rewrites_only_the_
     early = [p for p in first if (blocks := store_derived.part_range(p)) is not None and blocks[1] <= 7]
     assert early and set(early) <= kept, (early, sorted(kept))
     assert derived(live, run) == derived(fresh(store), run)
+
+
+def _percentiles(reader: Reader, run: str) -> list[tuple]:
+    return reader.con.execute("SELECT * FROM _run_percentiles($run) ORDER BY ALL", {"run": run}).fetchall()
+
+
+def _windows(store, run: str) -> list[tuple]:
+    """Each kept window's bounds (lo, hi: NULL when it holds every value on that side) and distinct values."""
+    files = [str(p) for p in store_derived.current(store, run).files()[derive.WINDOWS]]
+    return pq.read_table(files, columns=["lo", "hi", "window_values"]).to_pylist()
+
+
+@pytest.mark.parametrize(
+    "window, catch_ups, read_from",
+    [(16, 3, "windows"), (3, 1, "every value")],
+    ids=["percentiles-stay-in-their-windows", "percentiles-leave-their-windows"],
+)
+def test_a_catch_up_keeps_the_runs_exact_percentiles_from_the_values_it_adds_and_removes(
+    window, catch_ups, read_from, tmp_path, monkeypatch
+):
+    """Throughput's and disaggregation's run percentiles (p50/p90/p99 of rollout tokens and seconds, median
+    turn latency; per environment and over all) are exact. A catch-up takes them from windows of the values
+    next to each, moved by the values it adds and removes, and over every value again only when one leaves
+    its window: both ways equal a fresh derivation to the last bit, and a window stays its size."""
+    monkeypatch.setattr(derive, "WINDOW_VALUES", window)
+    run, store = "tails", tmp_path / "store"
+    writer = RunWriter(store, run, seed=5)
+    for _ in range(6):
+        writer.write_step(groups=4)
+    writer.flush()
+    live = Reader(store, run_id=run)
+    for _ in range(catch_ups):
+        writer.write_step(groups=4)
+        writer.flush()
+        live.refresh()
+        assert store_derived.current(store, run).meta["quantiles"] == read_from
+
+    assert live.derived_how == {"full": 1, "incremental": catch_ups}, live.derived_how
+    assert _percentiles(live, run) == _percentiles(fresh(store), run)
+    windows = _windows(store, run)
+    assert all(w["lo"] is not None for w in windows)  # none holds every value below its percentile
+    assert any(w["hi"] is not None for w in windows)
+    assert max(len(w["window_values"]) for w in windows) <= 2 * window + 1  # trimmed as they move
+
+
+def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_path):
+    """A store derived before the windows existed still catches up incrementally: it takes them once, over
+    every value, and reads its percentiles from them after, an environment's first values included (a window
+    of their own, not every value again)."""
+    run, store = "tails", tmp_path / "store"
+    writer = RunWriter(store, run, seed=5)
+    for _ in range(4):
+        writer.write_step(groups=1)  # one environment
+    writer.flush()
+    live = Reader(store, run_id=run)
+    manifest = store_derived.current(store, run).root / store_derived.MANIFEST
+    state = json.loads(manifest.read_text())
+    del state["tables"][derive.WINDOWS]
+    manifest.write_text(json.dumps(state))
+    seen = []
+    for groups in (1, 2):  # then a second environment's first rollouts
+        writer.write_step(groups=groups)
+        writer.flush()
+        live.refresh()
+        seen.append(store_derived.current(store, run).meta["quantiles"])
+
+    assert seen == ["every value", "windows"]
+    assert live.derived_how == {"full": 1, "incremental": 2}, live.derived_how
+    assert _percentiles(live, run) == _percentiles(fresh(store), run)
 
 
 @pytest.mark.slow  # ~20 s each (make test-slow; CI runs it)
