@@ -109,6 +109,15 @@ def fresh(store) -> Reader:
     return Reader(copy)
 
 
+def opened(store, run: str, *, seed: int, steps: int, groups: int = 4) -> tuple[RunWriter, Reader]:
+    """A run of ``steps`` steps written as its processes write it, and a reader that derived it in full."""
+    writer = RunWriter(store, run, seed=seed)
+    for _ in range(steps):
+        writer.write_step(groups=groups)
+    writer.flush()
+    return writer, Reader(store, run_id=run)
+
+
 def stored_spans(store, run: str) -> pa.Table:
     return pa.concat_tables(
         [pq.read_table(p) for p in segments(store, "spans", run)], promote_options="default"
@@ -177,11 +186,7 @@ def test_a_catch_up_where_groups_span_steps_and_workers_pause_rewrites_only_the_
     windows, busy islands of calls that start and end together, each process's role."""
     monkeypatch.setattr(store_derived, "BLOCK_STEPS", 1)
     run, store = "straddle", tmp_path / "store"
-    writer = RunWriter(store, run, seed=3)
-    for _ in range(10):
-        writer.write_step(groups=4)
-    writer.flush()
-    live = Reader(store, run_id=run)
+    writer, live = opened(store, run, seed=3, steps=10)
     first = store_derived.current(store, run).files()["rollout_steps"]
     for _ in range(2):
         writer.write_step(groups=4)
@@ -221,11 +226,7 @@ def test_a_catch_up_keeps_the_runs_exact_percentiles_from_the_values_it_adds_and
     its window: both ways equal a fresh derivation to the last bit, and a window stays its size."""
     monkeypatch.setattr(derive, "WINDOW_VALUES", window)
     run, store = "tails", tmp_path / "store"
-    writer = RunWriter(store, run, seed=5)
-    for _ in range(6):
-        writer.write_step(groups=4)
-    writer.flush()
-    live = Reader(store, run_id=run)
+    writer, live = opened(store, run, seed=5, steps=6)
     for _ in range(catch_ups):
         writer.write_step(groups=4)
         writer.flush()
@@ -245,11 +246,7 @@ def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_
     every value, and reads its percentiles from them after, an environment's first values included (a window
     of their own, not every value again)."""
     run, store = "tails", tmp_path / "store"
-    writer = RunWriter(store, run, seed=5)
-    for _ in range(4):
-        writer.write_step(groups=1)  # one environment
-    writer.flush()
-    live = Reader(store, run_id=run)
+    writer, live = opened(store, run, seed=5, steps=4, groups=1)  # one environment
     manifest = store_derived.current(store, run).root / store_derived.MANIFEST
     state = json.loads(manifest.read_text())
     del state["tables"][derive.WINDOWS]
