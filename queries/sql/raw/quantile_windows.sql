@@ -70,24 +70,27 @@ bounded AS (  -- a side with $k values may not hold all of its extreme value's c
         CASE WHEN len(high) >= $k THEN list_max(high) END AS hi
     FROM sides
 ),
+kept AS (  -- each side's values strictly inside the bounds
+    SELECT *,
+        list_filter(low, lambda x: lo IS NULL OR x > lo) AS low_in,
+        list_filter(high, lambda x: hi IS NULL OR x < hi) AS high_in
+    FROM bounded
+),
 inside AS (  -- the values strictly between lo and hi, with their copies
     SELECT all_environments, environment, metric, slot, v, count(*) AS c
-    FROM (
-        SELECT all_environments, environment, metric, slot,
-               unnest(list_filter(low, lambda x: lo IS NULL OR x > lo) || list_filter(high, lambda x: hi IS NULL OR x < hi)) AS v
-        FROM bounded
-    )
+    FROM (SELECT all_environments, environment, metric, slot, unnest(low_in || high_in) AS v FROM kept)
     GROUP BY ALL
     UNION ALL
-    SELECT all_environments, environment, metric, slot, p, at_p FROM bounded WHERE at_p > 0
+    SELECT all_environments, environment, metric, slot, p, at_p FROM kept WHERE at_p > 0
 )
 SELECT
-    b.all_environments, b.environment, b.metric, b.slot, b.q, b.rows::BIGINT AS rows, b.n::BIGINT AS n, b.total,
-    b.lo, b.hi, (b.below_p - len(list_filter(b.low, lambda x: b.lo IS NULL OR x > b.lo)))::BIGINT AS below,
+    b.all_environments, b.environment, b.metric, b.slot, any_value(b.q) AS q, any_value(b.rows)::BIGINT AS rows,
+    any_value(b.n)::BIGINT AS n, any_value(b.total) AS total, any_value(b.lo) AS lo, any_value(b.hi) AS hi,
+    any_value(b.below_p - len(b.low_in))::BIGINT AS below,
     coalesce(list(i.v ORDER BY i.v) FILTER (i.v IS NOT NULL), []) AS window_values,
     coalesce(list(i.c::BIGINT ORDER BY i.v) FILTER (i.v IS NOT NULL), []) AS window_counts
-FROM bounded AS b
+FROM kept AS b
 LEFT JOIN inside AS i
     ON i.all_environments = b.all_environments AND i.environment IS NOT DISTINCT FROM b.environment
    AND i.metric = b.metric AND i.slot = b.slot
-GROUP BY ALL;
+GROUP BY b.all_environments, b.environment, b.metric, b.slot;
