@@ -166,9 +166,11 @@ class Reader:
                     # A file in a run's partition that is not a segment (pyarrow's ArrowInvalid is a ValueError;
                     # pyarrow stays unimported on an open with nothing new): one line naming it, not a traceback.
                     unreadable = store.unreadable_segment(self.store, self._runs())
-                    if unreadable is None:
+                    if unreadable is not None:
+                        raise unreadable from e
+                    if attempt == _RETRIES - 1:
                         raise
-                    raise unreadable from e
+                    # No such file now: the one that failed was moved out after it was listed. List again.
         return 0
 
     def _runs(self) -> list[str]:

@@ -284,6 +284,31 @@ def test_a_file_that_is_not_a_segment_is_named_in_one_line_and_the_store_is_left
     assert (code, err, json.loads(out)) == (0, "", [{"n": 1}])
 
 
+def test_a_file_that_is_not_a_segment_moved_out_while_a_reader_reads_is_no_error(
+    attached, store, monkeypatch
+):
+    """The user moves the file out while a reader is failing on it (a live dashboard ticks every two seconds):
+    by the time the reader looks for the file to name it, there is none. It lists the run again and reads it,
+    rather than raising pyarrow's error about the file that is gone."""
+    rl = attached()
+    with rl.rollout("r1", environment="math"):
+        pass
+    rl.force_flush()
+    stray = Path(store) / "spans" / "run_id=exp-7" / "seg-9999999999999-deadbeef00-000001.parquet"
+    stray.write_bytes(b"PAR1 and then the writer died")
+    looked_for = layout.unreadable_segment
+
+    def moved_out_first(*args):
+        stray.unlink(missing_ok=True)  # the user's `mv`, between the failed read and the look for the file
+        return looked_for(*args)
+
+    monkeypatch.setattr(layout, "unreadable_segment", moved_out_first)
+    reader = Reader(store, run_id="exp-7")
+
+    assert not stray.exists()
+    assert reader.con.execute("SELECT count(*) FROM rollouts").fetchone() == (1,)
+
+
 def test_a_store_of_one_run_needs_no_run_id_to_read_and_always_one_to_delete(attached, store):
     rl = attached()  # run exp-7
     with rl.rollout("r1", environment="math"):
