@@ -49,6 +49,7 @@ import random
 import secrets
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -511,6 +512,7 @@ class AutoCompactor:
         self.partitions: dict[Path, dict[int, float]] = {}  # partition -> {writer id: its interval}
         self.result = CompactResult()
         self.failures = 0
+        self._failed_in: Counter[Path] = Counter()  # failures per partition, which the log's throttle counts
         self._due: dict[Path, float] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -568,7 +570,10 @@ class AutoCompactor:
                 self.partitions.pop(directory, None)
                 self._due.pop(directory, None)
             return
-        if self.failures <= 3 or self.failures % 100 == 0:
+        # The first three of each partition, then one in a hundred: a new run's bad file is always reported,
+        # however many failures an earlier one logged in this process.
+        self._failed_in[directory] += 1
+        if self._failed_in[directory] <= 3 or self._failed_in[directory] % 100 == 0:
             root, _, run = _split(directory)
             unreadable = isinstance(error, pa.ArrowInvalid) and unreadable_segment(root, [run])
             if unreadable:  # a file there that is not a segment: the job's log gets the one line
