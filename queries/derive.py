@@ -47,8 +47,8 @@ THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_
 FANOUT = 8  # parts of one tier merged into one by _consolidate
 WRITERS = 2  # tables a full derivation writes at once (derive_full)
 INDEX = ("_traces", "_train_spans")  # the derived index, kept with the tables (not read by analyses)
-# run_percentiles' windows (sql/raw/quantile_windows.sql), kept with the tables like the index; a state without
-# them takes them on its next catch-up, which then reads every value once
+# run_percentiles' windows (sql/raw/quantile_windows.sql), kept with the tables like the index; a state
+# without them takes them on its next catch-up, which then reads every value once
 WINDOWS = "_quantile_windows"
 WINDOW_VALUES = 2048  # values a window keeps on each side of its percentile (read at each call: tests set it)
 _TABLES = {t.name: t for t in TABLES}
@@ -851,15 +851,16 @@ def _refresh_quantiles(
             "SELECT all_environments, environment, metric, slot, v0, v1, h - floor(h) FROM _qw_answers "
             "WHERE covered AND n > 0 AND j0 <> j1"
         ).fetchall():
-            # quantile_cont of the two values at fraction of the way is the run's own (h of n values), last bit
-            # included: DuckDB's interpolation, not an expression of ours that may round differently
+            # quantile_cont of the two values at fraction of the way is the run's own (h of n values), last
+            # bit included: DuckDB's interpolation, not an expression of ours that may round differently
             (value,) = con.execute(
-                f"SELECT quantile_cont(x, {float(fraction)!r}::DOUBLE) FROM (VALUES (?::DOUBLE), (?::DOUBLE)) AS t(x)",
+                f"SELECT quantile_cont(x, {float(fraction)!r}::DOUBLE) "
+                "FROM (VALUES (?::DOUBLE), (?::DOUBLE)) AS t(x)",
                 [v0, v1],
             ).fetchone()
             con.execute(
-                "UPDATE _qw_answers SET value = ? WHERE all_environments = ? AND environment IS NOT DISTINCT FROM ? "
-                "AND metric = ? AND slot = ?",
+                "UPDATE _qw_answers SET value = ? WHERE all_environments = ? "
+                "AND environment IS NOT DISTINCT FROM ? AND metric = ? AND slot = ?",
                 [value, *key],
             )
         if sqlfiles.execute(

@@ -114,7 +114,8 @@ class Table:
     # are kept in blocks of steps like the blocked tables, their rows of no step (or of the whole run) in b=p;
     # or "quantiles" (run_percentiles: exact percentiles read from windows of the values next to each, which
     # the values a catch-up removes and adds move, queries/sql/raw/refresh_quantiles.sql; taken again over
-    # every value when one leaves its window). A "run" table without one is derived in full on every catch-up: the safe default for a new table.
+    # every value when one leaves its window). A "run" table without one is derived in full on every catch-up:
+    # the safe default for a new table.
     refresh: str | None = None
 
     @property

@@ -5,7 +5,8 @@ CREATE OR REPLACE TEMP TABLE _merged AS  -- run_percentiles' rows, as _run_perce
 WITH g AS (
     SELECT
         all_environments, environment,
-        max(rows) FILTER (metric = 'tokens') AS tail_rows, max(rows) FILTER (metric = 'latency') AS latency_rows,
+        max(rows) FILTER (metric = 'tokens') AS tail_rows,
+        max(rows) FILTER (metric = 'latency') AS latency_rows,
         max(n) FILTER (metric = 'tokens') AS tokens_n, max(n) FILTER (metric = 'seconds') AS seconds_n,
         max(n) FILTER (metric = 'latency') AS latency_n,
         list(value ORDER BY slot) FILTER (metric = 'tokens') AS tokens,

@@ -6,11 +6,11 @@
 --   n      the values (not NULL); total: their sum (total_s, for seconds)
 --   lo, hi the window holds every value strictly between them (NULL: no bound on that side)
 --   below  how many values are <= lo (0 when lo is NULL)
---   window_values, window_counts: those values, sorted and distinct, and how many copies of each: the value at
---          rank r (0-based, of the n sorted) is the one whose copies hold position r - below of the window
+--   window_values, window_counts: those values, sorted and distinct, and how many copies of each: the value
+--          at rank r (0-based, of the n sorted) is the one whose copies hold position r - below of the window
 -- Taken here over every value, around the percentiles @percentiles holds (the run_percentiles just derived):
 -- what a full derivation pays, and a catch-up whose new values moved a percentile out of its window.
--- refresh_quantiles.sql moves the windows by the values a catch-up adds and removes, which costs those values.
+-- refresh_quantiles.sql moves the windows by the values a catch-up adds and removes: it costs those values.
 -- (@percentiles: the relation holding the run's run_percentiles rows.)
 CREATE OR REPLACE MACRO _quantile_values(run) AS TABLE
 SELECT 'tokens' AS metric, environment, generated::DOUBLE AS v FROM _rollout_tails(run)
@@ -18,7 +18,8 @@ UNION ALL
 SELECT 'seconds' AS metric, environment, duration_s AS v FROM _rollout_tails(run)
 UNION ALL
 SELECT 'latency' AS metric, environment, duration_s AS v FROM _turn_latency(run);
-CREATE OR REPLACE TEMP TABLE _qw_targets AS  -- each percentile: its group, metric, slot in the list, q and value
+-- each percentile: its group, metric, slot in the list, q and value
+CREATE OR REPLACE TEMP TABLE _qw_targets AS
 SELECT r.all_environments, r.environment, m.metric, s.slot, m.qs[s.slot] AS q, m.ps[s.slot] AS p
 FROM @percentiles AS r
 CROSS JOIN LATERAL (
@@ -29,10 +30,11 @@ CROSS JOIN LATERAL (
 CROSS JOIN range(1, 4) AS s(slot)
 WHERE s.slot <= len(m.qs);
 -- One pass over the values: per environment, against its own percentile and against the run's (whose lists
--- are merged over the environments below). No sort of the run's values: counts and the $k nearest on each side.
+-- are merged over the environments below). No sort of the run's values: counts, and the $k nearest on each
+-- side.
 CREATE OR REPLACE TEMP TABLE _qw_parts AS
 WITH targets AS (
-    SELECT e.metric, e.environment, e.slot, e.q, e.p AS p_env, a.p AS p_all, a.q AS q_all
+    SELECT e.metric, e.environment, e.slot, e.q, e.p AS p_env, a.p AS p_all
     FROM _qw_targets AS e
     JOIN _qw_targets AS a ON a.all_environments AND a.metric = e.metric AND a.slot = e.slot
     WHERE NOT e.all_environments
@@ -84,8 +86,9 @@ inside AS (  -- the values strictly between lo and hi, with their copies
     SELECT all_environments, environment, metric, slot, p, at_p FROM kept WHERE at_p > 0
 )
 SELECT
-    b.all_environments, b.environment, b.metric, b.slot, any_value(b.q) AS q, any_value(b.rows)::BIGINT AS rows,
-    any_value(b.n)::BIGINT AS n, any_value(b.total) AS total, any_value(b.lo) AS lo, any_value(b.hi) AS hi,
+    b.all_environments, b.environment, b.metric, b.slot, any_value(b.q) AS q,
+    any_value(b.rows)::BIGINT AS rows, any_value(b.n)::BIGINT AS n, any_value(b.total) AS total,
+    any_value(b.lo) AS lo, any_value(b.hi) AS hi,
     any_value(b.below_p - len(b.low_in))::BIGINT AS below,
     coalesce(list(i.v ORDER BY i.v) FILTER (i.v IS NOT NULL), []) AS window_values,
     coalesce(list(i.c::BIGINT ORDER BY i.v) FILTER (i.v IS NOT NULL), []) AS window_counts

@@ -15,7 +15,7 @@ UNION ALL
 SELECT 'seconds' AS metric, environment, duration_s AS v, sign FROM _qd_tails
 UNION ALL
 SELECT 'latency' AS metric, environment, duration_s AS v, sign FROM _qd_latency;
--- The previous windows, and an empty one (no bound: it will hold every value) for each environment whose first
+-- The previous windows, and an empty one (no bound: it holds every value) for each environment whose first
 -- values of a metric arrive now (turns whose rollout has not arrived yet have no environment, for instance):
 -- all of its values are in _qd.
 CREATE OR REPLACE TEMP TABLE _qw_base AS
