@@ -363,6 +363,13 @@ def _write_whole(con, name: str, relation: str, staging: Path) -> Path:
     return target
 
 
+def _execute_text(con, text: str, values: dict) -> None:
+    """Run a raw SQL file's text that the caller filled in (its @placeholders: file lists, relation names, which
+    ``sqlfiles.execute`` cannot bind), each statement given the named parameters it uses."""
+    for statement in duckdb.extract_statements(text):
+        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+
+
 def _quoted(path: Path) -> str:
     return str(path).replace("'", "''")
 
@@ -591,8 +598,7 @@ def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
     files = [*(str(p) for p in job.live if p.name in names), schema_file("spans")]
     text = sqlfiles.load("raw/scope_spans").replace("@files", sql_list(files))
     values = {**params, "lo": lo or 0, "hi": hi or 0}
-    for statement in duckdb.extract_statements(text):
-        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+    _execute_text(con, text, values)
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
 
 
@@ -716,8 +722,7 @@ def _refresh_windows(
         return _rederive(con, job, table, tables)
     text = sqlfiles.load(f"raw/refresh_{table.name}").replace("@schema", sql_list([schema_file("spans")]))
     values = {"run": job.run_id, "from_ns": from_ns, "first_ns": first_ns}
-    for statement in duckdb.extract_statements(text):
-        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+    _execute_text(con, text, values)
     kept = f"step IN (SELECT train_step FROM _old_train_steps WHERE start_ns < {int(from_ns)})"
     blocks = {"p"} | {
         block_of(s)
@@ -790,8 +795,7 @@ def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: di
     ).fetchone()
     _read_final(con, tables)
     values = {"run": job.run_id, "t0_ns": t0 if t0 is not None else 2**62}
-    for statement in duckdb.extract_statements(sqlfiles.load(f"raw/refresh_{table.name}")):
-        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+    _execute_text(con, sqlfiles.load(f"raw/refresh_{table.name}"), values)
     kept = "by_step AND step IS NOT NULL AND step NOT IN (SELECT step FROM _scope_steps)"
     return _rewrite_blocks(con, job, table.name, parts[table.name], "_merged", kept, _blocks(con))
 
@@ -824,8 +828,7 @@ def _quantile_windows(con, run: str, percentiles: str) -> None:
     holding its run_percentiles rows), taken over every value (quantile_windows.sql)."""
     text = sqlfiles.load("raw/quantile_windows").replace("@percentiles", percentiles)
     values = {"run": run, "k": WINDOW_VALUES}
-    for statement in duckdb.extract_statements(text):
-        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
+    _execute_text(con, text, values)
 
 
 def _refresh_quantiles(
