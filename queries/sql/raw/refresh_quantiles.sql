@@ -60,28 +60,23 @@ SELECT *, sum(c) OVER (PARTITION BY all_environments, environment, metric, slot 
 FROM _qw_inside
 WHERE c > 0;
 CREATE OR REPLACE TEMP TABLE _qw_answers AS
-WITH ranks AS (
+WITH ranks AS (  -- the two ranks each percentile lies between, as positions in its window
     SELECT
-        m.*, (m.n - 1)::DOUBLE * m.q AS h,
-        CAST(floor((m.n - 1)::DOUBLE * m.q) AS BIGINT) - m.below AS j0,
-        CAST(ceil((m.n - 1)::DOUBLE * m.q) AS BIGINT) - m.below AS j1,
-        coalesce((
-            SELECT sum(c) FROM _qw_ranked AS k
-            WHERE k.all_environments = m.all_environments AND k.environment IS NOT DISTINCT FROM m.environment
-              AND k.metric = m.metric AND k.slot = m.slot
-        ), 0) AS held
-    FROM _qw_moved AS m
+        *, (n - 1)::DOUBLE * q AS h,
+        CAST(floor((n - 1)::DOUBLE * q) AS BIGINT) - below AS j0,
+        CAST(ceil((n - 1)::DOUBLE * q) AS BIGINT) - below AS j1
+    FROM _qw_moved
 ),
 valued AS (
     SELECT
-        r.*,
-        (SELECT any_value(v) FROM _qw_ranked AS k
-         WHERE k.all_environments = r.all_environments AND k.environment IS NOT DISTINCT FROM r.environment
-           AND k.metric = r.metric AND k.slot = r.slot AND r.j0 >= k.first AND r.j0 < k.first + k.c) AS v0,
-        (SELECT any_value(v) FROM _qw_ranked AS k
-         WHERE k.all_environments = r.all_environments AND k.environment IS NOT DISTINCT FROM r.environment
-           AND k.metric = r.metric AND k.slot = r.slot AND r.j1 >= k.first AND r.j1 < k.first + k.c) AS v1
+        r.*, coalesce(sum(k.c), 0) AS held,
+        any_value(k.v) FILTER (r.j0 >= k.first AND r.j0 < k.first + k.c) AS v0,
+        any_value(k.v) FILTER (r.j1 >= k.first AND r.j1 < k.first + k.c) AS v1
     FROM ranks AS r
+    LEFT JOIN _qw_ranked AS k
+        ON k.all_environments = r.all_environments AND k.environment IS NOT DISTINCT FROM r.environment
+       AND k.metric = r.metric AND k.slot = r.slot
+    GROUP BY ALL
 )
 SELECT *, n = 0 OR (j0 >= 0 AND j1 < held) AS covered, CASE WHEN n > 0 AND j0 = j1 THEN v0 END AS value
 FROM valued;
