@@ -37,7 +37,7 @@ from pathlib import Path
 import duckdb
 
 from rollscope.queries import derived_schemas, sqlfiles
-from rollscope.store import derived, layout
+from rollscope.store import derived, keyed, layout
 from rollscope.store.derived import TABLES, Job, Result, block_of, holds, part_range
 
 log = logging.getLogger("rollscope.derive")
@@ -46,7 +46,11 @@ MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
 THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_count() or 1)
 FANOUT = 8  # parts of one tier merged into one by _consolidate
 WRITERS = 2  # tables a full derivation writes at once (derive_full)
-INDEX = ("_traces", "_train_spans")  # the derived index, kept with the tables (not read by analyses)
+# the derived index, kept with the tables (not read by analyses)
+INDEX = ("_traces", "_trace_keys", "_train_spans")
+# The index's parts looked up by key (store/keyed.py), each written sorted by its key: the trace index by trace,
+# and its keys (each rollout and group id with the traces that hold it) by id.
+KEYED = {"_traces": "trace_id", "_trace_keys": "key"}
 # run_percentiles' windows (sql/raw/quantile_windows.sql), kept with the tables like the index; a state
 # without them takes them on its next catch-up, which then reads every value once
 WINDOWS = "_quantile_windows"
@@ -58,6 +62,11 @@ _FILLS = re.compile(r"INSERT INTO _(\w+)_mat\b")  # the table a derive_full.sql 
 _INDEX_ROWS = (
     "SELECT trace_id, rollout_id, max(group_id) AS group_id, min(lo_ns) AS lo_ns, max(hi_ns) AS hi_ns "
     "FROM {} GROUP BY trace_id, rollout_id"
+)
+# The trace index's keys of rows ``{}``: each rollout and group id, with a trace whose rows name it.
+_KEY_ROWS = (
+    "SELECT rollout_id AS key, trace_id FROM {0} WHERE rollout_id IS NOT NULL "
+    "UNION SELECT group_id AS key, trace_id FROM {0} WHERE group_id IS NOT NULL"
 )
 _IN_STEPS = "(step IS NULL OR step IN (SELECT step FROM _scope_steps))"
 _IN_ROLLOUTS = "rollout_id IN (SELECT rollout_id FROM _scope_rollouts)"
@@ -234,6 +243,7 @@ def derive_full(job: Job) -> Result:
                 for name in (filled[1], *(waiting if filled[1] == "rollout_steps" else ())):
                     writes[name] = pool.submit(_write_table, con.cursor(), name, job.staging)
             index = sqlfiles.execute(con, "raw/derive_index", fetch=sqlfiles.first_row, run=run)
+            con.execute(f"CREATE OR REPLACE TABLE _trace_keys_mat AS {_KEY_ROWS.format('_traces_mat')}")
             _quantile_windows(con, run, "_run_percentiles_mat")
             writes.update(
                 {
@@ -354,11 +364,15 @@ def _write_blocked(con, name: str, relation: str, staging: Path) -> list[Path]:
 
 
 def _write_whole(con, name: str, relation: str, staging: Path) -> Path:
+    """``relation`` as one part, ``<name>/b=all/<token>.parquet``; an index part looked up by key (``KEYED``)
+    sorted by it in small row groups, so that a lookup reads only the groups of its keys."""
     target = staging / name / "b=all" / f"{secrets.token_hex(6)}.parquet"
     target.parent.mkdir(parents=True, exist_ok=True)
+    key = KEYED.get(name)
+    order, rows = (f" ORDER BY {key}", keyed.ROW_GROUP_SIZE) if key else ("", 122880)
     con.execute(
-        f"COPY (SELECT {_stored(con, relation)} FROM {relation}) TO '{_quoted(target)}' "
-        "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+        f"COPY (SELECT {_stored(con, relation)} FROM {relation}{order}) TO '{_quoted(target)}' "
+        f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {rows})"
     )
     return target
 
@@ -387,7 +401,7 @@ def derive_scoped(job: Job) -> Result:
     if not {"ranges", "spans", "samples"} <= meta.keys() or meta.get("orphans"):
         raise Fallback("the previous state has no index for an incremental catch-up")
     parts = {name: [Path(p) for p in files] for name, files in previous.files().items()}
-    if not set(parts) >= {*(t.name for t in TABLES), *INDEX} or any(
+    if not set(parts) >= {*(t.name for t in TABLES), "_traces", "_train_spans"} or any(
         t.scope == "run" and t.refresh is None for t in TABLES
     ):
         raise Fallback("a table without an incremental rule")
@@ -404,8 +418,10 @@ def derive_scoped(job: Job) -> Result:
         schemas = derived_schemas.shipped()  # a state from before schemas were kept; None: bind, once
     with _connection(job.staging, schemas) as con:
         schemas = schemas or _schemas(con)
-        for name in (*INDEX, "train_steps", "process_activity"):
+        for name in ("_train_spans", "train_steps", "process_activity"):
             _view(con, f"_old_{name}", parts[name], schema=f"_{name.lstrip('_')}_mat")
+        if "_trace_keys" not in parts:  # a state from before the index was looked up by key
+            _key_index(con, job, parts)
         raw_views(con, [*map(str, new), schema_file("spans")], [schema_file("collector_stats")])
         con.execute("CREATE TABLE _new AS SELECT * FROM raw_spans WHERE run_id = $run", {"run": run})
         con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _new")
@@ -421,7 +437,7 @@ def derive_scoped(job: Job) -> Result:
             "CREATE TABLE _train_all AS SELECT * FROM _old__train_spans UNION ALL BY NAME "
             "SELECT * FROM _new WHERE name IN ('rl.train_step', 'rl.weight_sync')"
         )
-        _scope_and_derive(con, job, parts, ranges, params)
+        _scope_and_derive(con, job, parts, ranges, params, _Index(parts))
         notes: dict = {}
         tables = _merge(con, job, parts, notes)
     meta = {**meta, **notes, "spans": meta["spans"] + added, "ranges": ranges, "schemas": schemas}
@@ -519,6 +535,61 @@ def _stepped(con, parts: dict[str, list[Path]], blocks: set[str], read: set[Path
         con.execute(f"INSERT INTO _stepped {' UNION ALL '.join(selects)}")
 
 
+class _Index:
+    """The previous state's trace index, looked up by key (``store.keyed``): _idx holds the new spans' rows and,
+    once ``fill`` has run, every previous row of the traces the scope looks up (each trace whole), not the
+    index of the whole run, which a catch-up used to copy and scan at every pass (1.2 s at 30M spans)."""
+
+    def __init__(self, parts: dict[str, list[Path]]):
+        self.traces = keyed.Keyed(parts["_traces"], "trace_id")
+        self.keys = keyed.Keyed(parts["_trace_keys"], "key")
+        self.seen_traces: set[bytes] = set()
+        self.seen_keys: set[str] = set()
+
+    def fill(self, con) -> None:
+        """Add to _idx the rows of the traces and ids the scope's next pass looks up (index_wanted.sql), until
+        those rows name no id not looked up yet (a rollout's rows give its group, a group's its members)."""
+        while True:
+            (wanted,) = sqlfiles.execute(con, "raw/index_wanted", fetch=sqlfiles.all_rows)
+            keys = list(set(wanted["keys"] or ()) - self.seen_keys)
+            traces = set(wanted["traces"] or ()) - self.seen_traces
+            self.seen_keys.update(keys)
+            for found in self.keys.read(keys):
+                held = "SELECT DISTINCT trace_id FROM _found WHERE key IN (SELECT unnest($keys))"
+                traces |= {t for (t,) in _with_found(con, found, held, keys=keys)}
+            traces -= self.seen_traces
+            if not traces:
+                return
+            self.seen_traces |= traces
+            for found in self.traces.read(traces):
+                _with_found(
+                    con,
+                    found,
+                    "INSERT INTO _idx SELECT trace_id, rollout_id, group_id, lo_ns, hi_ns FROM _found "
+                    "WHERE trace_id IN (SELECT unnest($traces))",
+                    traces=list(traces),
+                )
+
+
+def _with_found(con, found, sql: str, **params) -> list[tuple]:
+    """The rows of ``sql`` run over the Arrow table ``found`` as _found (fetched before _found goes)."""
+    con.register("_found", found)
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.unregister("_found")
+
+
+def _key_index(con, job: Job, parts: dict[str, list[Path]]) -> None:
+    """A state whose trace index was not kept sorted by key (from before ``KEYED``): its rows merged into one
+    part sorted by trace, and the keys' part; once, over the whole index (about a second at 30M spans)."""
+    _view(con, "_old__traces", parts["_traces"], schema="_traces_mat")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_merged AS {_INDEX_ROWS.format('_old__traces')}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys_merged AS {_KEY_ROWS.format('_idx_merged')}")
+    parts["_traces"] = [_write_whole(con, "_traces", "_idx_merged", job.staging)]
+    parts["_trace_keys"] = [_write_whole(con, "_trace_keys", "_keys_merged", job.staging)]
+
+
 def _prior_steps(con, files: list[Path]) -> None:
     """_prior_steps(rollout_id, step): every rollout's consuming step in the previous state, for scope.sql.
 
@@ -536,19 +607,25 @@ def _prior_steps(con, files: list[Path]) -> None:
     )
 
 
-def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict) -> None:
+def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict, index: _Index) -> None:
     """Grow the scope to its closure, derive it from its spans; again (at most twice) when a scoped rollout
-    moved to a step outside the scope (a late group member, a recorded decision for an earlier step)."""
+    moved to a step outside the scope (a late group member, a recorded decision for an earlier step).
+
+    Before each pass of scope.sql, ``index.fill`` adds to _idx the previous state's index rows of every id the
+    pass looks up: the pass then answers as over the whole index. A pass that adds nothing had every row it
+    read, so the scope it stops at is the whole index's."""
     _prior_steps(con, parts["rollout_steps"])
     read: set[Path] = set()
     for _ in range(3):
         size = -1
         while True:
             _stepped(con, parts, _blocks(con), read)
+            index.fill(con)
             grown = int(sqlfiles.execute(con, "raw/scope", fetch=sqlfiles.first_row)["size"])
             if grown == size:
                 break
             size = grown
+        index.fill(con)  # every scoped trace's rows, for their time ranges
         _scoped_spans(con, job, ranges, params)
         for table in TABLES:
             con.execute(f"DELETE FROM _{table.name}_mat")
@@ -629,24 +706,28 @@ def _merge(con, job: Job, parts: dict[str, list[Path]], notes: dict) -> dict[str
         else:
             tables[table.name] = _rederive(con, job, table, tables)
         log.debug("run %s: %s in %.2f s", job.run_id, table.name, time.perf_counter() - started)
-    tables["_traces"] = _index_parts(con, job, parts["_traces"])
+    touched = "(SELECT * FROM _idx SEMI JOIN (SELECT DISTINCT trace_id FROM _new) AS n USING (trace_id))"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_delta AS {_INDEX_ROWS.format(touched)}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys_delta AS {_KEY_ROWS.format('_idx_delta')}")
+    tables["_traces"] = _index_parts(con, job, "_traces", parts["_traces"], "_idx_delta", _INDEX_ROWS)
+    tables["_trace_keys"] = _index_parts(
+        con, job, "_trace_keys", parts["_trace_keys"], "_keys_delta", "SELECT DISTINCT * FROM {}"
+    )
     tables["_train_spans"] = [_write_whole(con, "_train_spans", "_train_spans_mat", job.staging)]
     return tables
 
 
-def _index_parts(con, job: Job, old: list[Path]) -> list[Path]:
-    """The trace index's parts after a catch-up: the previous ones, and one of the traces the new spans touched
-    (their rows over old and new spans merged, ``_INDEX_ROWS``, which supersede the earlier rows: a lookup takes
-    each trace's earliest start and latest end over every part). Not the index rewritten whole, which grows with
-    the run.
-    Parts are merged tier by tier like the blocked tables' (a part of ``rows`` rows is in tier
+def _index_parts(con, job: Job, name: str, old: list[Path], delta: str, merge: str) -> list[Path]:
+    """An index table's parts after a catch-up: the previous ones, and one of ``delta``, the rows of the traces
+    the new spans touched (for the trace index: their rows over old and new spans merged, ``_INDEX_ROWS``, which
+    supersede the earlier rows: a lookup takes each trace's earliest start and latest end over every part). Not
+    the index rewritten whole, which grows with the run.
+    Parts are merged (``merge``) tier by tier like the blocked tables' (a part of ``rows`` rows is in tier
     ``floor(log_FANOUT(rows))``; ``FANOUT`` of one tier become one), so the index keeps under ``FANOUT`` parts
     per tier and a row is rewritten at most ``log_FANOUT(rows)`` times."""
     import pyarrow.parquet as pq
 
-    touched = "(SELECT * FROM _idx SEMI JOIN (SELECT DISTINCT trace_id FROM _new) AS n USING (trace_id))"
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_delta AS {_INDEX_ROWS.format(touched)}")
-    parts = [*old, _write_whole(con, "_traces", "_idx_delta", job.staging)]
+    parts = [*old, _write_whole(con, name, delta, job.staging)]
     while True:
         tiers: dict[int, list[Path]] = {}
         for part in parts:
@@ -655,9 +736,9 @@ def _index_parts(con, job: Job, old: list[Path]) -> list[Path]:
         full = next((group[:FANOUT] for group in tiers.values() if len(group) >= FANOUT), None)
         if full is None:
             return parts
-        _view(con, "_idx_merging", full, schema="_idx")
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_merged AS {_INDEX_ROWS.format('_idx_merging')}")
-        merged = _write_whole(con, "_traces", "_idx_merged", job.staging)
+        _view(con, "_idx_merging", full, schema=delta)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_merged AS {merge.format('_idx_merging')}")
+        merged = _write_whole(con, name, "_idx_merged", job.staging)
         parts = [p for p in parts if p not in full] + [merged]
 
 

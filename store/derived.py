@@ -15,7 +15,9 @@ part (``b=all``), except those whose refresh rewrites only their newest steps' r
 are kept in blocks of steps too (their rows of no step, or of the whole run, in ``b=p``). The manifest also keeps
 what an incremental catch-up builds on: the derived index (``_traces``:
 per trace and rollout its time range and group, one part per catch-up of the traces it touched, merged tier by
-tier; ``_train_spans``: the raw train step and weight sync spans), the windows run_percentiles is kept with
+tier, each part sorted by trace; ``_trace_keys``: each rollout and group id with the traces holding it, kept the
+same way, sorted by id, so that a catch-up looks the index up by key, ``store/keyed.py``; ``_train_spans``: the
+raw train step and weight sync spans), the windows run_percentiles is kept with
 (``_quantile_windows``: the values next to each exact percentile), each segment's time range, the run's
 staleness bound, whether its trainer records rl.sample decisions, and every table's columns and types (the
 next catch-up creates its tables from them rather than binding every definition, seconds of fixed cost).

@@ -263,6 +263,35 @@ def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_
     assert _percentiles(live, run) == _percentiles(fresh(store), run)
 
 
+def test_a_state_whose_index_was_not_kept_by_key_catches_up_and_keeps_it_so(tmp_path):
+    """A store derived before the trace index was looked up by key (no ``_trace_keys``, its index parts in no
+    order) still catches up incrementally: the first catch-up writes the index sorted, with its keys, and
+    every catch-up after looks it up by key. Both equal a fresh derivation."""
+    run, store = "keyed", tmp_path / "store"
+    writer, live = opened(store, run, seed=7, steps=4)
+    manifest = store_derived.current(store, run).root / store_derived.MANIFEST
+    state = json.loads(manifest.read_text())
+    del state["tables"]["_trace_keys"]
+    manifest.write_text(json.dumps(state))
+    for _ in range(2):
+        writer.write_step(groups=4)
+        writer.flush()
+        live.refresh()
+
+    assert live.derived_how == {"full": 1, "incremental": 2}, live.derived_how
+    assert derived(live, run) == derived(fresh(store), run)
+    files = store_derived.current(store, run).files()
+    for name, key in derive.KEYED.items():
+        parts = [pq.read_table(p, columns=[key])[key].to_pylist() for p in files[name]]
+        assert parts and all(keys == sorted(keys) for keys in parts), name  # each part sorted by its key
+    keys = pa.concat_tables(pq.read_table(p) for p in files["_trace_keys"])
+    assert set(keys["key"].to_pylist()) >= set(
+        live.con.sql(f"SELECT rollout_id FROM rollouts WHERE run_id = '{run}'")
+        .fetchnumpy()["rollout_id"]
+        .tolist()
+    )
+
+
 @pytest.mark.slow  # ~20 s each (make test-slow; CI runs it)
 @pytest.mark.parametrize("rollouts_last", [True, False], ids=["requests-first", "rollouts-first"])
 def test_a_vllm_request_joins_its_rollout_whichever_arrives_first(rollouts_last, attached, store, tmp_path):

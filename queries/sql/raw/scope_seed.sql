@@ -1,13 +1,11 @@
 -- The seed of an incremental catch-up's scope (scope.sql grows it): the run's new spans (_new), the trace
--- index with them (_idx: the previous state's, _old__traces, plus theirs), and why the scoped path cannot be
--- sure, if it cannot (queries/derive.py then derives the run in full).
+-- index of their spans (_idx; queries/derive.py adds the previous state's rows of each trace and id the scope
+-- looks up, index_wanted.sql, before each pass), and why the scoped path cannot be sure, if it cannot
+-- (queries/derive.py then derives the run in full).
 -- _idx keeps every part's rows as they are, not merged per trace and rollout: a trace touched by several
 -- catch-ups has a row in each of their parts (and in the new spans'), and every lookup here is by set
--- membership (scope.sql) or takes a trace's extremes (derive.py), which repeated rows do not change. Merging
--- them would group the whole index, the run's every trace, on every catch-up: a cost that grows with the run.
+-- membership (scope.sql) or takes a trace's extremes (derive.py), which repeated rows do not change.
 CREATE OR REPLACE TABLE _idx AS
-SELECT trace_id, rollout_id, group_id, lo_ns, hi_ns FROM _old__traces
-UNION ALL
 SELECT trace_id, rollout_id, group_id, lo_ns, hi_ns FROM _trace_index($run);
 CREATE OR REPLACE TABLE _changed_traces AS SELECT DISTINCT trace_id FROM _new WHERE trace_id IS NOT NULL;
 CREATE OR REPLACE TABLE _scope_traces AS SELECT * FROM _changed_traces;
