@@ -63,10 +63,11 @@ _INDEX_ROWS = (
     "SELECT trace_id, rollout_id, max(group_id) AS group_id, min(lo_ns) AS lo_ns, max(hi_ns) AS hi_ns "
     "FROM {} GROUP BY trace_id, rollout_id"
 )
-# The trace index's keys of rows ``{}``: each rollout and group id, with a trace whose rows name it.
+# The trace index's keys of rows ``{}``: each rollout and group id, with a trace whose rows name it (a pair may
+# repeat: a lookup takes the distinct traces, and the parts' merges the distinct pairs).
 _KEY_ROWS = (
     "SELECT rollout_id AS key, trace_id FROM {0} WHERE rollout_id IS NOT NULL "
-    "UNION SELECT group_id AS key, trace_id FROM {0} WHERE group_id IS NOT NULL"
+    "UNION ALL SELECT group_id AS key, trace_id FROM {0} WHERE group_id IS NOT NULL"
 )
 _IN_STEPS = "(step IS NULL OR step IN (SELECT step FROM _scope_steps))"
 _IN_ROLLOUTS = "rollout_id IN (SELECT rollout_id FROM _scope_rollouts)"
@@ -581,10 +582,11 @@ def _with_found(con, found, sql: str, **params) -> list[tuple]:
 
 
 def _key_index(con, job: Job, parts: dict[str, list[Path]]) -> None:
-    """A state whose trace index was not kept sorted by key (from before ``KEYED``): its rows merged into one
-    part sorted by trace, and the keys' part; once, over the whole index (about a second at 30M spans)."""
+    """A state whose trace index was not kept sorted by key (from before ``KEYED``): its parts' rows, as they
+    are, rewritten as one part sorted by trace, and the keys' part; once, over the whole index (10-15 s at 30M
+    spans, most of it sorting 4.5M rows and 6.6M keys)."""
     _view(con, "_old__traces", parts["_traces"], schema="_traces_mat")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_merged AS {_INDEX_ROWS.format('_old__traces')}")
+    con.execute("CREATE OR REPLACE TEMP TABLE _idx_merged AS SELECT * FROM _old__traces")
     con.execute(f"CREATE OR REPLACE TEMP TABLE _keys_merged AS {_KEY_ROWS.format('_idx_merged')}")
     parts["_traces"] = [_write_whole(con, "_traces", "_idx_merged", job.staging)]
     parts["_trace_keys"] = [_write_whole(con, "_trace_keys", "_keys_merged", job.staging)]
