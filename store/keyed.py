@@ -2,7 +2,7 @@
 
 An incremental catch-up looks up the run's trace index by a few dozen ids (the new spans' traces, their
 rollouts, those rollouts' groups: ``queries/derive.py``). The ids are random, so a query over the index, even
-one DuckDB filters, reads every row of it: a cost that grows with the run (0.3 s at 10M spans, 1.2 s at 30M,
+one DuckDB filters, reads every row of it: a cost that grows with the run (0.8 s at 10M spans, 1.9 s at 30M,
 per catch-up). A part written sorted by its key in small row groups (``ROW_GROUP_SIZE``) holds each key in the
 one or two row groups whose min/max statistics surround it; ``Keyed.read`` reads only those, so a lookup costs
 the keys looked up, not the run. DuckDB prunes row groups for a literal ``IN`` list too, but it evaluates the
