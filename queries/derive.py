@@ -615,7 +615,8 @@ def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict, index: _
 
     Before each pass of scope.sql, ``index.fill`` adds to _idx the previous state's index rows of every id the
     pass looks up: the pass then answers as over the whole index. A pass that adds nothing had every row it
-    read, so the scope it stops at is the whole index's."""
+    read, so the scope it stops at is the whole index's, and _idx holds every scoped trace's rows (their time
+    ranges, for _scoped_spans): no fill after it would find anything."""
     _prior_steps(con, parts["rollout_steps"])
     read: set[Path] = set()
     for _ in range(3):
@@ -627,7 +628,6 @@ def _scope_and_derive(con, job: Job, parts, ranges: dict, params: dict, index: _
             if grown == size:
                 break
             size = grown
-        index.fill(con)  # every scoped trace's rows, for their time ranges
         _scoped_spans(con, job, ranges, params)
         for table in TABLES:
             con.execute(f"DELETE FROM _{table.name}_mat")

@@ -21,21 +21,23 @@ def write(path, keys: list[str], *, sort: bool, rows_per_group: int = 2048) -> N
     con.execute(f"COPY (SELECT * FROM written {order}) TO '{path}' (ROW_GROUP_SIZE {rows_per_group})")
 
 
-def expected(paths, wanted: set[str]) -> list[tuple]:
-    whole = pa.concat_tables(pq.read_table(p) for p in paths)
-    found = whole.filter(pc.is_in(whole["key"], value_set=pa.array(sorted(wanted))))
+def pairs(tables: list[pa.Table], wanted) -> list[tuple]:
+    """The (key, n) rows of ``tables`` whose key is wanted, sorted."""
+    if not tables:
+        return []
+    whole = pa.concat_tables(tables)
+    found = whole.filter(pc.is_in(whole["key"], value_set=pa.array(sorted(set(wanted)))))
     return sorted(zip(found["key"].to_pylist(), found["n"].to_pylist(), strict=True))
+
+
+def expected(paths, wanted) -> list[tuple]:
+    """Every row of the parts holding a wanted key, read whole."""
+    return pairs([pq.read_table(p) for p in paths], wanted)
 
 
 def looked_up(index: Keyed, wanted) -> list[tuple]:
     """The rows ``Keyed.read`` gives, filtered to the wanted keys as a catch-up filters them."""
-    read = index.read(wanted)
-    found = (
-        pa.concat_tables(read).filter(pc.is_in(pa.concat_tables(read)["key"], pa.array(wanted)))
-        if read
-        else None
-    )
-    return [] if found is None else sorted(zip(found["key"].to_pylist(), found["n"].to_pylist(), strict=True))
+    return pairs(index.read(wanted), wanted)
 
 
 def test_the_rows_of_some_keys_are_every_row_holding_them_sorted_or_not(tmp_path):

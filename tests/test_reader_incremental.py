@@ -118,6 +118,14 @@ def opened(store, run: str, *, seed: int, steps: int, groups: int = 4) -> tuple[
     return writer, Reader(store, run_id=run)
 
 
+def forget(store, run: str, table: str) -> None:
+    """Make the run's derived state one from before ``table`` was kept: its manifest no longer names it."""
+    manifest = store_derived.current(store, run).root / store_derived.MANIFEST
+    state = json.loads(manifest.read_text())
+    del state["tables"][table]
+    manifest.write_text(json.dumps(state))
+
+
 def stored_spans(store, run: str) -> pa.Table:
     return pa.concat_tables(
         [pq.read_table(p) for p in segments(store, "spans", run)], promote_options="default"
@@ -247,10 +255,7 @@ def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_
     of their own, not every value again)."""
     run, store = "tails", tmp_path / "store"
     writer, live = opened(store, run, seed=5, steps=4, groups=1)  # one environment
-    manifest = store_derived.current(store, run).root / store_derived.MANIFEST
-    state = json.loads(manifest.read_text())
-    del state["tables"][derive.WINDOWS]
-    manifest.write_text(json.dumps(state))
+    forget(store, run, derive.WINDOWS)
     seen = []
     for groups in (1, 2):  # then a second environment's first rollouts
         writer.write_step(groups=groups)
@@ -269,10 +274,7 @@ def test_a_state_whose_index_was_not_kept_by_key_catches_up_and_keeps_it_so(tmp_
     every catch-up after looks it up by key. Both equal a fresh derivation."""
     run, store = "keyed", tmp_path / "store"
     writer, live = opened(store, run, seed=7, steps=4)
-    manifest = store_derived.current(store, run).root / store_derived.MANIFEST
-    state = json.loads(manifest.read_text())
-    del state["tables"]["_trace_keys"]
-    manifest.write_text(json.dumps(state))
+    forget(store, run, "_trace_keys")
     for _ in range(2):
         writer.write_step(groups=4)
         writer.flush()
@@ -285,11 +287,8 @@ def test_a_state_whose_index_was_not_kept_by_key_catches_up_and_keeps_it_so(tmp_
         parts = [pq.read_table(p, columns=[key])[key].to_pylist() for p in files[name]]
         assert parts and all(keys == sorted(keys) for keys in parts), name  # each part sorted by its key
     keys = pa.concat_tables(pq.read_table(p) for p in files["_trace_keys"])
-    assert set(keys["key"].to_pylist()) >= set(
-        live.con.sql(f"SELECT rollout_id FROM rollouts WHERE run_id = '{run}'")
-        .fetchnumpy()["rollout_id"]
-        .tolist()
-    )
+    rollouts = live.con.execute("SELECT rollout_id FROM rollouts WHERE run_id = $run", {"run": run})
+    assert set(keys["key"].to_pylist()) >= {r for (r,) in rollouts.fetchall()}
 
 
 @pytest.mark.slow  # ~20 s each (make test-slow; CI runs it)
