@@ -4,7 +4,9 @@ traceback."""
 
 from __future__ import annotations
 
+import base64
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -54,10 +56,26 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def figure(at: AppTest, key: str) -> dict:
-    """The plotly figure drawn with ``key``, as the JSON the browser receives."""
+    """The plotly figure drawn with ``key``, as the JSON the browser receives, its typed arrays read as plotly.js
+    reads them (``plain``)."""
     found = [el for el in at.get("plotly_chart") if el.proto.id.endswith(f"-{key}")]
     assert len(found) == 1, f"no figure {key!r}"
-    return json.loads(found[0].proto.spec)
+    return plain(json.loads(found[0].proto.spec))
+
+
+def plain(value):
+    """Plotly's typed arrays (``{"dtype", "bdata"}``: a line's NumPy values, base64, little-endian) as lists, NaN
+    as None (a list's missing value in the JSON), at any depth."""
+    import numpy as np
+
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if set(value) >= {"dtype", "bdata"}:
+        array = np.frombuffer(base64.b64decode(value["bdata"]), np.dtype(value["dtype"]).newbyteorder("<"))
+        return [None if isinstance(v, float) and math.isnan(v) else v for v in array.tolist()]
+    return {k: plain(v) for k, v in value.items()}
 
 
 def same_cell(a: str, b: str) -> bool:
@@ -657,7 +675,7 @@ def test_a_long_series_draws_thinned_yet_keeps_every_spike_and_dip():
     values = pd.Series(np.sin(np.arange(30_000) / 500.0))
     values[12_345], values[23_456] = 9.0, -9.0  # a spike and a dip, one step each
     values[100:400] = None  # steps without a value
-    xs, ys = charts.thinned(steps, values)
+    xs, ys = map(list, charts.thinned(steps, values))
     assert len(xs) <= 3 * charts.MAX_POINTS // 2
     assert xs == sorted(xs) and xs[0] == 0
     drawn = dict(zip(xs, ys, strict=True))
@@ -666,4 +684,4 @@ def test_a_long_series_draws_thinned_yet_keeps_every_spike_and_dip():
     assert all(not np.isnan(drawn[s]) for s in drawn if not 100 <= s < 400)
     assert all(drawn[s] == values[s] or np.isnan(values[s]) for s in drawn)
     short = pd.Series([1.0, None, 3.0])
-    assert charts.thinned(pd.Series([1, 2, 3]), short)[0] == [1, 2, 3]  # short lines are drawn whole
+    assert list(charts.thinned(pd.Series([1, 2, 3]), short)[0]) == [1, 2, 3]  # short lines are drawn whole
