@@ -48,7 +48,7 @@ SAMPLE = ROOT / "sample_data"
 # --- building ------------------------------------------------------------------------------------------------
 
 REPEAT = """
-SELECT * REPLACE (
+SELECT s.* REPLACE (  -- s.*: the copy number k is no column of the spans
     CASE WHEN c.k = 0 THEN trace_id ELSE unhex(md5(hex(trace_id) || '~' || c.k)) END AS trace_id,
     xor(span_id, (c.k::UBIGINT << 40)) AS span_id,
     CASE WHEN parent_span_id IS NULL THEN NULL ELSE xor(parent_span_id, (c.k::UBIGINT << 40)) END AS parent_span_id,
