@@ -38,9 +38,9 @@ CHROMIUM_ARGS = [
 ]
 # URL path -> title, from the one page list (the default page is at /)
 PAGES = {("" if i == 0 else p.slug): p.title for i, p in enumerate(app_pages.PAGES)}
-# Points each Plotly chart on the page drew (its traces' x, y or values), as a user sees them: none is blank.
-# Points each chart drew: its traces as plotly.js drew them (_fullData: a line sent as a typed array is
-# {dtype, bdata} in the data it was given, and an array once drawn).
+# Points each Plotly chart on the page drew (its traces' x, y or values), as a user sees them: none is blank. Read
+# from the traces as plotly.js drew them (_fullData): a line sent as a typed array is {dtype, bdata} in the data
+# it was given.
 DRAWN = """Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')).map(
     el => (el._fullData || []).reduce((n, t) => n + Math.max((t.x || []).length, (t.y || []).length,
     (t.values || []).length), 0))"""

@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -66,8 +67,6 @@ def figure(at: AppTest, key: str) -> dict:
 def plain(value):
     """Plotly's typed arrays (``{"dtype", "bdata"}``: a line's NumPy values, base64, little-endian) as lists, NaN
     as None (a list's missing value in the JSON), at any depth."""
-    import numpy as np
-
     if isinstance(value, list):
         return [plain(v) for v in value]
     if not isinstance(value, dict):
@@ -668,7 +667,6 @@ def test_a_long_series_draws_thinned_yet_keeps_every_spike_and_dip():
     """A run of 30,000 steps draws a few hundred points per line, and a one-step excursion still shows: each
     bucket of consecutive steps keeps its first, lowest and highest point; missing values are never kept as
     either."""
-    import numpy as np
     import pandas as pd
 
     steps = pd.Series(range(30_000))
@@ -684,4 +682,5 @@ def test_a_long_series_draws_thinned_yet_keeps_every_spike_and_dip():
     assert all(not np.isnan(drawn[s]) for s in drawn if not 100 <= s < 400)
     assert all(drawn[s] == values[s] or np.isnan(values[s]) for s in drawn)
     short = pd.Series([1.0, None, 3.0])
-    assert list(charts.thinned(pd.Series([1, 2, 3]), short)[0]) == [1, 2, 3]  # short lines are drawn whole
+    xs, ys = charts.thinned(pd.Series([1, 2, 3]), short)
+    assert list(xs) == [1, 2, 3] and np.isnan(ys[1])  # short lines are drawn whole, a missing value as a gap
