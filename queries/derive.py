@@ -402,7 +402,8 @@ def derive_scoped(job: Job) -> Result:
     if not {"ranges", "spans", "samples"} <= meta.keys() or meta.get("orphans"):
         raise Fallback("the previous state has no index for an incremental catch-up")
     parts = {name: [Path(p) for p in files] for name, files in previous.files().items()}
-    if not set(parts) >= {*(t.name for t in TABLES), "_traces", "_train_spans"} or any(
+    # _trace_keys may be missing: a state from before it was kept takes it on this catch-up (_key_index)
+    if not set(parts) >= {*(t.name for t in TABLES), *INDEX} - {"_trace_keys"} or any(
         t.scope == "run" and t.refresh is None for t in TABLES
     ):
         raise Fallback("a table without an incremental rule")
