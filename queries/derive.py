@@ -1026,7 +1026,8 @@ def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]
 
     Both paths: a full derivation's one part per block (a 30M-span run: ~1,000 parts per table, which every
     reader would open) become ~13 before it publishes; an incremental catch-up's rewritten blocks join the
-    tiers. Pass by pass: each merge is a streaming copy of Parquet parts, so memory stays that of one row group
+    tiers. Pass by pass: each merge reads only its own parts, a streaming copy (memory: one row group) or, for a
+    table kept in step order, a sort of them (``_merged_order``) that spills to disk past the memory limit
     (writing the merged parts directly, ``COPY … PARTITION_BY`` over few, large partitions, ran a 30M-span
     derivation out of its memory limit). A part merged within this catch-up (under ``staging``) is deleted
     once merged again: no manifest ever named it; a published part is left to the manifest's retirement."""
@@ -1038,6 +1039,18 @@ def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]
             if gone.is_relative_to(staging):
                 gone.unlink(missing_ok=True)
         parts = merged
+
+
+def _merged_order(name: str) -> str:
+    """The ORDER BY of a merged part of table ``name`` (``Table.row_order``; none for a table without one).
+
+    A merged part holds the rows of many blocks, and a block's part is written in no particular order (``COPY
+    … PARTITION_BY`` does not keep one); sorted, each row group holds a narrow range of steps (and one grain),
+    which a query of a step range or grain skips by its statistics. At 30M spans the report's reads of
+    ``prefill_sums`` and ``spec_sums`` went from 1.45M and 1.27M rows to the 0.1M of their grain. The sort
+    is of the parts being merged, spilled to disk past the derivation's memory limit like its other sorts."""
+    table = _TABLES.get(name)
+    return f" ORDER BY {', '.join(table.row_order)}" if table and table.row_order else ""
 
 
 def _consolidate_pass(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
@@ -1060,7 +1073,7 @@ def _consolidate_pass(con, name: str, parts: list[Path], staging: Path) -> list[
             target.parent.mkdir(parents=True, exist_ok=True)
             source = f"read_parquet({sql_list(files)}, hive_partitioning = false, union_by_name = true)"
             con.execute(
-                f"COPY (SELECT * FROM {source}) TO '{_quoted(target)}' "
+                f"COPY (SELECT * FROM {source}{_merged_order(name)}) TO '{_quoted(target)}' "
                 "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
             )
             merged.update({p: None for p in files})

@@ -119,6 +119,16 @@ class Table:
     # every value when one leaves its window). A "run" table without one is derived in full on every catch-up:
     # the safe default for a new table.
     refresh: str | None = None
+    # Columns that say which grain of its figure a row holds, for a table that keeps several side by side
+    # (per turn index or not, one grouping or another, over every environment or one). A merged part
+    # (``queries/derive.py``'s consolidation) is written sorted by these, then by step, so a query of one grain
+    # and step range reads only its row groups: DuckDB skips a row group whose min / max exclude the filter.
+    order: tuple[str, ...] = ()
+
+    @property
+    def row_order(self) -> tuple[str, ...]:
+        """The order a merged part's rows are written in: ``order``, then step for a table with one."""
+        return (*self.order, "step") if "step" in self.key else self.order
 
     @property
     def blocked(self) -> bool:
@@ -195,6 +205,7 @@ TABLES: tuple[Table, ...] = (
         "each process's busy ns per step or run, per environment or over all",
         "run",
         "tail",
+        order=("by_step", "all_environments"),
     ),
     Table(
         "rollout_work",
@@ -266,6 +277,7 @@ TABLES: tuple[Table, ...] = (
         "_prefill_sums_src($run)",
         "turn tokens and times per step, environment (and turn index)",
         scope="step",
+        order=("per_turn_index",),
     ),
     Table(
         "spec_sums",
@@ -282,6 +294,7 @@ TABLES: tuple[Table, ...] = (
         "_spec_sums_src($run)",
         "drafting turns' counts per step, environment, k and one key",
         scope="step",
+        order=("grouped_by",),
     ),
     Table(
         "lint_sums",
@@ -394,6 +407,7 @@ TABLES: tuple[Table, ...] = (
         "_staleness_timing_src($run)",
         "staleness in flight and queued per step, over all environments and per environment",
         scope="step",
+        order=("all_environments",),
     ),
     Table(
         "stale_bias_sums",

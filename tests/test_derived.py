@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from rollscope.app.data import SAMPLE_STORE
@@ -267,8 +268,9 @@ def test_readers_report_and_check_while_writers_publish_and_compaction_runs(tmp_
 def test_a_full_derivation_of_a_long_run_leaves_few_parts_and_the_same_figures(tmp_path):
     """A long run derived from scratch is consolidated before it is published: a table of a
     30M-span run kept ~1,000 files (one per block of steps) that every reader opened. With one step per block
-    the sample run has a block per step; its tables keep fewer than FANOUT parts per tier, and every figure
-    equals the one derived with the default blocks."""
+    the sample run has a block per step; its tables keep fewer than FANOUT parts per tier, each merged part in
+    its table's row order (so a step range or one grain reads only its row groups), and every figure equals the
+    one derived with the default blocks."""
     from rollscope.queries import connect
     from rollscope.queries.derive import FANOUT
 
@@ -287,6 +289,7 @@ def test_a_full_derivation_of_a_long_run_leaves_few_parts_and_the_same_figures(t
     state = derived.current(store, "sample")
     steps = max(int(derived.part_range(p)[1]) for p in state.files()["funnel_sums"] if derived.part_range(p))
     assert steps > 2 * FANOUT  # enough blocks that the parts must have been merged
+    sorted_rows, in_order = duckdb.connect(), set()
     for table in derived.TABLES:
         parts = [p for p in state.files()[table.name] if derived.part_range(p)]
         newest = max((derived.part_range(p)[1] for p in parts), default=0)
@@ -297,6 +300,13 @@ def test_a_full_derivation_of_a_long_run_leaves_few_parts_and_the_same_figures(t
             tier = int(math.log(last - first + 1, FANOUT) + 1e-9)
             tiers[tier] = tiers.get(tier, 0) + 1
         assert all(n < FANOUT for n in tiers.values()), (table.name, tiers)
+        merged = [p for p in parts if len(set(derived.part_range(p))) == 2]  # of more than one block
+        for part in merged if table.row_order else ():
+            read = f"SELECT {', '.join(table.row_order)} FROM read_parquet('{part}')"
+            written = sorted_rows.execute(read).fetchall()
+            assert written == sorted_rows.execute(f"{read} ORDER BY ALL").fetchall(), (table.name, part)
+            in_order.add(table.name)
+    assert {"funnel_sums", "prefill_sums", "spec_sums", "compute_busy", "scoring"} <= in_order
 
     fresh = raw_copy(ROOT / "sample_data", tmp_path / "fresh")
     assert small_blocks == json.loads(json.dumps(figures(connect(fresh, run_id="sample"), "sample")))
