@@ -328,8 +328,9 @@ def main() -> int:
             shutil.rmtree(store / "derived", ignore_errors=True)
         from rollscope.store import layout
 
-        rows = sum(
-            __import__("pyarrow.parquet").parquet.read_metadata(p).num_rows for p in layout.segments(store)
+        rows = sum(  # the measured run's: the store may also hold Compare's run and the many-runs store's
+            __import__("pyarrow.parquet").parquet.read_metadata(p).num_rows
+            for p in layout.segments(store, "spans", RUN)
         )
         if "compare" in args.pages and "small-000" not in layout.run_ids(store):
             add_small_runs(store, 1)  # the Compare page's second run
