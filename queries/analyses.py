@@ -584,9 +584,7 @@ def task_solve_summary(
     """How many tasks ``task_solve_rates`` lists, and how many were always solved, never solved or mixed
     (``analyses/task_solve_summary.sql``)."""
     filters = {"success_threshold": success_threshold, **_filters(steps, environment)}
-    return record(
-        query(con, "task_solve_rates", require_run(con, run_id), over="task_solve_summary", **filters)
-    )
+    return record(query(con, "task_solve_summary", require_run(con, run_id), **filters))
 
 
 _ZERO_SIGNAL_KEYS = ("step", "environment", "task")

@@ -977,7 +977,11 @@ def _refresh_quantiles(
     _read_final(con, tables)
     if parts.get(WINDOWS):
         _view(con, "_qw_old", parts[WINDOWS])
-        for name, alias in (("rollout_tails", "_qd_tails"), ("turn_latency", "_qd_latency")):
+        for name, alias in (
+            ("rollout_tails", "_qd_tails"),
+            ("turn_latency", "_qd_latency"),
+            ("scoring", "_qd_scoring"),
+        ):
             relation = f"SELECT 1 AS sign, * EXCLUDE (run_id) FROM _{name}_scoped WHERE {_IN_STEPS}"
             if touched := [p for p in parts[name] if holds(p, blocks)]:  # the rows _replace_rows replaced
                 relation += (

@@ -85,7 +85,7 @@ from rollscope.store import layout
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
 FORMAT = (
-    10  # bump when a table's definition or the layout changes: manifests of an older format are derived again
+    11  # bump when a table's definition or the layout changes: manifests of an older format are derived again
 )
 GRACE_S = 300.0  # how long a retired part stays on disk for readers that listed it
 PARTS = "parts"  # parts/<table>/b=<block>/<name>.parquet, immutable, shared by the generations naming them
@@ -317,14 +317,6 @@ TABLES: tuple[Table, ...] = (
         "reward scores per step, environment and reward function",
         scope="step",
     ),
-    Table(
-        "run_percentiles",
-        ("all_environments", "environment"),
-        "_run_percentiles_src($run)",
-        "exact percentiles of the run and of each environment (tails, turn latency)",
-        scope="run",
-        refresh="quantiles",
-    ),
     # Is it stuck (queries/sql/analyses/macros/08_health.sql): liveness, scoring latency, goodput.
     # Scopes: a process's activity depends on the whole run so far; the rollouts in flight, a scoring call and
     # a rollout's turn seconds on that rollout; goodput is per step window (from a train step's start to the
@@ -342,6 +334,14 @@ TABLES: tuple[Table, ...] = (
     ),
     # One narrow row per scoring call in step order, like rollout_tails (exact latency percentiles).
     Table("scoring", ("step",), "_scoring_src($run)", "each scoring call's latency", scope="step"),
+    Table(
+        "run_percentiles",
+        ("all_environments", "environment"),
+        "_run_percentiles_src($run)",
+        "exact percentiles of the run and of each environment (tails, turn latency, scoring latency)",
+        scope="run",
+        refresh="quantiles",
+    ),
     Table(
         "trainer_goodput",
         ("step",),

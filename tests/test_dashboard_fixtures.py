@@ -121,10 +121,13 @@ class RunWriter:
                     ):
                         pass
                     t += tool_s
+            # a scoring call's latency: 0.1-2.0 s, spread so the run's latency percentiles move as it grows, but not
+            # drawn from rng, which would change every draw after it
+            scoring = NS // 10 * (1 + (end - start) // NS % 20)
             if env == "math":
-                self._judge(rid, t, reward if scored else None)
+                self._judge(rid, t, reward if scored else None, scoring)
             elif scored:
-                with rl.reward(reward_name="unit_tests", reward=reward, start_time=t, end_time=t + NS):
+                with rl.reward(reward_name="unit_tests", reward=reward, start_time=t, end_time=t + scoring):
                     pass
         self.rollouts += 1
         return rid, status, scored, reward
@@ -156,7 +159,7 @@ class RunWriter:
             pass
         return end
 
-    def _judge(self, rid: str, t: int, reward: float | None) -> None:
+    def _judge(self, rid: str, t: int, reward: float | None, duration: int) -> None:
         status = "ok" if reward is not None else "timeout"
         with self.judge.judge(
             rollout_id=rid,
@@ -165,7 +168,7 @@ class RunWriter:
             judge_status=status,
             reward=reward,
             start_time=t,
-            end_time=t + 2 * NS,
+            end_time=t + duration,
         ):
             pass
 

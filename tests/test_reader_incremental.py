@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rollscope.queries import Reader, derive
-from rollscope.queries.analyses import compute_terms
+from rollscope.queries.analyses import compute_terms, scoring_latency
 from rollscope.store import derived as store_derived
 from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
@@ -228,10 +228,11 @@ def _windows(store, run: str) -> list[tuple]:
 def test_a_catch_up_keeps_the_runs_exact_percentiles_from_the_values_it_adds_and_removes(
     window, catch_ups, read_from, tmp_path, monkeypatch
 ):
-    """Throughput's and disaggregation's run percentiles (p50/p90/p99 of rollout tokens and seconds, median
-    turn latency; per environment and over all) are exact. A catch-up takes them from windows of the values
-    next to each, moved by the values it adds and removes, and over every value again only when one leaves
-    its window: both ways equal a fresh derivation to the last bit, and a window stays its size."""
+    """The run percentiles of throughput, disaggregation and scoring latency (p50/p90/p99 of rollout tokens and
+    seconds, median turn latency, p50/p99 of verifier and judge calls; per environment and over all) are exact.
+    A catch-up takes them from windows of the values next to each, moved by the values it adds and removes,
+    and over every value again only when one leaves its window: both ways equal a fresh derivation to the last
+    bit, and a window stays its size."""
     monkeypatch.setattr(derive, "WINDOW_VALUES", window)
     run, store = "tails", tmp_path / "store"
     writer, live = opened(store, run, seed=5, steps=6)
@@ -247,6 +248,15 @@ def test_a_catch_up_keeps_the_runs_exact_percentiles_from_the_values_it_adds_and
     assert all(w["lo"] is not None for w in windows)  # none holds every value below its percentile
     assert any(w["hi"] is not None for w in windows)
     assert max(len(w["window_values"]) for w in windows) <= 2 * window + 1  # trimmed as they move
+    # the run's scoring latency, read from them, is quantile_cont over every call
+    for environment in (None, "math", "swe"):
+        calls = live.con.execute(
+            "SELECT kind, quantile_cont(duration_s, [0.5, 0.99]) FROM _scoring($run) "
+            "WHERE $environment IS NULL OR environment = $environment GROUP BY kind",
+            {"run": run, "environment": environment},
+        ).fetchall()
+        frame = scoring_latency(live.cursor(), run, by=None, environment=environment)
+        assert {row.kind: [row.p50_s, row.p99_s] for row in frame.itertuples()} == dict(calls)
 
 
 def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_path):

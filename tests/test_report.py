@@ -159,7 +159,7 @@ def test_the_overview_headline_is_the_report_less_what_it_does_not_show(sample):
         "staleness_timing",
         "stale_bias",
         "learning",
-        "task_solve_rates",
+        "task_solve_summary",
         "zero_signal",
         "mismatch",
         "in_flight",

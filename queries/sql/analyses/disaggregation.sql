@@ -2,8 +2,8 @@
 -- varies across consuming steps, turn latency, turns per rollout, model size, and prefill / decode time.
 -- Token and time sums and the model size come from the turn sums per step and environment (_prefill_sums,
 -- macros/07), turns per rollout from the per-rollout work summed per step (_rollout_sums, macros/07); the
--- median turn latency is exact: the run's (or an environment's) kept ahead (_run_percentiles, macros/07), over
--- a step range taken from every kept turn's seconds (_turn_latency, macros/07).
+-- median turn latency is exact: the run's (or an environment's) kept ahead (_run_percentiles,
+-- macros/08_health.sql), over a step range taken from every kept turn's seconds (_turn_latency, macros/07).
 WITH sums AS MATERIALIZED (
     SELECT step, new_prefill_tokens, decode_tokens, prefill_ns, decode_ns, model_parameters
     FROM _prefill_sums($run_id)

@@ -17,24 +17,26 @@ per_version AS (
     FROM kept
     GROUP BY ALL
 ),
-ranked AS (
+bounds AS (  -- each drafter's last policy version of its first $baseline_versions, first of its latest
     SELECT
-        *,
-        row_number() OVER (PARTITION BY drafter_version ORDER BY policy_version) AS from_first,
-        row_number() OVER (PARTITION BY drafter_version ORDER BY policy_version DESC) AS from_last
+        drafter_version,
+        list_max(min(policy_version, $baseline_versions)) AS baseline_to,
+        list_min(max(policy_version, $baseline_versions)) AS latest_from
     FROM per_version
+    GROUP BY drafter_version
 ),
-compared AS (
+compared AS (  -- (per_version holds each policy version of a drafter once: no ties at the bounds)
     SELECT
         drafter_version,
         min(policy_version) AS first_policy_version,
         max(policy_version) AS last_policy_version,
         count(*) AS policy_versions,
-        sum(accepted) FILTER (from_first <= $baseline_versions)
-            / nullif(sum(drafted) FILTER (from_first <= $baseline_versions), 0) AS baseline_acceptance,
-        sum(accepted) FILTER (from_last <= $baseline_versions)
-            / nullif(sum(drafted) FILTER (from_last <= $baseline_versions), 0) AS latest_acceptance
-    FROM ranked
+        sum(accepted) FILTER (policy_version <= baseline_to)
+            / nullif(sum(drafted) FILTER (policy_version <= baseline_to), 0) AS baseline_acceptance,
+        sum(accepted) FILTER (policy_version >= latest_from)
+            / nullif(sum(drafted) FILTER (policy_version >= latest_from), 0) AS latest_acceptance
+    FROM per_version
+    JOIN bounds USING (drafter_version)
     GROUP BY drafter_version
 )
 SELECT

@@ -1,8 +1,8 @@
 -- Per task (docs/metrics.md, "Learning"): scored attempts, successes (reward at least $success_threshold), the
 -- solve rate, the first and last consuming step it was attempted at, the solve rate early and late in its
 -- attempts (early: attempts at steps before which it had had fewer than half of its attempts; late: the rest;
--- did training move it?), and its curriculum status: 'always solved' (every scored attempt succeeded: too easy,
--- no signal), 'never solved' (none did: too hard, no signal) or 'mixed'. Counted from the scored rollouts per
+-- did training move it?), and its curriculum status (_solve_status, macros/09_learning.sql): 'always solved',
+-- 'never solved' or 'mixed'. Counted from the scored rollouts per
 -- step, task and reward value kept ahead (_reward_counts, macros/09_learning.sql).
 WITH per_step AS (  -- a task's attempts come in groups: one row per task and step first
     SELECT
@@ -34,11 +34,7 @@ SELECT
     max(step) AS last_step,
     sum(successes) FILTER (2 * before < total) / sum(attempts) FILTER (2 * before < total) AS early_solve_rate,
     sum(successes) FILTER (2 * before >= total) / sum(attempts) FILTER (2 * before >= total) AS late_solve_rate,
-    CASE
-        WHEN sum(successes) = sum(attempts) THEN 'always solved'
-        WHEN sum(successes) = 0 THEN 'never solved'
-        ELSE 'mixed'
-    END AS status
+    _solve_status(sum(successes), sum(attempts)) AS status
 FROM ranked
 GROUP BY task
 ORDER BY task

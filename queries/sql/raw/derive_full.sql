@@ -27,10 +27,11 @@ INSERT INTO _spec_sums_mat SELECT $run, * FROM _spec_sums_src($run);
 INSERT INTO _lint_sums_mat SELECT $run, * FROM _lint_sums_src($run);
 INSERT INTO _generation_sums_mat SELECT $run, * FROM _generation_sums_src($run);
 INSERT INTO _reward_sums_mat SELECT $run, * FROM _reward_sums_src($run);
-INSERT INTO _run_percentiles_mat SELECT $run, * FROM _run_percentiles_src($run);
 INSERT INTO _process_activity_mat SELECT $run, * FROM _process_activity_src($run);
 INSERT INTO _open_rollouts_mat SELECT $run, * FROM _open_rollouts_src($run);
 INSERT INTO _scoring_mat SELECT $run, * FROM _scoring_src($run);
+-- The run's percentiles read the per-value tables above (rollout tails, turn latency, scoring calls).
+INSERT INTO _run_percentiles_mat SELECT $run, * FROM _run_percentiles_src($run);
 INSERT INTO _trainer_goodput_mat SELECT $run, * FROM _trainer_goodput_src($run);
 INSERT INTO _rollout_goodput_mat SELECT $run, * FROM _rollout_goodput_src($run);
 INSERT INTO _device_turn_sums_mat SELECT $run, * FROM _device_turn_sums_src($run);

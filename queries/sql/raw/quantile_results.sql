@@ -7,12 +7,17 @@ WITH g AS (
         all_environments, environment,
         max(rows) FILTER (metric = 'tokens') AS tail_rows,
         max(rows) FILTER (metric = 'latency') AS latency_rows,
+        max(rows) FILTER (metric = 'verifier_s') AS verifier_rows,
+        max(rows) FILTER (metric = 'judge_s') AS judge_rows,
         max(n) FILTER (metric = 'tokens') AS tokens_n, max(n) FILTER (metric = 'seconds') AS seconds_n,
         max(n) FILTER (metric = 'latency') AS latency_n,
+        max(n) FILTER (metric = 'verifier_s') AS verifier_n, max(n) FILTER (metric = 'judge_s') AS judge_n,
         list(value ORDER BY slot) FILTER (metric = 'tokens') AS tokens,
         list(value ORDER BY slot) FILTER (metric = 'seconds') AS seconds,
         any_value(total) FILTER (metric = 'seconds') AS total_s,
-        any_value(value) FILTER (metric = 'latency') AS turn_latency_p50_s
+        any_value(value) FILTER (metric = 'latency') AS turn_latency_p50_s,
+        list(value ORDER BY slot) FILTER (metric = 'verifier_s') AS verifier_s,
+        list(value ORDER BY slot) FILTER (metric = 'judge_s') AS judge_s
     FROM _qw_answers
     GROUP BY all_environments, environment
 )
@@ -21,9 +26,12 @@ SELECT
     CASE WHEN tokens_n > 0 THEN tokens END AS tokens,
     CASE WHEN seconds_n > 0 THEN seconds END AS seconds,
     CASE WHEN seconds_n > 0 THEN total_s END AS total_s,
-    CASE WHEN latency_n > 0 THEN turn_latency_p50_s END AS turn_latency_p50_s
+    CASE WHEN latency_n > 0 THEN turn_latency_p50_s END AS turn_latency_p50_s,
+    CASE WHEN verifier_n > 0 THEN verifier_s END AS verifier_s,
+    CASE WHEN judge_n > 0 THEN judge_s END AS judge_s
 FROM g
-WHERE all_environments OR coalesce(tail_rows, 0) > 0 OR coalesce(latency_rows, 0) > 0;
+WHERE all_environments OR coalesce(tail_rows, 0) > 0 OR coalesce(latency_rows, 0) > 0
+   OR coalesce(verifier_rows, 0) > 0 OR coalesce(judge_rows, 0) > 0;
 -- The new windows: trimmed to $k values on each side of the ranks they answered (the values beyond move into
 -- below, or out above), so a window keeps its size however long the run stays inside it.
 CREATE OR REPLACE TABLE _quantile_windows_mat AS

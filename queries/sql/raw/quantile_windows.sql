@@ -1,8 +1,9 @@
 -- The windows the run's exact percentiles are kept up to date with (run_percentiles, refresh "quantiles" in
 -- store/derived.py; queries/derive.py's _refresh_quantiles): for each percentile run_percentiles holds
--- (rollouts' decoded tokens and seconds at 0.5 / 0.9 / 0.99, turn latency at 0.5; over every environment and
--- per environment), the values next to it in sorted order, up to $k on each side. Per window:
---   rows   the rows of the values' table (rollout_tails, turn_latency) in its group, NULL values included
+-- (rollouts' decoded tokens and seconds at 0.5 / 0.9 / 0.99, turn latency at 0.5, verifier and judge calls'
+-- latency at 0.5 / 0.99; over every environment and per environment), the values next to it in sorted order,
+-- up to $k on each side. Per window:
+--   rows   the rows of the values' table (rollout_tails, turn_latency, scoring) in its group, NULL values included
 --   n      the values (not NULL); total: their sum (total_s, for seconds)
 --   lo, hi the window holds every value strictly between them (NULL: no bound on that side)
 --   below  how many values are <= lo (0 when lo is NULL)
@@ -17,7 +18,9 @@ SELECT 'tokens' AS metric, environment, generated::DOUBLE AS v FROM _rollout_tai
 UNION ALL
 SELECT 'seconds' AS metric, environment, duration_s AS v FROM _rollout_tails(run)
 UNION ALL
-SELECT 'latency' AS metric, environment, duration_s AS v FROM _turn_latency(run);
+SELECT 'latency' AS metric, environment, duration_s AS v FROM _turn_latency(run)
+UNION ALL
+SELECT kind || '_s' AS metric, environment, duration_s AS v FROM _scoring(run);
 -- each percentile: its group, metric, slot in the list, q and value
 CREATE OR REPLACE TEMP TABLE _qw_targets AS
 SELECT r.all_environments, r.environment, m.metric, s.slot, m.qs[s.slot] AS q, m.ps[s.slot] AS p
@@ -25,7 +28,9 @@ FROM @percentiles AS r
 CROSS JOIN LATERAL (
     VALUES ('tokens', [0.5, 0.9, 0.99]::DOUBLE[], r.tokens),  -- the fractions _run_percentiles_src takes
            ('seconds', [0.5, 0.9, 0.99]::DOUBLE[], r.seconds),
-           ('latency', [0.5]::DOUBLE[], [r.turn_latency_p50_s])
+           ('latency', [0.5]::DOUBLE[], [r.turn_latency_p50_s]),
+           ('verifier_s', [0.5, 0.99]::DOUBLE[], r.verifier_s),
+           ('judge_s', [0.5, 0.99]::DOUBLE[], r.judge_s)
 ) AS m(metric, qs, ps)
 CROSS JOIN range(1, 4) AS s(slot)
 WHERE s.slot <= len(m.qs);

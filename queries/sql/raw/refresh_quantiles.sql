@@ -1,8 +1,8 @@
 -- run_percentiles after an incremental catch-up, from the previous state's windows (_qw_old, made by
 -- quantile_windows.sql: read there what a window holds) and the values the catch-up removes and adds
--- (_qd_tails, _qd_latency: the scoped steps' rows of rollout_tails and turn_latency, sign -1 as they were and
--- +1 as they are now), not from every value of the run. Each window's counts move by those values, and the
--- values inside it gain and lose theirs; a percentile is read from its window when both ranks it interpolates
+-- (_qd_tails, _qd_latency, _qd_scoring: the scoped steps' rows of rollout_tails, turn_latency and scoring, sign
+-- -1 as they were and +1 as they are now), not from every value of the run. Each window's counts move by those
+-- values, and the values inside it gain and lose theirs; a percentile is read from its window when both ranks it interpolates
 -- between still fall inside; quantile_results.sql says whether every one did ("kept"); if not,
 -- queries/derive.py takes the percentiles and the windows again over every value (quantile_windows.sql).
 -- A percentile is quantile_cont's: the value at rank h = (n - 1) * q of the n sorted values, interpolated
@@ -14,7 +14,9 @@ SELECT 'tokens' AS metric, environment, generated::DOUBLE AS v, sign FROM _qd_ta
 UNION ALL
 SELECT 'seconds' AS metric, environment, duration_s AS v, sign FROM _qd_tails
 UNION ALL
-SELECT 'latency' AS metric, environment, duration_s AS v, sign FROM _qd_latency;
+SELECT 'latency' AS metric, environment, duration_s AS v, sign FROM _qd_latency
+UNION ALL
+SELECT kind || '_s' AS metric, environment, duration_s AS v, sign FROM _qd_scoring;
 -- The previous windows, and an empty one (no bound: it holds every value) for each environment whose first
 -- values of a metric arrive now (turns whose rollout has not arrived yet have no environment, for instance):
 -- all of its values are in _qd.

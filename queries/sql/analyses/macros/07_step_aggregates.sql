@@ -186,32 +186,3 @@ WHERE r.step IS NOT NULL
 GROUP BY ALL;
 CREATE OR REPLACE MACRO _reward_sums(run) AS TABLE SELECT * FROM _reward_sums_src(run);
 
--- _run_percentiles_src(run): the exact percentiles of the whole run (all_environments) and of each environment,
--- taken once per catch-up over every value of _rollout_tails and _turn_latency: what throughput.sql and
--- disaggregation.sql read when no step range is chosen (scope "run": every step's values go into them). A step
--- range takes them from the narrow per-value tables instead.
-CREATE OR REPLACE MACRO _run_percentiles_src(run) AS TABLE
-WITH tails AS (
-    SELECT
-        GROUPING(environment) = 1 AS all_environments, environment,
-        quantile_cont(generated, [0.5, 0.9, 0.99]) AS tokens,
-        quantile_cont(duration_s, [0.5, 0.9, 0.99]) AS seconds,
-        sum(duration_s) AS total_s
-    FROM _rollout_tails(run)
-    GROUP BY GROUPING SETS ((), (environment))
-),
-latency AS (
-    SELECT
-        GROUPING(environment) = 1 AS all_environments, environment,
-        median(duration_s) AS turn_latency_p50_s
-    FROM _turn_latency(run)
-    GROUP BY GROUPING SETS ((), (environment))
-)
-SELECT
-    coalesce(t.all_environments, l.all_environments) AS all_environments,
-    coalesce(t.environment, l.environment) AS environment,
-    t.tokens, t.seconds, t.total_s, l.turn_latency_p50_s
-FROM tails AS t
-FULL JOIN latency AS l
-    ON l.all_environments = t.all_environments AND l.environment IS NOT DISTINCT FROM t.environment;
-CREATE OR REPLACE MACRO _run_percentiles(run) AS TABLE SELECT * FROM _run_percentiles_src(run);

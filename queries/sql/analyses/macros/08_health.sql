@@ -204,6 +204,55 @@ GROUP BY ALL;
 CREATE OR REPLACE MACRO _process_activity(run) AS TABLE SELECT * FROM _process_activity_src(run);
 CREATE OR REPLACE MACRO _open_rollouts(run) AS TABLE SELECT * FROM _open_rollouts_src(run);
 CREATE OR REPLACE MACRO _scoring(run) AS TABLE SELECT * FROM _scoring_src(run);
+
+-- _run_percentiles_src(run): the exact percentiles of the whole run (all_environments) and of each environment,
+-- taken once per catch-up over every value of _rollout_tails, _turn_latency and _scoring (macros/08_health.sql):
+-- what throughput.sql, disaggregation.sql and scoring_latency.sql read when no step range is chosen (scope
+-- "run": every step's values go into them). A step range takes them from the narrow per-value tables instead.
+-- verifier_s and judge_s: scoring calls' latency p50 and p99 by kind (scoring_latency.sql's), NULL without calls.
+CREATE OR REPLACE MACRO _run_percentiles_src(run) AS TABLE
+WITH tails AS (
+    SELECT
+        GROUPING(environment) = 1 AS all_environments, environment,
+        quantile_cont(generated, [0.5, 0.9, 0.99]) AS tokens,
+        quantile_cont(duration_s, [0.5, 0.9, 0.99]) AS seconds,
+        sum(duration_s) AS total_s
+    FROM _rollout_tails(run)
+    GROUP BY GROUPING SETS ((), (environment))
+),
+latency AS (
+    SELECT
+        GROUPING(environment) = 1 AS all_environments, environment,
+        median(duration_s) AS turn_latency_p50_s
+    FROM _turn_latency(run)
+    GROUP BY GROUPING SETS ((), (environment))
+),
+scoring AS (
+    SELECT
+        GROUPING(environment) = 1 AS all_environments, environment,
+        quantile_cont(duration_s, [0.5, 0.99]) FILTER (kind = 'verifier') AS verifier_s,
+        quantile_cont(duration_s, [0.5, 0.99]) FILTER (kind = 'judge') AS judge_s
+    FROM _scoring(run)
+    GROUP BY GROUPING SETS ((), (environment))
+),
+groups AS (  -- every environment with values of any of the three (and the whole run, which always has a row)
+    SELECT all_environments, environment FROM tails
+    UNION
+    SELECT all_environments, environment FROM latency
+    UNION
+    SELECT all_environments, environment FROM scoring
+)
+SELECT
+    g.all_environments, g.environment, t.tokens, t.seconds, t.total_s, l.turn_latency_p50_s, s.verifier_s,
+    s.judge_s
+FROM groups AS g
+LEFT JOIN tails AS t
+    ON t.all_environments = g.all_environments AND t.environment IS NOT DISTINCT FROM g.environment
+LEFT JOIN latency AS l
+    ON l.all_environments = g.all_environments AND l.environment IS NOT DISTINCT FROM g.environment
+LEFT JOIN scoring AS s
+    ON s.all_environments = g.all_environments AND s.environment IS NOT DISTINCT FROM g.environment;
+CREATE OR REPLACE MACRO _run_percentiles(run) AS TABLE SELECT * FROM _run_percentiles_src(run);
 CREATE OR REPLACE MACRO _trainer_goodput(run) AS TABLE SELECT * FROM _trainer_goodput_src(run);
 CREATE OR REPLACE MACRO _rollout_goodput(run) AS TABLE SELECT * FROM _rollout_goodput_src(run);
 CREATE OR REPLACE MACRO _device_turn_sums(run) AS TABLE SELECT * FROM _device_turn_sums_src(run);

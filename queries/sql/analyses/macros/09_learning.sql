@@ -17,6 +17,12 @@ WHERE scored AND reward IS NOT NULL
 GROUP BY ALL;
 CREATE OR REPLACE MACRO _reward_counts(run) AS TABLE SELECT * FROM _reward_counts_src(run);
 
+-- _solve_status(successes, attempts): a task's curriculum status from its scored attempts (at least one) and
+-- successes: 'always solved' (every one succeeded: too easy, no signal), 'never solved' (none did: too hard,
+-- no signal) or 'mixed'. task_solve_rates.sql lists it per task; task_solve_summary.sql counts the tasks of each.
+CREATE OR REPLACE MACRO _solve_status(successes, attempts) AS
+    CASE WHEN successes = attempts THEN 'always solved' WHEN successes = 0 THEN 'never solved' ELSE 'mixed' END;
+
 -- _zero_signal_sums_src(run): the rollouts lost at the nonzero-signal stage per consuming step, environment, task,
 -- group and the group's kind (zero_signal.sql): all_wrong (its scored rewards all equal, at most 0), all_right
 -- (all equal, at least 1), other_equal (all equal in between, or the trainer's own zero-signal call on rewards
