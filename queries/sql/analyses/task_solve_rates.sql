@@ -2,8 +2,8 @@
 -- solve rate, the first and last consuming step it was attempted at, the solve rate early and late in its
 -- attempts (early: attempts at steps before which it had had fewer than half of its attempts; late: the rest;
 -- did training move it?), and its curriculum status (_solve_status, macros/09_learning.sql): 'always solved',
--- 'never solved' or 'mixed'. Counted from the scored rollouts per
--- step, task and reward value kept ahead (_reward_counts, macros/09_learning.sql).
+-- 'never solved' or 'mixed'. Counted from the scored rollouts per step, task and reward value kept ahead
+-- (_reward_counts, macros/09_learning.sql).
 WITH per_step AS (  -- a task's attempts come in groups: one row per task and step first
     SELECT
         task,

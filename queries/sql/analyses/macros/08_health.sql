@@ -206,7 +206,7 @@ CREATE OR REPLACE MACRO _open_rollouts(run) AS TABLE SELECT * FROM _open_rollout
 CREATE OR REPLACE MACRO _scoring(run) AS TABLE SELECT * FROM _scoring_src(run);
 
 -- _run_percentiles_src(run): the exact percentiles of the whole run (all_environments) and of each environment,
--- taken once per catch-up over every value of _rollout_tails, _turn_latency and _scoring (macros/08_health.sql):
+-- taken once per catch-up over every value of _rollout_tails, _turn_latency and _scoring (above):
 -- what throughput.sql, disaggregation.sql and scoring_latency.sql read when no step range is chosen (scope
 -- "run": every step's values go into them). A step range takes them from the narrow per-value tables instead.
 -- verifier_s and judge_s: scoring calls' latency p50 and p99 by kind (scoring_latency.sql's), NULL without calls.
