@@ -1,9 +1,11 @@
 """Every analysis on a large store, against a hand-written DuckDB aggregate over the native table, same run.
 
 The store is simulated once (``rollscope simulate --spans N``, default 10M spans) unless ``--store`` points at
-one that already holds the run. Both sides read ``Reader(store, materialize=True).con``: the analyses go
-through the views and macros exactly as the dashboard's calls do; each baseline is a query written by hand
-against the raw native table ``_spans`` computing the same figure the shortest way we know. The machine is
+one that already holds the run. Both sides read ``Reader(store, run_id=RUN).con``, a connection of that run
+alone, as the dashboard and the commands open one (on a connection of every run of a store of many, each scan
+opens every run's derived files): the analyses go through the views and macros exactly as the dashboard's calls
+do; each baseline is a query written by hand against ``_spans``, the run's raw spans copied into a native table,
+computing the same figure the shortest way we know. The machine is
 shared, so each side is timed best-of-``--repeats`` with the two alternating, and the figure that matters
 is the ratio. Targets: ≤ 1 s per analysis and ≤ 3× its baseline.
 
@@ -183,7 +185,7 @@ def main() -> int:
 
 def run(store: Path, run_id: str, repeats: int, only=None) -> None:
     started = time.perf_counter()
-    con = Reader(store, materialize=True).con
+    con = Reader(store, run_id=run_id).con
     # The baselines' native table: the run's raw spans copied into DuckDB once (the reader itself reads Parquet).
     con.execute("CREATE OR REPLACE TEMP TABLE _spans AS SELECT * FROM raw_spans WHERE run_id = ?", [run_id])
     spans = con.execute("SELECT count(*) FROM _spans WHERE run_id = ?", [run_id]).fetchone()[0]
