@@ -75,18 +75,6 @@ def _remove_schema_dir(root: Path, owner: int) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-_NO_PARTITIONING = "hive_partitioning = false"
-_BY_RUN = "hive_partitioning = true, hive_types = {'run_id': VARCHAR}, hive_types_autocast = false"
-
-
-def _partitioned_by_run(path: str) -> bool:
-    """Whether a derived part's path names its run as its only ``run_id=`` and has no ``=`` but its run's and
-    block's (``.../run_id=<run>/parts/<table>/b=<block>/<token>.parquet``), so that reading it with hive
-    partitioning gives ``run_id`` the run's id and nothing else the path could pass for a column
-    (``raw/derived_files``)."""
-    return path.count("=") == 2 and path.count(f"/{store.PARTITION_PREFIX}") == 1 and "/b=" in path
-
-
 def empty_select(columns: list[list[str]]) -> str:
     """No rows, typed as a derived table's columns say (a manifest's, or ``derived_schemas.current``) and as its
     Parquet reads (FLOP sums as DECIMAL(38, 0)): what a reader reads for a table no run it reads has rows of."""
@@ -251,16 +239,11 @@ class Reader:
                 columns = recorded.get(name) or derived_schemas.current()[name]
                 cur.execute(f"CREATE OR REPLACE VIEW {table} AS {empty_select(columns)}")
                 continue
-            one_schema = _one_schema(states.values(), name)
-            columns, partitioning = "*", _NO_PARTITIONING
-            if one_schema and len(published) > 1 and all(_partitioned_by_run(f) for f in files):
-                columns, partitioning = ", ".join(f'"{c}"' for c, *_ in recorded[name]), _BY_RUN
+            union = "false" if _one_schema(states.values(), name) else "true"
             cur.execute(
                 template.replace("@table", table)
                 .replace("@files", sql_list(files))
-                .replace("@union_by_name", "false" if one_schema else "true")
-                .replace("@columns", columns)
-                .replace("@partitioning", partitioning)
+                .replace("@union_by_name", union)
             )
 
     # --- querying -----------------------------------------------------------------------------------------

@@ -192,11 +192,9 @@ def test_a_dashboard_derives_only_the_runs_it_shows(tmp_path):
     assert sorted(p.name for p in (store / "derived").iterdir()) == ["run_id=small-1", "run_id=small-3"]
 
 
-
 def test_a_connection_of_every_run_gives_each_run_the_figures_of_a_connection_of_that_run(tmp_path):
-    """A plain ``connect(store)`` reads each run's derived parts by the run their path names (so a question
-    about one run opens that run's files only, ``raw/derived_files``): each run's figures there are the ones a
-    connection of that run alone gives."""
+    """A plain ``connect(store)`` of a store of many runs (every run's derived parts in one view per table)
+    gives each run the figures a connection of that run alone gives."""
     store = tmp_path / "store"
     runs = [f"small-{i}" for i in range(3)]
     for i, run in enumerate(runs):
