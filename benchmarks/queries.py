@@ -5,9 +5,8 @@ one that already holds the run. Both sides read ``Reader(store, run_id=RUN).con`
 alone, as the dashboard and the commands open one (on a connection of every run of a store of many, each scan
 opens every run's derived files): the analyses go through the views and macros exactly as the dashboard's calls
 do; each baseline is a query written by hand against ``_spans``, the run's raw spans copied into a native table,
-computing the same figure the shortest way we know. The machine is
-shared, so each side is timed best-of-``--repeats`` with the two alternating, and the figure that matters
-is the ratio. Targets: ≤ 1 s per analysis and ≤ 3× its baseline.
+computing the same figure the shortest way we know. The machine is shared, so each side is timed
+best-of-``--repeats`` with the two alternating, and the figure that matters is the ratio. Targets: ≤ 1 s per analysis and ≤ 3× its baseline.
 
 Usage: python benchmarks/queries.py [--store DIR] [--run ID] [--spans N] [--fast] [--only NAME ...] [--repeats R] [--keep]
 """
