@@ -104,11 +104,20 @@ def analysis_macros(*, definitions: bool) -> tuple[str, ...]:
 
 
 def raw_views(con, spans: list, collector_stats: list) -> None:
+    """The raw views over these segments and the schema files (``reader.hive_path``: read with hive
+    partitioning, whatever folders the store itself sits in)."""
     text = sqlfiles.load("raw/raw_views")
-    text = text.replace("@spans_files", sql_list(spans)).replace(
-        "@collector_stats_files", sql_list(collector_stats)
+    text = text.replace("@spans_files", hive_list(spans)).replace(
+        "@collector_stats_files", hive_list(collector_stats)
     )
     con.execute(text)
+
+
+def hive_list(paths) -> str:
+    """``sql_list`` of raw segments read with hive partitioning beside the schema files (``reader.hive_path``)."""
+    from rollscope.queries.reader import hive_path
+
+    return sql_list(hive_path(str(p)) for p in paths)
 
 
 def stored_type(duckdb_type: str) -> str:
@@ -319,7 +328,7 @@ def _ranges(con, segments: list[Path]) -> dict[str, list[int]]:
     if not segments:
         return {}
     # the empty schema segment too: a foreign writer's segment may lack columns (start_ns, end_ns)
-    text = sqlfiles.load("raw/segment_ranges").replace("@files", sql_list([*segments, schema_file("spans")]))
+    text = sqlfiles.load("raw/segment_ranges").replace("@files", hive_list([*segments, schema_file("spans")]))
     return {name: [int(lo), int(hi)] for name, lo, hi, _ in con.execute(text).fetchall() if lo is not None}
 
 
@@ -707,7 +716,7 @@ def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
     }
     lo, hi = con.execute(f"SELECT min(lo), max(hi) FROM ({traces})").fetchone()
     files = [*(str(p) for p in job.live if p.name in names), schema_file("spans")]
-    text = sqlfiles.load("raw/scope_spans").replace("@files", sql_list(files))
+    text = sqlfiles.load("raw/scope_spans").replace("@files", hive_list(files))
     values = {**params, "lo": lo or 0, "hi": hi or 0}
     _execute_text(con, text, values)
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")

@@ -19,8 +19,10 @@ waiting for it. ``derive=False`` never derives (``rollscope runs`` reads raw dat
 from __future__ import annotations
 
 import atexit
+import hashlib
 import itertools
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -102,6 +104,40 @@ def _one_schema(states, name: str) -> bool:
 
 def schema_file(dataset: str) -> str:
     return str(_schema_dir() / dataset / "run_id=_" / "empty.parquet")
+
+
+# A raw segment's path: the store's directory, then <dataset>/run_id=<run>/<segment>.
+_DATASET_PART = re.compile(
+    r"/(?:" + "|".join(map(re.escape, schema.DATASET_NAMES)) + r")/run_id=[^/]+/[^/]+$"
+)
+
+
+def hive_path(path: str) -> str:
+    """``path``, a raw segment read with hive partitioning beside the schema files, through a name without
+    ``=`` above its dataset's folder.
+
+    DuckDB reads every ``key=value`` folder of a path as a column, so a store kept under such a folder
+    (``/ckpt/lr=1e-5/runs``, a common shape for an experiment's outputs) gave its segments an ``lr`` key the
+    schema files lack, and every read failed ("Hive partition mismatch"); had the key been a column's name it
+    would have replaced that column's values. Such a store is read through a symbolic link to it, in this
+    process's own temporary folder (``_schema_dir``, removed at exit; removing a link leaves its target), so
+    ``run_id`` is the only key DuckDB sees. Other paths are returned as they are."""
+    match = _DATASET_PART.search(path)
+    if match is None or "=" not in path[: match.start()]:
+        return path
+    return _store_link(path[: match.start()]) + path[match.start() :]
+
+
+@cache
+def _store_link(root: str) -> str:
+    links = _schema_dir() / "stores"
+    links.mkdir(exist_ok=True)
+    link = links / hashlib.sha1(root.encode()).hexdigest()[:16]
+    try:
+        link.symlink_to(root, target_is_directory=True)
+    except FileExistsError:  # made by another thread of this process first
+        pass
+    return str(link)
 
 
 class Reader:

@@ -207,6 +207,22 @@ def test_a_connection_of_every_run_gives_each_run_the_figures_of_a_connection_of
         assert figures(every, run) == alone
 
 
+def test_a_store_kept_under_key_value_folders_reads_as_it_does_anywhere_else(tmp_path):
+    """Experiment outputs often sit under folders like ``lr=1e-5/``, which DuckDB reads as hive partition
+    keys: such a store must derive and answer as the same segments do elsewhere (``environment`` is also a
+    span column, whose values such a key must not replace)."""
+    from tests.conftest import rollscope
+
+    plain = tmp_path / "plain"
+    write_run(plain, RUN, seed=3, steps=2, spec=False)
+    nested = raw_copy(plain, tmp_path / "lr=1e-5" / "environment=prod" / "runs")
+    assert figures(Reader(nested).con) == figures(Reader(plain).con)
+    code, out, err = rollscope(
+        "sql", "--store", nested, "--format", "json", "SELECT DISTINCT environment FROM turns"
+    )
+    assert (code, err) == (0, "") and "prod" not in out and json.loads(out)
+
+
 # --- many readers while writers publish and compaction runs --------------------------------------------------
 
 WRITE = """
