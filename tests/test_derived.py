@@ -21,7 +21,7 @@ from rollscope.queries import analyses, derived_schemas
 from rollscope.queries.funnel_stages import STAGES
 from rollscope.queries.reader import Reader
 from rollscope.store import derived, layout
-from tests.conftest import ROOT, python
+from tests.conftest import ROOT, python, rollscope
 from tests.test_dashboard_fixtures import RunWriter, write_run
 from tests.test_reader_incremental import derived as derived_rows
 
@@ -211,8 +211,6 @@ def test_a_store_kept_under_key_value_folders_reads_as_it_does_anywhere_else(tmp
     """Experiment outputs often sit under folders like ``lr=1e-5/``, which DuckDB reads as hive partition
     keys: such a store must derive and answer as the same segments do elsewhere (``environment`` is also a
     span column, whose values such a key must not replace)."""
-    from tests.conftest import rollscope
-
     plain = tmp_path / "plain"
     write_run(plain, RUN, seed=3, steps=2, spec=False)
     nested = raw_copy(plain, tmp_path / "lr=1e-5" / "environment=prod" / "runs")

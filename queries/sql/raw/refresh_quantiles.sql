@@ -2,8 +2,8 @@
 -- quantile_windows.sql: read there what a window holds) and the values the catch-up removes and adds
 -- (_qd_tails, _qd_latency, _qd_scoring: the scoped steps' rows of rollout_tails, turn_latency and scoring, sign
 -- -1 as they were and +1 as they are now), not from every value of the run. Each window's counts move by those
--- values, and the values inside it gain and lose theirs; a percentile is read from its window when both ranks it interpolates
--- between still fall inside; quantile_results.sql says whether every one did ("kept"); if not,
+-- values, and the values inside it gain and lose theirs; a percentile is read from its window when both ranks it
+-- interpolates between still fall inside; quantile_results.sql says whether every one did ("kept"); if not,
 -- queries/derive.py takes the percentiles and the windows again over every value (quantile_windows.sql).
 -- A percentile is quantile_cont's: the value at rank h = (n - 1) * q of the n sorted values, interpolated
 -- between ranks floor(h) and ceil(h). Where it falls between two values (v0, v1), queries/derive.py has
