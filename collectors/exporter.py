@@ -29,7 +29,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from rollscope.collectors.rows import SpanRecords, SpanRows, readable_spans_to_rows
+from rollscope.collectors.rows import SpanColumns, SpanRecords, SpanRows, readable_spans_to_rows
 from rollscope.store import arrow_memory
 from rollscope.store.layout import SegmentWriter
 from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
@@ -178,9 +178,10 @@ class StoreSpanExporter(SpanExporter):
     # --- buffering and publishing -------------------------------------------------------------------------
 
     def add_rows(self, rows: SpanRows, since: float | None = None) -> bool:
-        """Buffer converted spans (counted as received) and publish if a segment is due; False if any
-        publish failed (those spans are counted as failed). Never raises. ``since``: when the oldest of
-        them ended (``time.monotonic()``), if earlier than now: the age bound counts from then."""
+        """Buffer converted spans (``SpanRows``, or what ``SpanColumns.to_rows`` gives; counted as received)
+        and publish if a segment is due; False if any publish failed (those spans are counted as failed).
+        Never raises. ``since``: when the oldest of them ended (``time.monotonic()``), if earlier than now:
+        the age bound counts from then."""
         self.stats.add("spans_received", len(rows))
         try:
             tables = rows.tables()
@@ -317,7 +318,8 @@ class StoreSpanProcessor(SpanProcessor):
         """Per process: a forked child starts with an empty queue and its own thread."""
         self._lock = threading.Lock()
         self._queue = SpanRecords()
-        self._queued = 0  # len(self._queue), kept here: SpanRecords.__len__ is a Python call
+        self._columns: list[SpanColumns] = []  # queued beside the records (``on_end_columns``)
+        self._queued = 0  # len(self._queue) plus the columns' spans, kept here: __len__ is a Python call
         self._first_queued = 0.0
         self._wake = threading.Event()
         self._flushed = threading.Condition()
@@ -351,26 +353,26 @@ class StoreSpanProcessor(SpanProcessor):
             _log_failure("rollscope: could not read a finished span")
             self._exporter.stats.add("spans_failed", 1)
 
-    def on_end_records(self, records: SpanRecords) -> None:
-        """Queue spans already read into records (``SpanRecords.add``: a producer that never made SDK spans),
-        under the same bound as ``on_end``: what does not fit is dropped and counted, nothing is raised."""
+    def on_end_columns(self, columns: SpanColumns) -> None:
+        """Queue spans given column-wise (``SpanColumns``: a producer that never made SDK spans), under the
+        same bound as ``on_end``: what does not fit is dropped and counted, nothing is raised."""
         try:
-            n = len(records)
+            n = len(columns)
             with self._lock:
                 queued = self._queued
                 kept = 0 if self._shutdown else max(0, min(n, self._max_queue - queued))
                 if kept:
                     if not queued:
                         self._first_queued = time.monotonic()
-                    self._queue.extend(records, kept if kept < n else None)
+                    self._columns.append(columns if kept == n else columns.head(kept))
                     self._queued = queued + kept
             if kept < n:
                 self._exporter.count_dropped(n - kept)
             if kept and queued + kept > self._wake_at and not self._wake.is_set():
                 self._wake.set()
         except Exception:  # the job must never see our failure
-            _log_failure("rollscope: could not queue %d span records", len(records))
-            self._exporter.stats.add("spans_failed", len(records))
+            _log_failure("rollscope: could not queue %d spans", len(columns))
+            self._exporter.stats.add("spans_failed", len(columns))
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """True once every span that ended before the call is in the store; False if that did not happen
@@ -443,18 +445,31 @@ class StoreSpanProcessor(SpanProcessor):
         return time.monotonic() - since >= exporter.segment_seconds
 
     def _drain(self) -> bool:
-        """Convert every queued record and buffer the rows in the exporter; False if publishing failed."""
+        """Convert every queued span and buffer the rows in the exporter; False if publishing failed."""
         with self._lock:
             records, self._queue, self._queued = self._queue, SpanRecords(), 0
+            columns, self._columns = self._columns, []
             since = self._first_queued
-        if not len(records):
-            return True
-        exporter = self._exporter
-        try:
-            rows = records.to_rows(exporter.default_run_id, resource_defaults=exporter.resource_defaults)
-        except Exception:
-            _log_failure("rollscope: could not convert %d spans", len(records))
-            exporter.stats.add("spans_received", len(records))
-            exporter.stats.add("spans_failed", len(records))
-            return False
-        return exporter.add_rows(rows, since)
+        batches: list = [records] if len(records) else []
+        for block in columns:  # one producer's columns become one table: Arrow assembly is per column
+            last = batches[-1] if batches else None
+            if (
+                isinstance(last, SpanColumns)
+                and last.scope is block.scope
+                and last.resource is block.resource
+            ):
+                last.extend(block)
+            else:
+                batches.append(block)
+        exporter, ok = self._exporter, True
+        for batch in batches:
+            try:
+                rows = batch.to_rows(exporter.default_run_id, resource_defaults=exporter.resource_defaults)
+            except Exception:
+                _log_failure("rollscope: could not convert %d spans", len(batch))
+                exporter.stats.add("spans_received", len(batch))
+                exporter.stats.add("spans_failed", len(batch))
+                ok = False
+                continue
+            ok = exporter.add_rows(rows, since) and ok
+        return ok

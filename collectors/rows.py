@@ -506,43 +506,6 @@ class SpanRecords:
         attributes.append(attrs)
         events_.append(events)
 
-    def add(
-        self,
-        trace_id: int,
-        span_id: int,
-        parent_id: int | None,
-        name: str,
-        start: int,
-        end: int,
-        attributes: dict,
-        scope,
-        resource,
-    ) -> None:
-        """A finished internal span with status unset, given by its fields rather than as an SDK span: for a
-        producer that records spans after the fact in bulk (the TRL adapter), where the SDK's span objects,
-        sampler and attribute checks would cost ten times what the store keeps of them. ``scope`` and
-        ``resource`` are the tracer's and provider's objects, so these rows equal the SDK path's."""
-        (trace_ids, span_ids, parents, names, kinds, starts, ends, codes, messages, scopes, resources,
-         attributes_, events) = self.columns  # fmt: skip
-        trace_ids.append(trace_id)  # one append per column, spelt out: a loop over the 13 costs twice as much
-        span_ids.append(span_id)
-        parents.append(parent_id)
-        names.append(name)
-        kinds.append(SpanKind.INTERNAL)
-        starts.append(start)
-        ends.append(end)
-        codes.append(StatusCode.UNSET)
-        messages.append(None)
-        scopes.append(scope)
-        resources.append(resource)
-        attributes_.append(attributes)
-        events.append(None)
-
-    def extend(self, other: SpanRecords, count: int | None = None) -> None:
-        """Append ``other``'s records (its first ``count`` of them, if given)."""
-        for mine, theirs in zip(self.columns, other.columns, strict=True):
-            mine.extend(theirs if count is None else theirs[:count])
-
     def to_rows(
         self, default_run_id: str | None, *, resource_defaults: Mapping[str, object] | None = None
     ) -> SpanRows:
@@ -576,6 +539,188 @@ class SpanRecords:
         )
         rows.extend(list(map(resource_rows.__getitem__, map(id, resources))), fixed, attributes, with_events)
         return rows
+
+
+class SpanColumns:
+    """Finished spans given a kind at a time, each field as a column: for a producer that records many spans
+    of a few kinds after the fact, in bulk (the TRL adapter: a round's rollouts, then their turns, then their
+    rewards).
+
+    Where ``SpanRecords`` keeps a row of fields and an attribute dict per span, a block here is one list per
+    attribute and the ids as lists, and ``to_rows`` assembles each column once for every block: measured on
+    the adapter's tiny run (820 spans), building the spans and their table took ~6 ms of CPU, against ~10 ms
+    as records. The rows are the ones the SDK path writes for the same spans (tests/test_trl.py): internal
+    spans, status unset, one scope and one resource (the tracer's and the provider's), attribute names
+    mapped to columns by ``_plan`` as every other path maps them, the others kept as JSON in their order.
+    """
+
+    def __init__(self, scope, resource) -> None:
+        self.scope = scope
+        self.resource = resource
+        self._blocks: list[tuple] = []
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add(
+        self,
+        name: str,
+        trace_ids: list[bytes],
+        span_ids: list[int],
+        parent_ids: list[int] | None,
+        starts: Sequence[int],
+        ends: Sequence[int],
+        attributes: Mapping[str, Sequence],
+    ) -> None:
+        """``len(span_ids)`` spans named ``name``: ``trace_ids`` 16 bytes each, ``parent_ids`` ``None`` for
+        roots, ``attributes`` one equal-length list per attribute name, ``None`` where a span has none."""
+        n = len(span_ids)
+        if not n:
+            return
+        keys = tuple(attributes)
+        columns, extras = _plan(keys)
+        values = [attributes[key] for key in keys]
+        kept = {column: values[i] for i, column in columns}
+        rows = None
+        if extras:
+            names = [key for _, key in extras]
+            rows = _json_rows(names, zip(*[values[i] for i, _ in extras], strict=True))
+        self._blocks.append((name, n, trace_ids, span_ids, parent_ids, starts, ends, kept, rows))
+        self._n += n
+
+    def head(self, count: int) -> SpanColumns:
+        """The first ``count`` spans (what fits a bounded queue)."""
+        kept = SpanColumns(self.scope, self.resource)
+        for name, n, traces, ids, parents, starts, ends, columns, rows in self._blocks:
+            m = min(n, count - kept._n)
+            if m <= 0:
+                break
+            cut = {column: values[:m] for column, values in columns.items()}
+            block = (name, m, traces[:m], ids[:m], parents and parents[:m], starts[:m], ends[:m], cut)
+            kept._blocks.append((*block, rows and rows[:m]))
+            kept._n += m
+        return kept
+
+    def extend(self, other: SpanColumns) -> None:
+        """Take ``other``'s blocks (same scope and resource) after these."""
+        self._blocks.extend(other._blocks)
+        self._n += other._n
+
+    def to_rows(
+        self, default_run_id: str | None, *, resource_defaults: Mapping[str, object] | None = None
+    ) -> _ColumnRows:
+        resource = ResourceRow.from_attributes(
+            {**(resource_defaults or {}), **self.resource.attributes}, default_run_id
+        )
+        return _ColumnRows(self, resource)
+
+
+class _ColumnRows:
+    """``SpanColumns`` with its resource row: what the exporter buffers (``tables()``, ``untyped``, len)."""
+
+    def __init__(self, columns: SpanColumns, resource: ResourceRow) -> None:
+        self._columns = columns
+        self._resource = resource
+        self.untyped = 0
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def tables(self) -> dict[str | None, pa.Table]:
+        blocks, n = self._columns._blocks, len(self._columns)
+        scope = self._columns.scope
+        traces, span_ids, parents, names = [], [], [], []
+        for block in blocks:
+            traces += block[2]
+            span_ids += block[3]
+            parents += block[4] or [None] * block[1]
+            names += [block[0]] * block[1]
+        out: dict[str, pa.Array] = {
+            "trace_id": pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(16), n, [None, pa.py_buffer(b"".join(traces))]
+            ),
+            "span_id": pa.array(span_ids, pa.uint64(), memory_pool=_POOL),
+            "parent_span_id": pa.array(parents, pa.uint64(), memory_pool=_POOL),
+            "name": pa.array(names, pa.string(), memory_pool=_POOL),
+        }
+        for field, value in (("span_kind", "internal"), ("status_code", "unset")):
+            out[field] = _repeat(value, n)
+        out["status_message"] = _nulls(pa.string(), n)
+        out["scope_name"] = _repeat(getattr(scope, "name", None), n)
+        for field, position in (("start_ns", 5), ("end_ns", 6)):
+            times: list = []
+            for block in blocks:
+                times += block[position]
+            out[field] = pa.array(times, pa.int64(), memory_pool=_POOL)
+        out.update(resource_columns([self._resource], _repeat(0, n, pa.int32())))
+        extras: list = [None] * n  # per row: the attributes kept as JSON
+        filled: dict[str, list] = {}  # each convention column some block has, its values placed at their rows
+        row = 0
+        for block in blocks:
+            end = row + block[1]
+            if block[8]:
+                extras[row:end] = block[8]
+            for column, values in block[7].items():
+                column_values = filled.get(column)
+                if column_values is None:
+                    column_values = filled[column] = [None] * n
+                column_values[row:end] = values
+            row = end
+        for column in _SPAN_ONLY:
+            values = filled.get(column)
+            out[column] = _nulls(_TYPES[column], n) if values is None else self._typed(column, values, extras)
+        if any(extras):
+            out["attributes"] = pa.array(extras, pa.string(), memory_pool=_POOL)
+        else:
+            out["attributes"] = _nulls(pa.string(), n)
+        out["events"] = _nulls(pa.string(), n)
+        table = pa.Table.from_arrays([out[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA)
+        return {self._resource.run_id: table}
+
+    def _typed(self, column: str, values: list, extras: list) -> pa.Array:
+        """The column in its type; a value that is not (and cannot be coerced without loss) is kept as JSON in
+        its row's ``attributes``, as ``SpanRows`` keeps it."""
+        arrow_type = _TYPES[column]
+        try:
+            return pa.array(values, arrow_type, memory_pool=_POOL)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            pass
+        attribute = _ATTRIBUTE_OF_COLUMN[column]
+        coerced = [coerce(value, arrow_type) for value in values]
+        for row, (value, typed) in enumerate(zip(values, coerced, strict=True)):
+            if value is not None and typed is None:
+                self.untyped += 1
+                extras[row] = dumps({**(json.loads(extras[row]) if extras[row] else {}), attribute: value})
+        return pa.array(coerced, arrow_type, memory_pool=_POOL)
+
+
+def _repeat(value: object, n: int, arrow_type: pa.DataType | None = None) -> pa.Array:
+    """``n`` copies of one value (or nulls; a string unless ``arrow_type``), without a Python list of them."""
+    arrow_type = arrow_type or pa.string()
+    if value is None:
+        return _nulls(arrow_type, n)
+    return pa.repeat(pa.scalar(value, arrow_type), n, memory_pool=_POOL)
+
+
+def _json_rows(names: list[str], rows: Iterable[tuple]) -> list[str | None]:
+    """Each row's values under ``names`` as a JSON object (None values left out; None if nothing is left);
+    equal rows are encoded once: a block's spans repeat a few (a turn's finish reasons)."""
+    done: dict = {}
+    out = []
+    for row in rows:
+        try:  # the values' types in the key: True == 1 == 1.0 must not share an encoding
+            key = (row, tuple(map(type, row)))
+            text = done.get(key, False)
+        except TypeError:  # an unhashable value
+            key, text = None, False
+        if text is False:
+            fields = {k: v for k, v in zip(names, row, strict=True) if v is not None}
+            text = dumps(fields) if fields else None
+            if key is not None:
+                done[key] = text
+        out.append(text)
+    return out
 
 
 def _plain_attributes(span) -> Mapping[str, object]:

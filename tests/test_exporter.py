@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -161,52 +162,55 @@ def test_a_forked_child_publishes_its_own_spans_and_not_its_parents(attached, st
     assert rows == [{"n": 150, "distinct_turns": 150}]
 
 
-def _records(rl, n: int, first_id: int = 1):
-    """n finished spans as records (what a bulk producer like the TRL adapter queues), one trace."""
-    from rollscope.collectors.rows import SpanRecords
+def _columns(rl, n: int, first_id: int = 1):
+    """n finished spans given column-wise (what a bulk producer like the TRL adapter queues), one trace."""
+    from rollscope.collectors.rows import SpanColumns
 
-    records = SpanRecords()
-    scope, resource = rl.tracer._instrumentation_scope, rl.provider.resource
-    for i in range(n):
-        attributes = {"rl.turn.index": i, "gen_ai.response.finish_reasons": ["stop"]}
-        records.add(7, first_id + i, None, "rl.turn", 1_000 + i, 2_000 + i, attributes, scope, resource)
-    return records
+    columns = SpanColumns(rl.tracer._instrumentation_scope, rl.provider.resource)
+    attributes = {"rl.turn.index": list(range(n)), "gen_ai.response.finish_reasons": [("stop",)] * n}
+    trace = [(7).to_bytes(16, "big")] * n
+    starts, ends = [1_000 + i for i in range(n)], [2_000 + i for i in range(n)]
+    columns.add("rl.turn", trace, list(range(first_id, first_id + n)), None, starts, ends, attributes)
+    return columns
 
 
-def test_records_queued_in_bulk_are_bounded_and_every_one_accounted_for(attached, store):
+def test_spans_queued_in_bulk_are_bounded_and_every_one_accounted_for(attached, store):
     rl = attached(max_queue_size=100, schedule_delay_millis=60_000)
-    rl.processor.on_end_records(_records(rl, 150))  # 100 fit the queue, 50 do not
+    rl.processor.on_end_columns(_columns(rl, 150))  # 100 fit the queue, 50 do not
     assert rl.force_flush() is True
     rl.shutdown()
-    rl.processor.on_end_records(_records(rl, 5, first_id=1_000))  # after shutdown: counted, not silent
+    rl.processor.on_end_columns(_columns(rl, 5, first_id=1_000))  # after shutdown: counted, not silent
     assert (rl.stats["spans_exported"], rl.stats["spans_dropped"]) == (100, 55)
     assert spans_on_disk(store) == 100
 
 
-def test_a_span_queued_as_a_record_is_stored_as_the_sdk_span_would_be(attached, tmp_path):
-    """Same ids, times and attributes through the SDK span path and the record path: identical rows."""
+def test_a_span_queued_as_columns_is_stored_as_the_sdk_span_would_be(attached, tmp_path):
+    """Same ids, times and attributes through the SDK span path and the column path: identical rows, a
+    value of the wrong type for its column ("many" tokens) kept as JSON in both."""
     from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
-    stores = {path: tmp_path / path for path in ("sdk", "records")}
+    stores = {path: tmp_path / path for path in ("sdk", "columns")}
     one = {"service.instance.id": "one"}
     sdk = attached(store=stores["sdk"], run_id="same", resource_attributes=one)
     parent = set_span_in_context(NonRecordingSpan(SpanContext(7, 99, False, TraceFlags(TraceFlags.SAMPLED))))
     sdk.tracer.id_generator.generate_span_id = lambda: 1
     attributes = {"rl.turn.index": 0, "gen_ai.response.finish_reasons": ["stop"], "custom": 1.5}
+    attributes["gen_ai.usage.input_tokens"] = "many"
     sdk.tracer.start_span("rl.turn", parent, attributes=attributes, start_time=1_000).end(end_time=2_000)
     sdk.force_flush()
-    rec = attached(store=stores["records"], run_id="same", resource_attributes=one)
-    records = _records(rec, 0)
-    scope, resource = rec.tracer._instrumentation_scope, rec.provider.resource
-    records.add(7, 1, 99, "rl.turn", 1_000, 2_000, dict(attributes), scope, resource)
-    rec.processor.on_end_records(records)
-    rec.force_flush()
+    col = attached(store=stores["columns"], run_id="same", resource_attributes=one)
+    columns = _columns(col, 0)
+    one_each = {name: [value] for name, value in attributes.items()}
+    columns.add("rl.turn", [(7).to_bytes(16, "big")], [1], [99], [1_000], [2_000], one_each)
+    col.processor.on_end_columns(columns)
+    col.force_flush()
     rows = {
         path: sql_json(store, "SELECT * EXCLUDE (resource_attributes) FROM spans")
         for path, store in stores.items()
     }
-    assert len(rows["sdk"]) == 1
-    assert rows["records"] == rows["sdk"]
+    assert len(rows["sdk"]) == 1 and rows["sdk"][0]["input_tokens"] is None
+    assert json.loads(rows["sdk"][0]["attributes"])["gen_ai.usage.input_tokens"] == "many"
+    assert rows["columns"] == rows["sdk"]
 
 
 def test_spans_are_converted_in_rollscopes_own_arrow_pool_not_the_jobs(tmp_path):

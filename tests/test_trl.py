@@ -337,14 +337,14 @@ def test_a_failing_adapter_is_logged_and_counted_never_raised(tmp_path, caplog):
     trainer = trl_tiny.trainer(tmp_path / "out", max_steps=3)
     inst = instrument(trainer, store=tmp_path / "store", run_id="broken")
 
-    real = inst._out.span
+    real = inst._out.spans
 
     def broken(name, *args, **kwargs):  # rollouts and train steps cannot be recorded; the rest can
         if name in ("rl.rollout", "rl.train_step"):
             raise RuntimeError("exporter on fire")
         return real(name, *args, **kwargs)
 
-    inst._out.span = broken
+    inst._out.spans = broken
     with caplog.at_level(logging.WARNING, logger="rollscope.integrations.trl"):
         trainer.train()
     assert trainer.state.global_step == 3
@@ -389,27 +389,27 @@ trainer.train()
 
 
 @pytest.mark.slow
-def test_the_adapters_own_records_are_the_spans_the_sdk_path_writes(tmp_path):
-    """By default the adapter queues its spans as records (no SDK span objects: a tenth of the CPU); given
-    a provider of the job's own it goes through the SDK instead. Same run, same seed: the same spans."""
+def test_the_adapters_own_columns_are_the_spans_the_sdk_path_writes(tmp_path):
+    """By default the adapter queues its spans as columns (no SDK span objects: a twentieth of the CPU);
+    given a provider of the job's own it goes through the SDK instead. Same run, same seed: the same spans."""
     _needs_trl()
     from opentelemetry.sdk.trace import TracerProvider
 
-    from rollscope.integrations.trl import _Records, _SDKSpans, instrument
+    from rollscope.integrations.trl import _Columns, _SDKSpans, instrument
 
     stores = {}
-    for path, provider in (("records", None), ("sdk", TracerProvider())):
+    for path, provider in (("columns", None), ("sdk", TracerProvider())):
         trainer = trl_tiny.trainer(tmp_path / path, max_steps=3)
         given = {"tracer_provider": provider} if provider is not None else {}
         inst = instrument(trainer, store=tmp_path / path / "store", run_id="same", **given)
-        assert type(inst._out) is (_Records if provider is None else _SDKSpans)
+        assert type(inst._out) is (_Columns if provider is None else _SDKSpans)
         trainer.train()
         inst.close()
         assert inst.stats["failures"] == {}
         inst.rl.shutdown()
         stores[path] = _spans_in_order(tmp_path / path / "store")
     assert len(stores["sdk"]) == 3 * 41  # 8 rollouts, 8 turns, 16 rewards, 8 samples, 1 train step a step
-    assert stores["records"] == stores["sdk"]
+    assert stores["columns"] == stores["sdk"]
 
 
 def _spans_in_order(store) -> list[dict]:
