@@ -198,7 +198,7 @@ class _Columns:
     Why not SDK spans: the adapter writes its spans after the fact, hundreds a step, on a machine whose cores
     training keeps busy. An SDK span (its sampler, attribute checks, context and a dozen objects, read back by
     the processor at once) cost ~50 us of CPU each; a span as a record, a tuple and an attribute dict, ~12 us
-    from building to the table; in a block of its kind here, ~7 us. The rows are the SDK path's (same ids from a
+    from building to the table; in a block of its kind here, ~7 us. The rows are the SDK path's (ids from a
     private generator, scope, resource, kind and status: tested), and go through the same processor queue,
     bound and drop accounting, exporter and store. Used only when the provider is attach()'s own and the
     store exporter its only reader (``_SDKSpans`` otherwise, so a job's own processors still see every span).
