@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import random
+import threading
 import uuid
 
 from opentelemetry import trace
@@ -14,6 +16,7 @@ from opentelemetry.sdk.environment_variables import (
 )
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
 from rollscope.collectors import semconv
 from rollscope.collectors.exporter import StoreSpanExporter, StoreSpanProcessor
@@ -173,8 +176,26 @@ def _existing_sdk_provider() -> TracerProvider | None:
     return None
 
 
+class PrivateIds(RandomIdGenerator):
+    """Span and trace ids from a generator of rollscope's own. The SDK's default draws from the module-level
+    ``random``, which the job seeds and draws from (shuffles, sampling): with it, every span would move the
+    job's random numbers, and a seeded run would not repeat with rollscope attached."""
+
+    def __init__(self) -> None:
+        self._rng = random.Random(os.urandom(16))
+        self._lock = threading.Lock()
+
+    def generate_span_id(self) -> int:
+        with self._lock:
+            return self._rng.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        with self._lock:
+            return self._rng.getrandbits(128) or 1
+
+
 def _new_provider(resource: Resource, set_global: bool) -> TracerProvider:
-    provider = TracerProvider(resource=resource)
+    provider = TracerProvider(resource=resource, id_generator=PrivateIds())
     provider._rollscope_made = True
     if set_global and not isinstance(trace.get_tracer_provider(), TracerProvider):
         trace.set_tracer_provider(provider)

@@ -588,9 +588,14 @@ class AutoCompactor:
             self._thread.join(timeout)
 
 
+# Its own generator: the module's is the job's, which seeds it and draws from it (a training run's shuffles);
+# a draw from this thread in the middle of training would change what the job draws next.
+_JITTER = random.Random()
+
+
 def _jittered(interval: float) -> float:
     """Writers of one run try at spread-out moments rather than all at once."""
-    return interval * random.uniform(0.5, 1.5)
+    return interval * _JITTER.uniform(0.5, 1.5)
 
 
 def _lower_priority() -> None:

@@ -116,6 +116,25 @@ def test_compact_0_turns_the_background_compactor_off(store, attached, monkeypat
     assert (len(layout.segments(store, "spans", "quiet")) == 40) == (setting == "0")
 
 
+def test_spans_and_the_background_compactor_leave_the_jobs_random_numbers_alone(store, attached, monkeypatch):
+    import random
+
+    monkeypatch.setenv("ROLLSCOPE_COMPACT", "1")
+    random.seed(1234)
+    rl = attached(run_id="seeded", segment_seconds=0.01, compact_seconds=0.05)
+    for i in range(40):
+        with rl.rollout(f"r{i}"):
+            pass
+        rl.force_flush()
+    deadline = time.time() + 20
+    while time.time() < deadline and not list(live_partition(store, "seeded").glob("cmp-*")):
+        time.sleep(0.05)
+    assert list(live_partition(store, "seeded").glob("cmp-*")), "the compactor never ran"
+    drawn = random.random()
+    random.seed(1234)
+    assert drawn == random.random()  # the job's next draw is the one its seed gives
+
+
 def write_segments(store: Path, run: str, sizes: list[int], start: int = 0) -> list[Path]:
     writer = layout.SegmentWriter(store, "spans")
     paths, first = [], start

@@ -147,27 +147,13 @@ def _describe(trainer) -> dict:
 
 
 def _private_ids(rl) -> None:
-    """Span and trace ids from a private generator: the SDK's default draws from the global ``random``, which
-    training seeds and may use; ours must not move it."""
-    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+    """The adapter's span and trace ids from a private generator, also when attach() joined the job's own
+    provider (whose default draws from the global ``random``, which training seeds and may use): the
+    adapter's spans must not move it. attach()'s own provider has one already."""
+    from rollscope.collectors.attaching import PrivateIds
 
-    class PrivateIds(RandomIdGenerator):
-        def __init__(self):
-            self._rng = random.Random(os.urandom(16))
-            self._lock = threading.Lock()
-
-        def generate_span_id(self) -> int:
-            with self._lock:
-                return self._rng.getrandbits(64) or 1
-
-        def generate_trace_id(self) -> int:
-            with self._lock:
-                return self._rng.getrandbits(128) or 1
-
-    ids = PrivateIds()
-    rl.tracer.id_generator = ids
-    if getattr(rl.provider, "_rollscope_made", False):
-        rl.provider.id_generator = ids
+    if not isinstance(getattr(rl.tracer, "id_generator", None), PrivateIds):
+        rl.tracer.id_generator = PrivateIds()
 
 
 def _columns(attributes: dict) -> dict:
