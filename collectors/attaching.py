@@ -103,7 +103,11 @@ def _attach(config: Settings, resource: Resource, tracer_provider, set_global: b
         tracer_provider or (set_global and _existing_sdk_provider()) or _new_provider(resource, set_global)
     )
     provider.add_span_processor(processor)
-    return RL(provider.get_tracer("rollscope"), provider, processor, exporter, config)
+    tracer = provider.get_tracer("rollscope")
+    if hasattr(tracer, "id_generator") and not isinstance(tracer.id_generator, PrivateIds):
+        # The job's own provider: its spans are its business; rollscope's still leave its random alone.
+        tracer.id_generator = PrivateIds()
+    return RL(tracer, provider, processor, exporter, config)
 
 
 def _resource(config: Settings, model_name, model_parameters, algorithm, staleness_bound, extra) -> Resource:

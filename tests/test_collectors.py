@@ -188,6 +188,28 @@ def test_attach_joins_the_jobs_own_tracer_provider(store):
     rl.shutdown()
 
 
+@pytest.mark.parametrize("own_provider", [False, True])
+def test_rollscopes_spans_leave_the_jobs_random_numbers_alone(store, own_provider):
+    """A seeded job draws the same numbers with rollscope attached: the SDK's default id generator draws every
+    span id from the module-level ``random``; rollscope's spans do not, on its provider or on the job's."""
+    import random
+
+    from rollscope.collectors import attach
+
+    provider = TracerProvider() if own_provider else None
+    rl = attach(store=store, run_id="seeded", tracer_provider=provider, set_global=False)
+    random.seed(7)
+    for i in range(5):
+        with rl.rollout(f"r{i}"), rl.turn(0, input_tokens=3):
+            pass
+    drawn = random.random()
+    rl.force_flush()
+    rl.shutdown()
+    random.seed(7)
+    assert drawn == random.random()
+    assert sql_json(store, "SELECT count(*) AS n FROM rollouts") == [{"n": 5}]
+
+
 def test_the_installed_console_script_reads_the_store(attached, store):
     import subprocess
     import sys

@@ -107,7 +107,6 @@ def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) 
     for key, value in _describe(trainer).items():
         attach_kwargs.setdefault(key, value)
     rl = attach(store=store, run_id=run_id, **attach_kwargs)
-    _private_ids(rl)
     inst = TRLInstrumentation(trainer, rl, _Columns(rl) if _private_provider(rl) else _SDKSpans(rl))
     inst.install()
     trainer._rollscope_instrumentation = inst
@@ -144,16 +143,6 @@ def _describe(trainer) -> dict:
     except Exception:
         log.debug("rollscope: could not describe the model", exc_info=True)
     return out
-
-
-def _private_ids(rl) -> None:
-    """The adapter's span and trace ids from a private generator, also when attach() joined the job's own
-    provider (whose default draws from the global ``random``, which training seeds and may use): the
-    adapter's spans must not move it. attach()'s own provider has one already."""
-    from rollscope.collectors.attaching import PrivateIds
-
-    if not isinstance(getattr(rl.tracer, "id_generator", None), PrivateIds):
-        rl.tracer.id_generator = PrivateIds()
 
 
 def _columns(attributes: dict) -> dict:
