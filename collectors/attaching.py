@@ -104,8 +104,9 @@ def _attach(config: Settings, resource: Resource, tracer_provider, set_global: b
     )
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("rollscope")
-    if hasattr(tracer, "id_generator") and not isinstance(tracer.id_generator, PrivateIds):
-        # The job's own provider: its spans are its business; rollscope's still leave its random alone.
+    if type(getattr(tracer, "id_generator", None)) is RandomIdGenerator:
+        # The job's own provider with the SDK's default ids: rollscope's spans still leave its random alone. An
+        # id generator the job chose itself (the simulator's planned ids) is kept.
         tracer.id_generator = PrivateIds()
     return RL(tracer, provider, processor, exporter, config)
 
