@@ -7,6 +7,7 @@ import os
 import random
 import threading
 import uuid
+import weakref
 
 from opentelemetry import trace
 from opentelemetry.sdk.environment_variables import (
@@ -187,6 +188,11 @@ class PrivateIds(RandomIdGenerator):
     job's random numbers, and a seeded run would not repeat with rollscope attached."""
 
     def __init__(self) -> None:
+        self._reseed()
+        _ID_GENERATORS.add(self)
+
+    def _reseed(self) -> None:
+        """A forked child reseeds (as ``random`` itself does): else it would hand out its parent's next ids."""
         self._rng = random.Random(os.urandom(16))
         self._lock = threading.Lock()
 
@@ -197,6 +203,11 @@ class PrivateIds(RandomIdGenerator):
     def generate_trace_id(self) -> int:
         with self._lock:
             return self._rng.getrandbits(128) or 1
+
+
+_ID_GENERATORS: weakref.WeakSet[PrivateIds] = weakref.WeakSet()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: [ids._reseed() for ids in list(_ID_GENERATORS)])
 
 
 def _new_provider(resource: Resource, set_global: bool) -> TracerProvider:

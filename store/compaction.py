@@ -633,6 +633,7 @@ def compactor() -> AutoCompactor | None:
 def _forget_in_child() -> None:
     global _compactor, _compactor_guard, _thread_locks, _thread_locks_guard
     _compactor = None  # its thread did not survive the fork; the child starts its own when it publishes
+    _JITTER.seed()  # else the child's writers would pick the parent's moments
     _compactor_guard, _thread_locks, _thread_locks_guard = threading.Lock(), {}, threading.Lock()
 
 

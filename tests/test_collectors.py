@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from opentelemetry.sdk.resources import Resource
@@ -208,6 +209,21 @@ def test_rollscopes_spans_leave_the_jobs_random_numbers_alone(store, own_provide
     random.seed(7)
     assert drawn == random.random()
     assert sql_json(store, "SELECT count(*) AS n FROM rollouts") == [{"n": 5}]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_makes_ids_of_its_own(attached):
+    """Private ids reseed in a forked child, as ``random`` does: else a child's spans would repeat its parent's."""
+    rl = attached()
+    ids = rl.tracer.id_generator
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        os.write(write, f"{ids.generate_trace_id()} {ids.generate_span_id()}".encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 100).decode().split()
+    assert [int(child[0]), int(child[1])] != [ids.generate_trace_id(), ids.generate_span_id()]
 
 
 def test_the_installed_console_script_reads_the_store(attached, store):
