@@ -46,9 +46,7 @@ import hashlib
 import inspect
 import json
 import logging
-import os
 import queue
-import random
 import threading
 import time
 import uuid
@@ -189,16 +187,16 @@ class _Columns:
         self._resource = rl.provider.resource
         self._columns = SpanColumns(self._scope, self._resource)
         self._processor = rl.processor
-        self._rng = random.Random(os.urandom(16))  # not the global one, which training seeds and may use
+        self._ids = rl.provider.id_generator  # attach()'s PrivateIds: not the random that training seeds
 
     def spans(self, name: str, starts: list, ends: list, attributes: dict, parents=None, parent_of=None):
         """Record ``len(starts)`` finished spans named ``name``, ``attributes`` one list per name (None: the
         span has none); each a root with its own trace, or, given ``parents`` (what this returned for them)
         and ``parent_of`` (each span's parent's position there), a child. Returns their handle."""
-        bits = self._rng.getrandbits
-        span_ids = [bits(64) or 1 for _ in starts]
+        span_ids = self._ids.many(len(starts), 64)
         if parents is None:
-            trace_ids, parent_ids = [(bits(128) or 1).to_bytes(16, "big") for _ in starts], None
+            trace_ids = [trace.to_bytes(16, "big") for trace in self._ids.many(len(starts), 128)]
+            parent_ids = None
         else:
             parent_traces, parent_spans = parents
             trace_ids = [parent_traces[i] for i in parent_of]
