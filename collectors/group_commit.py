@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from rollscope.collectors.otlp import Decoded
 from rollscope.collectors.rows import SpanRows
-from rollscope.store.layout import SegmentWriter
+from rollscope.store.layout import SEGMENT_COMPRESSION, SegmentWriter
 
 log = logging.getLogger("rollscope.receiver")
 
@@ -155,4 +155,6 @@ class GroupCommit:
 
 def _warm_up() -> None:
     """Write one empty segment to memory: the first Parquet write imports pandas (~0.2 s), not a request."""
-    pq.write_table(SpanRows().tables()[None], io.BytesIO(), compression="zstd", use_dictionary=False)
+    pq.write_table(
+        SpanRows().tables()[None], io.BytesIO(), compression=SEGMENT_COMPRESSION, use_dictionary=False
+    )

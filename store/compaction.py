@@ -61,6 +61,7 @@ import pyarrow.parquet as pq
 
 from rollscope.store.layout import (
     COMPACT_TARGET_ROWS,
+    COMPACTED_COMPRESSION,
     REPLACED_DIR,
     REPLACED_GRACE_S,
     RETIRE_AFTER_S,
@@ -290,7 +291,10 @@ def merge(directory: Path, sources: list[Path], *, stop: threading.Event | None 
     schema = schema.with_metadata({SOURCES_KEY: json.dumps([p.name for p in sources]).encode()})
     name = f"cmp-{time.time_ns() // 1_000_000:013d}-{os.getpid():x}{secrets.token_hex(3)}.parquet"
     final = directory / name
-    with publishing(final, durable=True) as sink, pq.ParquetWriter(sink, schema, compression="zstd") as out:
+    with (
+        publishing(final, durable=True) as sink,
+        pq.ParquetWriter(sink, schema, compression=COMPACTED_COMPRESSION) as out,
+    ):
         pending: list[pa.Table] = []
         for source in sources:
             if stop is not None and stop.is_set():

@@ -125,6 +125,19 @@ def test_force_flush_returns_within_its_timeout_and_publishes_later(attached, st
     assert spans_on_disk(store) == 100
 
 
+def test_an_idle_job_writes_no_counters_until_they_are_due_and_a_flush_writes_them(attached, store):
+    import pyarrow.parquet as pq
+
+    rl = attached(schedule_delay_millis=20, stats_seconds=30)
+    time.sleep(0.4)  # some twenty wake-ups of the exporter's thread: nothing to say yet, nothing written
+    assert not list(store.rglob("*.parquet"))
+    with rl.tracer.start_as_current_span("rl.turn"):
+        pass
+    assert rl.force_flush() is True
+    (counters,) = list((store / "collector_stats").rglob("*.parquet"))
+    assert pq.read_table(counters).to_pylist()[0]["spans_exported"] == 1
+
+
 def test_shutdown_twice_is_safe_and_later_spans_are_counted_dropped(attached, store):
     rl = attached()
     with rl.tracer.start_as_current_span("rl.turn"):
