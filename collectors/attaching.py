@@ -7,7 +7,6 @@ import os
 import random
 import threading
 import uuid
-import weakref
 
 from opentelemetry import trace
 from opentelemetry.sdk.environment_variables import (
@@ -20,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
 from rollscope.collectors import semconv
-from rollscope.collectors.exporter import StoreSpanExporter, StoreSpanProcessor
+from rollscope.collectors.exporter import StoreSpanExporter, StoreSpanProcessor, _reinit_after_fork
 from rollscope.collectors.settings import Settings, compact_seconds, safe_run_id
 from rollscope.collectors.spans import RL
 from rollscope.store.layout import check_run_id
@@ -189,7 +188,7 @@ class PrivateIds(RandomIdGenerator):
 
     def __init__(self) -> None:
         self._reseed()
-        _ID_GENERATORS.add(self)
+        _reinit_after_fork(self._reseed)
 
     def _reseed(self) -> None:
         """A forked child reseeds (as ``random`` itself does): else it would hand out its parent's next ids."""
@@ -210,11 +209,6 @@ class PrivateIds(RandomIdGenerator):
         with self._lock:
             draw = self._rng.getrandbits
             return [draw(bits) or 1 for _ in range(n)]
-
-
-_ID_GENERATORS: weakref.WeakSet[PrivateIds] = weakref.WeakSet()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: [ids._reseed() for ids in list(_ID_GENERATORS)])
 
 
 def _new_provider(resource: Resource, set_global: bool) -> TracerProvider:
