@@ -18,11 +18,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from rollscope.collectors.otlp import Decoded
 from rollscope.collectors.rows import SpanRows
-from rollscope.store.layout import SEGMENT_COMPRESSION, SegmentWriter
+from rollscope.store.layout import SegmentWriter
 
 log = logging.getLogger("rollscope.receiver")
 
@@ -55,7 +53,8 @@ class GroupCommit:
         self._cond = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="rollscope-commit", daemon=True)
-        _warm_up()
+        # One empty segment to memory: the first Parquet write imports pandas (~0.2 s), not a request.
+        self._writer.write(SpanRows().tables()[None], io.BytesIO())
         self._thread.start()
 
     def expect(self) -> None:
@@ -151,10 +150,3 @@ class GroupCommit:
             self.segments_by_run[run_id] = self.segments_by_run.get(run_id, 0) + 1
             self.untyped_by_run[run_id] = self.untyped_by_run.get(run_id, 0) + rows.untyped
         return errors
-
-
-def _warm_up() -> None:
-    """Write one empty segment to memory: the first Parquet write imports pandas (~0.2 s), not a request."""
-    pq.write_table(
-        SpanRows().tables()[None], io.BytesIO(), compression=SEGMENT_COMPRESSION, use_dictionary=False
-    )

@@ -115,12 +115,27 @@ class SegmentWriter:
         _make_dirs(directory, self.durable)
         if metadata:
             table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
-        published = _publish(directory / name, table, self.durable, self.dictionary)
+        with publishing(directory / name, self.durable) as sink:
+            self.write(table, sink)
         if self.compact_seconds:
             from rollscope.store import compaction
 
             compaction.watch(directory, self.compact_seconds, owner=self)
-        return published
+        return directory / name
+
+    def write(self, table: pa.Table, sink) -> None:
+        """``table`` as this writer's segments are written, to ``sink`` (a file, or memory: the receiver
+        writes an empty one at start, so the first Parquet write's imports are not a request's)."""
+        import pyarrow.parquet as pq  # a writer has it loaded already: a dictionary look-up
+
+        pq.write_table(
+            table,
+            sink,
+            compression=SEGMENT_COMPRESSION,
+            row_group_size=ROW_GROUP_ROWS,
+            use_dictionary=self.dictionary,
+            memory_pool=arrow_memory.pool(),  # not pyarrow's default: see rollscope.store.arrow_memory
+        )
 
     def close(self) -> None:
         """Stop compacting the runs this writer published to (unless another writer still does)."""
@@ -128,21 +143,6 @@ class SegmentWriter:
             from rollscope.store import compaction
 
             compaction.unwatch(self)
-
-
-def _publish(final: Path, table: pa.Table, durable: bool, dictionary: bool = True) -> Path:
-    import pyarrow.parquet as pq  # a writer has it loaded already: a dictionary look-up
-
-    with publishing(final, durable) as sink:
-        pq.write_table(
-            table,
-            sink,
-            compression=SEGMENT_COMPRESSION,
-            row_group_size=ROW_GROUP_ROWS,
-            use_dictionary=dictionary,
-            memory_pool=arrow_memory.pool(),  # not pyarrow's default: see rollscope.store.arrow_memory
-        )
-    return final
 
 
 @contextmanager
