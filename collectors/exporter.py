@@ -57,11 +57,31 @@ _STAT_NAMES = (
 )
 
 
+# Bound methods to run in a forked child, held weakly, in the order registered. One process-wide hook runs
+# them: ``os.register_at_fork`` cannot take a hook back, so a hook per object would stay for the life of the
+# process, one more for every attach() in a process that attaches many times.
+_after_fork: list[weakref.WeakMethod] = []
+_after_fork_lock = threading.Lock()
+
+
 def _reinit_after_fork(init) -> None:
     """Run ``init`` (a bound method) in a forked child, without keeping its object alive in the parent."""
-    if hasattr(os, "register_at_fork"):
-        reinit = weakref.WeakMethod(init)
-        os.register_at_fork(after_in_child=lambda: (m := reinit()) and m())
+    with _after_fork_lock:
+        _after_fork[:] = [m for m in _after_fork if m() is not None]  # the dead go as the living come
+        _after_fork.append(weakref.WeakMethod(init))
+
+
+def _run_after_fork() -> None:
+    global _after_fork_lock
+    _after_fork_lock = threading.Lock()  # another thread may have held it when the parent forked
+    for reinit in list(_after_fork):
+        method = reinit()
+        if method is not None:
+            method()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_run_after_fork)
 
 
 class CollectorStats:

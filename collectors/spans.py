@@ -144,7 +144,12 @@ class RL:
         return self.processor.force_flush(timeout_millis)
 
     def shutdown(self) -> None:
-        """Flush and stop; safe to call twice."""
+        """Flush and stop; safe to call twice. A provider attach() made is shut down with its processor, which
+        also takes back the exit hook the SDK registered for it: that hook held the provider, and through it
+        the exporter, its writers and their locks, until the interpreter exited (about 130 objects a handle,
+        for every attach() in a process that attaches many times). The job's own provider stays as it was."""
+        if getattr(self.provider, "_rollscope_made", False):
+            self.provider.shutdown()
         self.processor.shutdown()
 
     @property

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
 import threading
 import time
+import weakref
 
 import pyarrow as pa
 import pytest
@@ -149,6 +151,23 @@ def test_shutdown_twice_is_safe_and_later_spans_are_counted_dropped(attached, st
     assert rl.force_flush() is False
     assert rl.stats["spans_exported"] == 1
     assert rl.stats["spans_dropped"] == 1
+    assert spans_on_disk(store) == 1
+
+
+def test_a_handle_shut_down_and_dropped_is_freed(store):
+    """A sweep that attaches once per trial in one process keeps nothing of the trials it finished: not the
+    provider (the SDK's exit hook held it) nor the exporter, its writers and buffers."""
+    from rollscope.collectors import attach
+
+    rl = attach(store=store, run_id="trial-1", set_global=False)
+    with rl.tracer.start_as_current_span("rl.turn"):
+        pass
+    rl.shutdown()
+    provider, exporter = weakref.ref(rl.provider), weakref.ref(rl.exporter)
+    del rl
+    gc.collect()
+    assert provider() is None
+    assert exporter() is None
     assert spans_on_disk(store) == 1
 
 
