@@ -46,3 +46,22 @@ def test_nothing_but_rollscope_is_installed_at_the_top_level():
     # Every folder that holds our code is installed under the namespace.
     folders = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "benchmarks"}
     assert {f"rollscope.{f}" for f in folders - {"rollscope"}} <= set(setuptools["package-dir"])
+
+
+def test_the_adapters_have_one_module_name():
+    # The adapters' folder sits inside collectors/; importing it through that path as well would make a second
+    # copy of every adapter module, with its own state.
+    code = (
+        "import rollscope.integrations.trl as trl\n"
+        "try:\n"
+        "    import rollscope.collectors.integrations.trl\n"
+        "except ImportError as e:\n"
+        "    print('refused:', e)\n"
+        "print(trl.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 0, done.stderr
+    refused, name = done.stdout.splitlines()
+    assert refused.startswith("refused:") and "rollscope.integrations.trl" in refused
+    assert name == "rollscope.integrations.trl"
