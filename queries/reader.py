@@ -125,7 +125,8 @@ def hive_path(path: str) -> str:
     match = _DATASET_PART.search(path)
     if match is None or "=" not in path[: match.start()]:
         return path
-    return _store_link(path[: match.start()]) + path[match.start() :]
+    # Absolute: the link lives in another folder, where a relative target would point at nothing.
+    return _store_link(os.path.abspath(path[: match.start()])) + path[match.start() :]
 
 
 @cache

@@ -16,8 +16,10 @@ def views_script(store_dir: Path | str) -> str:
 
     The views here derive everything from the raw segments per query (a client without rollscope cannot
     catch derived tables up); the derived Parquet files are read as docs/store.md describes."""
-    lines = ["-- rollscope views over " + str(Path(store_dir).resolve()), ""]
-    raw = sqlfiles.load("raw/raw_views")
+    root = Path(store_dir).resolve()
+    lines = ["-- rollscope views over " + str(root), ""]
+    # Under a key=value folder, hive partitioning would read that folder as a column too: the by-filename views.
+    raw = sqlfiles.load("raw/raw_views_by_filename" if "=" in str(root) else "raw/raw_views")
     for dataset in DATASET_NAMES:
         files = [str(p.resolve()) for p in store.segments(store_dir, dataset)]
         if not files:

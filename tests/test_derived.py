@@ -221,6 +221,39 @@ def test_a_store_kept_under_key_value_folders_reads_as_it_does_anywhere_else(tmp
     assert (code, err) == (0, "") and "prod" not in out and json.loads(out)
 
 
+def test_a_key_value_store_given_as_a_relative_path_reads_too(tmp_path, monkeypatch):
+    """``rollscope report --store lr=1e-5/runs``, typed from the experiment's folder: the same figures as the
+    absolute path gives."""
+    nested = tmp_path / "lr=1e-5" / "runs"
+    write_run(nested, RUN, seed=3, steps=2, spec=False)
+    monkeypatch.chdir(tmp_path)
+    assert figures(Reader("lr=1e-5/runs").con) == figures(Reader(nested).con)
+    code, out, err = rollscope("report", "--store", "lr=1e-5/runs")
+    assert (code, err) == (0, "") and f"run {RUN}" in out
+
+
+def test_the_views_script_of_a_key_value_store_reads_no_folder_as_a_column(tmp_path):
+    """``rollscope views`` for the plain duckdb CLI: a store under ``lr=1e-5/environment=prod/`` gives the same
+    spans and figures as the same segments elsewhere (no ``lr`` column, ``environment`` left as recorded)."""
+    plain = tmp_path / "plain"
+    write_run(plain, RUN, seed=3, steps=2, spec=False)
+    nested = raw_copy(plain, tmp_path / "lr=1e-5" / "environment=prod" / "runs")
+    queries = [
+        "SELECT * EXCLUDE (run_id), run_id FROM raw_spans ORDER BY span_id",
+        "SELECT environment, count(*), sum(reward) FROM rollouts GROUP BY ALL ORDER BY ALL",
+    ]
+    answers = []
+    for store in (plain, nested):
+        code, script, err = rollscope("views", "--store", store)
+        assert (code, err) == (0, "")
+        con = duckdb.connect()
+        con.execute(script)
+        answers.append([con.sql(q).fetchall() for q in queries])
+        assert "lr" not in con.sql("SELECT * FROM raw_spans LIMIT 0").columns
+    assert answers[0] == answers[1]
+    assert answers[1][1] and "prod" not in {row[0] for row in answers[1][1]}
+
+
 # --- many readers while writers publish and compaction runs --------------------------------------------------
 
 WRITE = """
