@@ -10,7 +10,12 @@ imports included, is printed as what the first call in a process costs. Each run
 (``--threads``; default: torch's own choice, printed).
 
 What is timed: ``instrument()``, ``train()`` and ``close()`` (the final flush to the store) for the
-instrumented arm, ``train()`` for the plain one. Figures: the median of the pairs' wall ratios with a
+instrumented arm, ``train()`` for the plain one. Where the difference is: each run is cut into three phases
+by a timing callback both arms carry (added before ``instrument()``): the start (up to the first step's
+``on_step_begin``: ``instrument()`` and TRL's set-up), the steps (to the last step's ``on_step_end``), and the
+end (to ``close()`` returning: the flush when training ends); per phase, the median of the pairs' differences
+with its interval, and the steps' difference per step, what a longer run pays again. Figures: the median of
+the pairs' wall ratios with a
 bootstrap 95 % confidence interval (pairs resampled, fixed seed), the ratio of the arms' median walls, the
 same for the process's CPU time (every thread), and rollscope's own CPU: the adapter's bookkeeping on the
 training thread plus its threads (span building, exporter; Linux /proc, by thread id). The target (< 2 %) is
@@ -67,10 +72,29 @@ def background_cpu() -> float:
     return total
 
 
+def _phase_clock():
+    """A callback noting when the first step begins and the last one ends (both arms carry it)."""
+    from transformers import TrainerCallback
+
+    class PhaseClock(TrainerCallback):
+        first_step = last_step_end = None
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if self.first_step is None:
+                self.first_step = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.last_step_end = time.perf_counter()
+
+    return PhaseClock()
+
+
 def run(root: Path, steps: int, traced: bool) -> dict:
     from rollscope.integrations.trl import instrument
 
     trainer = trl_tiny.trainer(root / "out", max_steps=steps)
+    clock = _phase_clock()
+    trainer.add_callback(clock)
     gc.collect()  # both arms start from a collected heap: building the trainer left garbage behind
     before = background_cpu()
     start, cpu = time.perf_counter(), time.process_time()
@@ -80,7 +104,13 @@ def run(root: Path, steps: int, traced: bool) -> dict:
         trainer.train()
     if inst is not None:
         inst.close()
-    out = {"wall": time.perf_counter() - start, "cpu": time.process_time() - cpu}
+    end = time.perf_counter()
+    out = {"wall": end - start, "cpu": time.process_time() - cpu}
+    out["phases"] = {
+        "start": clock.first_step - start,
+        "steps": clock.last_step_end - clock.first_step,
+        "end": end - clock.last_step_end,
+    }
     out["figures"] = trl_tiny.training_figures(trainer.state.log_history)
     if inst is not None:
         out["background"] = background_cpu() - before
@@ -167,6 +197,7 @@ def report(args, plain: list[dict], traced: list[dict], first: dict, load: str, 
         f"instrument(): {inst * 1000:.1f} ms a run; the first in the process (imports included): "
         f"{first['instrument_s'] * 1000:.1f} ms"
     )
+    print(_phases(plain, traced, args.steps))
     print(f"adapter on the training thread: {a:.3f} s wall, {ac:.3f} s CPU")
     print(f"rollscope's own threads (span building, exporter, compactor): {bg:.3f} s CPU")
     print(
@@ -178,6 +209,24 @@ def report(args, plain: list[dict], traced: list[dict], first: dict, load: str, 
     print(_pairs_needed(ratios, paired))
     print(f"spans written per run: {sum(stats['spans'].values())}, failures: {stats['failures'] or 'none'}")
     print("training figures identical with and without the adapter: yes (every pair)")
+
+
+def _phases(plain: list[dict], traced: list[dict], steps: int) -> str:
+    """Where the extra wall time is: the pairs' differences per phase (median and 95 % interval, ms)."""
+    parts = []
+    for phase in ("start", "steps", "end"):
+        diffs = [b["phases"][phase] - a["phases"][phase] for a, b in zip(plain, traced, strict=True)]
+        low, high = bootstrap_median(diffs)
+        base = statistics.median(r["phases"][phase] for r in plain)
+        parts.append(
+            f"{phase} {statistics.median(diffs) * 1000:+.1f} ms ({low * 1000:+.1f} .. {high * 1000:+.1f}; "
+            f"plain {base * 1000:.0f} ms)"
+        )
+    per_step = statistics.median(
+        (b["phases"]["steps"] - a["phases"]["steps"]) / max(1, steps - 1)
+        for a, b in zip(plain, traced, strict=True)
+    )
+    return f"extra wall by phase, pairs' medians: {'; '.join(parts)}; the steps' {per_step * 1000:+.2f} ms a step"
 
 
 def _pairs_needed(ratios: list[float], median: float) -> str:
