@@ -318,7 +318,11 @@ class StoreSpanProcessor(SpanProcessor):
     ``max_queue_size`` records; a span that finds it full is dropped and counted in ``spans_dropped``. The
     background thread wakes every ``schedule_delay_millis`` or as soon as ``max_export_batch_size`` records
     wait; it converts them all once a full batch waits, their segment is due, or a flush asks
-    (``_convert_due``), and lets the exporter publish the segment.
+    (``_convert_due``), and lets the exporter publish the segment. The thread starts with the first span or
+    flush, not in ``__init__``: a thread started just before the job's own work disturbs it (the TRL adapter's
+    tiny run: TRL's full garbage collection when training starts, ~180 ms, took 4-6 ms longer when it came
+    right after ``attach()`` started this thread; 50 ms later it did not), and a processor nothing reaches
+    never needs one.
     """
 
     def __init__(
@@ -349,8 +353,14 @@ class StoreSpanProcessor(SpanProcessor):
         self._requested = 0  # force_flush tickets handed out, and the last one the thread completed
         self._completed = 0
         self._results: dict[int, bool] = {}
-        self._thread = threading.Thread(target=self._loop, name="rollscope-export", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None  # started by _start, when there is work for it
+
+    def _start(self) -> None:
+        """Start the background thread if it is not running yet (once per process; not after shutdown)."""
+        with self._lock:
+            if self._thread is None and not self._shutdown:
+                self._thread = threading.Thread(target=self._loop, name="rollscope-export", daemon=True)
+                self._thread.start()
 
     # --- SpanProcessor contract ---------------------------------------------------------------------------
 
@@ -370,7 +380,10 @@ class StoreSpanProcessor(SpanProcessor):
                         self._first_queued = time.monotonic()  # the segment's age counts from here
             if not kept:
                 self._exporter.count_dropped(1)
-            elif queued >= self._wake_at and not self._wake.is_set():
+                return
+            if self._thread is None:
+                self._start()
+            if queued >= self._wake_at and not self._wake.is_set():
                 self._wake.set()
         except Exception:  # the job must never see our failure
             _log_failure("rollscope: could not read a finished span")
@@ -391,6 +404,8 @@ class StoreSpanProcessor(SpanProcessor):
                     self._queued = queued + kept
             if kept < n:
                 self._exporter.count_dropped(n - kept)
+            if kept and self._thread is None:
+                self._start()
             if kept and queued + kept > self._wake_at and not self._wake.is_set():
                 self._wake.set()
         except Exception:  # the job must never see our failure
@@ -402,6 +417,10 @@ class StoreSpanProcessor(SpanProcessor):
         within ``timeout_millis`` (the spans are still published, later) or publishing failed."""
         if self._shutdown:
             return False
+        if self._thread is None:
+            self._start()
+            if self._thread is None:  # shut down meanwhile
+                return False
         with self._flushed:
             self._requested += 1
             ticket = self._requested
@@ -416,8 +435,12 @@ class StoreSpanProcessor(SpanProcessor):
             return
         with self._lock:
             self._shutdown = True  # spans ending from now on are counted as dropped
-        self._wake.set()
-        self._thread.join(timeout=30)
+            thread = self._thread
+        if thread is not None:
+            self._wake.set()
+            thread.join(timeout=30)
+        else:  # never started: spans queued just before it would have been are converted here
+            self._drain()
         self._exporter.shutdown()
 
     # --- the background thread ----------------------------------------------------------------------------

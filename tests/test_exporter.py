@@ -140,6 +140,25 @@ def test_an_idle_job_writes_no_counters_until_they_are_due_and_a_flush_writes_th
     assert pq.read_table(counters).to_pylist()[0]["spans_exported"] == 1
 
 
+def test_attach_starts_no_thread_until_the_jobs_first_span(attached, store):
+    """A thread started just before the job's own work disturbs it (a GIL hand-over in the middle of it), and a
+    handle nothing reaches needs none: the export thread starts with the first span."""
+    import pyarrow.parquet as pq
+
+    before = {t.ident for t in threading.enumerate()}
+    rl = attached()
+    assert [t.name for t in threading.enumerate() if t.ident not in before] == []
+    with rl.tracer.start_as_current_span("rl.turn"):
+        pass
+    assert "rollscope-export" in [t.name for t in threading.enumerate() if t.ident not in before]
+    assert rl.force_flush() is True
+    assert spans_on_disk(store) == 1
+    idle = attached(run_id="idle")
+    idle.shutdown()  # its thread never started: it shuts down all the same, its (zero) counters written
+    (counters,) = list((store / "collector_stats" / "run_id=idle").glob("*.parquet"))
+    assert pq.read_table(counters).column("spans_received").to_pylist() == [0]
+
+
 def test_shutdown_twice_is_safe_and_later_spans_are_counted_dropped(attached, store):
     rl = attached()
     with rl.tracer.start_as_current_span("rl.turn"):
