@@ -35,7 +35,8 @@ per-sample index list riding along the buffered batch, is removed before the los
 random numbers from any generator training uses, and any failure inside it is logged once per hook, counted in
 ``stats``, and never raised into training. On the training thread it only copies lengths, times and the
 gathered reward tensor; spans are built on its own thread (``rollscope-trl``), which gets that work in batches
-(about once a second) and is drained when training ends, on ``close()``, and at interpreter exit.
+(as often as the store publishes a segment: every 2 s by default) and is drained when training ends, on
+``close()``, and at interpreter exit.
 """
 
 from __future__ import annotations
@@ -67,11 +68,15 @@ FINISH_REASONS = "gen_ai.response.finish_reasons"  # GenAI convention; kept in t
 TIMING = "rollscope.turn.timing"  # "apportioned": the turn's times are a share of the generation window
 # A turn's finish reasons, one tuple each (the SDK keeps a sequence attribute as a tuple).
 _STOP, _LENGTH, _TOOL_CALLS = ("stop",), ("length",), ("tool_calls",)
-# Span work reaches the adapter's thread in batches: at most every HANDOFF_SECONDS, or once HANDOFF_ITEMS wait.
-# Each hand-over wakes that thread, which then takes the GIL from training (torch's eager ops hold it) and
-# disturbs torch's intra-op threads on a small machine; measured, three hand-overs a step (one per round, one
-# per step, one per retired round) cost the tiny CPU run several times the CPU the spans themselves take.
-HANDOFF_SECONDS = 1.0
+# Span work reaches the adapter's thread in batches: as often as the store exporter publishes a segment (its
+# ``segment_seconds``, 2 s by default: handing spans over sooner would not put them on disk sooner), or once
+# HANDOFF_ITEMS wait. Each hand-over wakes that thread, which then takes the GIL from training (torch's eager
+# ops hold it) and disturbs torch's intra-op threads on a small machine: measured, three hand-overs a step (one
+# per round, one per step, one per retired round) cost the tiny CPU run several times the CPU the spans
+# themselves take, and the one hand-over a second of before (it came in the tiny run's last steps, starting
+# the adapter's and the exporter's threads) +12 ms of its ~1 s (100 pairs: the steps +18.0 ms with it, +5.9
+# without; the end of training, which then builds every span, +12.2 ms against +10.0).
+HANDOFF_SECONDS = 2.0  # when the exporter does not say
 HANDOFF_ITEMS = 64
 # The convention names of the fields the per-sample spans carry, looked up once: those spans (thousands a
 # step) build their attribute dicts directly, in the order ``_attributes`` gives them.
@@ -293,6 +298,7 @@ class TRLInstrumentation:
         self._handed = 0  # batches of span work handed to the adapter's thread ...
         self._built = 0  # ... and those it has finished (their spans with the processor)
         self._handed_at = time.monotonic()
+        self._handoff_seconds = float(getattr(rl.exporter, "segment_seconds", HANDOFF_SECONDS))
         self._warned: set[str] = set()
         self._round = 0
         self._batch: _Batch | None = None  # the round being generated / scored
@@ -392,7 +398,7 @@ class TRLInstrumentation:
     def _submit(self, hook: str, fn, *args) -> None:
         """Queue span work for the adapter's thread, handed over in batches (``_handoff``)."""
         self._pending.append((hook, fn, args))
-        if len(self._pending) >= HANDOFF_ITEMS or time.monotonic() - self._handed_at >= HANDOFF_SECONDS:
+        if len(self._pending) >= HANDOFF_ITEMS or time.monotonic() - self._handed_at >= self._handoff_seconds:
             self._handoff()
 
     def _handoff(self) -> None:
