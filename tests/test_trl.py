@@ -8,11 +8,13 @@ import logging
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests import trl_tiny
+from tests.conftest import spans_on_disk
 
 STEPS = 20
 RUN = "grpo-1"
@@ -179,16 +181,29 @@ def test_every_completion_is_a_rollout_with_its_turn_rewards_and_one_sample(runs
 
 @pytest.mark.slow
 def test_a_completion_trained_on_in_several_steps_is_one_sample_with_its_reuse(tmp_path):
-    """num_iterations=2, steps_per_generation=2: each completion feeds 2 of the 4 steps after its generation."""
+    """num_iterations=2, steps_per_generation=2: each completion feeds 2 of the 4 steps after its generation.
+    With segments due every 10 ms, the spans are handed to the adapter's thread and reach the store while
+    training runs, as a live dashboard reads them."""
     _needs_trl()
+    from transformers import TrainerCallback
+
     from rollscope.integrations.trl import instrument
     from rollscope.queries import analyses, connect
 
     trainer = trl_tiny.trainer(
         tmp_path / "out", max_steps=8, per_device_train_batch_size=4, steps_per_generation=2, num_iterations=2
     )
-    inst = instrument(trainer, store=tmp_path / "store", run_id="reuse")
+    inst = instrument(trainer, store=tmp_path / "store", run_id="reuse", segment_seconds=0.01)
+    on_disk = []
+
+    class Watch(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            time.sleep(0.05)  # a step of a real run is longer than the tiny model's
+            on_disk.append(spans_on_disk(tmp_path / "store") if (tmp_path / "store").exists() else 0)
+
+    trainer.add_callback(Watch())
     trainer.train()
+    assert max(on_disk[:-1]) > 0  # before the last step ended
     inst.close()
     con = connect(tmp_path / "store")
     samples = con.execute(

@@ -36,7 +36,8 @@ random numbers from any generator training uses, and any failure inside it is lo
 ``stats``, and never raised into training. On the training thread it only copies lengths, times and the
 gathered reward tensor; spans are built on its own thread (``rollscope-trl``), which gets that work in batches
 (as often as the store publishes a segment: every 2 s by default) and is drained when training ends, on
-``close()``, and at interpreter exit.
+``close()``, and at interpreter exit. Training shorter than one hand-over never starts that thread: its spans
+are built when it ends, on the training thread, which waits for them then anyway.
 """
 
 from __future__ import annotations
@@ -379,12 +380,7 @@ class TRLInstrumentation:
         try:
             return fn(*args)
         except Exception:
-            self.failures[hook] += 1
-            if hook not in self._warned:
-                self._warned.add(hook)
-                log.warning(
-                    "rollscope: the TRL adapter's %s hook failed; training goes on", hook, exc_info=True
-                )
+            self._failed(hook)
             return None
         finally:
             if threading.current_thread() is self._worker:
@@ -392,6 +388,12 @@ class TRLInstrumentation:
             else:
                 self.seconds += time.perf_counter() - started
                 self.cpu_seconds += (time.thread_time_ns() - cpu) / 1e9
+
+    def _failed(self, hook: str) -> None:
+        self.failures[hook] += 1
+        if hook not in self._warned:
+            self._warned.add(hook)
+            log.warning("rollscope: the TRL adapter's %s hook failed; training goes on", hook, exc_info=True)
 
     # --- the adapter's own thread: spans are built there, off the training thread ----------------------------
 
@@ -427,7 +429,15 @@ class TRLInstrumentation:
             self._built += 1
 
     def _drain(self, timeout: float = 60.0) -> None:
-        """Hand over what is pending and wait until every span handed to the adapter's thread is built."""
+        """Hand over what is pending and wait until every span handed to the adapter's thread is built. If that
+        thread never started (training shorter than a hand-over interval), the spans are built here instead:
+        the caller waits for them either way, and starting a thread for them would cost it more (a thread
+        start and two GIL hand-overs)."""
+        if self._worker is None:
+            items, self._pending = self._pending, []
+            self._handed_at = time.monotonic()
+            self._build(items)
+            return
         self._handoff()
         if self._worker is None or self._built == self._handed:
             return  # every batch handed over is built and with the processor: no round trip to the thread
@@ -435,6 +445,15 @@ class TRLInstrumentation:
         self._queue.put(done)
         if not done.wait(timeout):
             raise TimeoutError(f"the adapter's thread did not finish in {timeout:.0f} s")
+
+    def _build(self, items: list) -> None:
+        """Span work, then the spans to the processor, on the calling thread; each failure handled as
+        ``_guard`` handles it (the caller's own guard times the whole)."""
+        for hook, fn, args in [*items, ("flush", self._out.flush, ())]:
+            try:
+                fn(*args)
+            except Exception:
+                self._failed(hook)
 
     def _stop_worker(self, timeout: float = 10.0) -> None:
         """End the adapter's thread (drained first). A thread left waiting on its queue would keep this handle,
