@@ -75,8 +75,9 @@ _STOP, _LENGTH, _TOOL_CALLS = ("stop",), ("length",), ("tool_calls",)
 # ops hold it) and disturbs torch's intra-op threads on a small machine: measured, three hand-overs a step (one
 # per round, one per step, one per retired round) cost the tiny CPU run several times the CPU the spans
 # themselves take, and the one hand-over a second of before (it came in the tiny run's last steps, starting
-# the adapter's and the exporter's threads) +12 ms of its ~1 s (100 pairs: the steps +18.0 ms with it, +5.9
-# without; the end of training, which then builds every span, +12.2 ms against +10.0).
+# the adapter's and the exporter's threads) about +12 ms of its ~1 s (the steps +18.0 ms with it in 150 pairs,
+# +5.9 ms without in 100 pairs of the same hour; the end of training, which then builds every span, +12.2 ms
+# against +10.0; docs/benchmarks.md).
 HANDOFF_SECONDS = 2.0  # when the exporter does not say
 HANDOFF_ITEMS = 64
 # The convention names of the fields the per-sample spans carry, looked up once: those spans (thousands a
