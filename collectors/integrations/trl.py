@@ -424,9 +424,7 @@ class TRLInstrumentation:
             if isinstance(item, threading.Event):
                 item.set()
                 continue
-            for hook, fn, args in item:
-                self._guard(hook, fn, *args)
-            self._guard("flush", self._out.flush)  # the batch's spans to the processor, in one call
+            self._guard("flush", self._build, item)  # its CPU counted once, as the adapter thread's
             self._built += 1
 
     def _drain(self, timeout: float = 60.0) -> None:
@@ -448,8 +446,8 @@ class TRLInstrumentation:
             raise TimeoutError(f"the adapter's thread did not finish in {timeout:.0f} s")
 
     def _build(self, items: list) -> None:
-        """Span work, then the spans to the processor, on the calling thread; each failure handled as
-        ``_guard`` handles it (the caller's own guard times the whole)."""
+        """Span work, then its spans to the processor in one call; each failure handled as ``_guard`` handles
+        it. Runs on the adapter's thread, or on the caller's in ``_drain``; the caller's guard times the whole."""
         for hook, fn, args in [*items, ("flush", self._out.flush, ())]:
             try:
                 fn(*args)
