@@ -295,3 +295,133 @@ def tool_trainer(output_dir, max_steps: int = 2, seed: int = 0):
             dataloader_num_workers=0,
         ),
     )
+
+
+# --- TRL's async GRPO trainer (trl.experimental.async_grpo) -------------------------------------------------
+
+
+class QueueWorker:
+    """A rollout worker as TRL's ``rollout_worker=`` takes one (the injection point its own tests use): the
+    samples are what the test puts on ``rollout_buffer``, the queue the trainer's data loader takes from."""
+
+    def __init__(self):
+        import queue
+
+        self.rollout_buffer = queue.Queue()
+        self.version = 0
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def update_model_version(self, model_version: int):
+        self.version = model_version
+
+    def check_health(self, stale_after_s: float):
+        pass
+
+
+class NoWeightTransfer:
+    """TRL's ``weight_transfer=``: there is no vLLM server to send weights to."""
+
+    def init_weight_transfer(self):
+        pass
+
+    def pause(self):
+        pass
+
+    def send_weights(self, iterator):
+        for _ in iterator:  # walk the weights as a transfer would
+            pass
+
+    def resume(self):
+        pass
+
+    def destroy(self):
+        pass
+
+
+def async_trainer(output_dir, max_staleness: int = 1, batch_size: int = 4, seed: int = 0):
+    """A built ``AsyncGRPOTrainer`` on the CPU: the tiny Llama saved to ``output_dir`` (the trainer loads a model
+    by path), reward function ``has_a``, a ``QueueWorker`` and ``NoWeightTransfer``. Its training step cannot
+    run on a CPU (tree attention loads FlashAttention-3 kernels from the Hugging Face Hub); its data loader,
+    stale-sample test and weight sync do. One TRL call is answered here: building the trainer asks CUDA for the
+    device's name (``get_peak_flops_per_device``, for its MFU figure), which fails on a machine without a GPU;
+    it gets TRL's own figure for an unknown device."""
+    from pathlib import Path
+
+    import trl.experimental.async_grpo.async_grpo_trainer as async_module
+    from datasets import Dataset
+    from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
+
+    path = Path(output_dir) / "model"
+    tok = tokenizer()
+    model(tok, seed).save_pretrained(path)
+    tok.save_pretrained(path)
+    probe = async_module.get_peak_flops_per_device
+    async_module.get_peak_flops_per_device = lambda accelerator, dtype: None
+    try:
+        return AsyncGRPOTrainer(
+            model=str(path),
+            reward_funcs=[has_a],
+            args=AsyncGRPOConfig(
+                output_dir=str(Path(output_dir) / "out"),
+                max_steps=10,
+                per_device_train_batch_size=batch_size,
+                num_generations=4,
+                max_staleness=max_staleness,
+                token_budget=0,  # a fixed count of samples per batch: no vLLM server to ask for its context length
+                dtype="float32",
+                report_to="none",
+                use_cpu=True,
+                seed=seed,
+                save_strategy="no",
+                disable_tqdm=True,
+            ),
+            train_dataset=Dataset.from_dict({"prompt": [p for p, _ in PROMPTS]}),
+            processing_class=tok,
+            rollout_worker=QueueWorker(),
+            weight_transfer=NoWeightTransfer(),
+        )
+    finally:
+        async_module.get_peak_flops_per_device = probe
+
+
+def rollout_group(prompt: str, replies: list[str], model_version: int, group_id: int, score=None) -> list:
+    """One prompt's ``RolloutSample``s as TRL's worker makes them (``_compute_group_samples``): prompt then reply
+    tokens, the reply's trained; one reward function, ``score`` (reply -> value, ``None``: no score; default
+    ``has_a``), and the metrics the worker derives from it: reward (NaN when unscored) and reward_std, the
+    spread of the group's scored rewards."""
+    import math
+    import time
+
+    import numpy as np
+    from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
+
+    score = score or (lambda reply: has_a([reply])[0])
+    tok = tokenizer()
+    prompt_ids = tok(prompt)["input_ids"]
+    values = [score(reply) for reply in replies]
+    scored = [v for v in values if v is not None]
+    spread = float(np.std(scored)) if scored else math.nan
+    samples = []
+    for reply, value in zip(replies, values, strict=True):
+        reply_ids = tok(reply)["input_ids"] + [tok.eos_token_id]
+        reward = math.nan if value is None else float(value)
+        samples.append(
+            RolloutSample(
+                prompt=[{"role": "user", "content": prompt}],
+                completion=[{"role": "assistant", "content": reply}],
+                input_ids=np.asarray(prompt_ids + reply_ids, dtype=np.int64),
+                completion_mask=np.asarray([0] * len(prompt_ids) + [1] * len(reply_ids), dtype=np.int64),
+                old_log_probs=np.zeros(len(prompt_ids) + len(reply_ids), dtype=np.float32),
+                advantage=0.0,
+                model_version=model_version,
+                group_id=group_id,
+                metrics={"reward": reward, "reward_std": spread, "rewards/has_a": reward},
+                enqueued_at=time.time(),
+            )
+        )
+    return samples

@@ -38,6 +38,10 @@ gathered reward tensor; spans are built on its own thread (``rollscope-trl``), w
 (as often as the store publishes a segment: every 2 s by default) and is drained when training ends, on
 ``close()``, and at interpreter exit. Training shorter than one hand-over never starts that thread: its spans
 are built when it ends, on the training thread, which waits for them then anyway.
+
+TRL's async GRPO trainer (``trl.experimental.async_grpo``) generates in another process and trains on what its
+data loader takes from a queue: for it the adapter records each sample taken, stale ones included, and the
+weight syncs (``rollscope.integrations.trl_async``), and train steps as above.
 """
 
 from __future__ import annotations
@@ -91,7 +95,8 @@ _STALENESS, _SAMPLE_TOKENS = _NAME["sample_staleness"], _NAME["sample_tokens"]
 
 
 def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) -> TRLInstrumentation:
-    """Instrument a built ``trl.GRPOTrainer``; returns the handle (``.rl``, ``.stats``, ``.close()``).
+    """Instrument a built ``trl.GRPOTrainer`` (or ``trl.experimental``'s ``AsyncGRPOTrainer``); returns the
+    handle (``.rl``, ``.stats``, ``.close()``).
 
     ``store`` and ``run_id`` (and any other keyword) go to ``rollscope.attach``; a bad store or run id fails
     here, before training starts, as does something that is not a trainer (``TypeError``). Calling it twice
@@ -310,11 +315,20 @@ class TRLInstrumentation:
         self._step_samples = 0
         self._step_tokens = 0
         self._closed = False
+        self._async = None  # AsyncSamples, for trl.experimental's async GRPO trainer
 
     # --- installing ---------------------------------------------------------------------------------------
 
     def install(self) -> None:
         t = self.trainer
+        from rollscope.integrations.trl_async import AsyncSamples, is_async_grpo
+
+        # The async trainer generates elsewhere: what it takes from its rollout queue, and its train steps.
+        if is_async_grpo(t):
+            self._async = AsyncSamples(self)
+            self._async.install()
+            t.add_callback(_callback(self))
+            return
         missing = []
         for name, wrapper in (
             ("_generate_and_score_completions", self._wrap_generate_and_score),
@@ -698,6 +712,8 @@ class TRLInstrumentation:
 
     def _retire_buffer(self) -> None:
         """The buffered round is done with: its samples (what the trainer consumed) go to the span thread."""
+        if self._async is not None:
+            self._async.retire()
         b, self._buffer = self._buffer, None
         if b is not None:
             self._submit("samples", self._emit_samples, b, time.time_ns())
@@ -814,6 +830,9 @@ class TRLInstrumentation:
         figures = (self._step_samples, self._step_tokens, self._step_wait_s)
         self._submit("train_step", self._emit_step_span, step, self._step_start_ns, time.time_ns(), *figures)
         self._step_start_ns = None
+        if self._async is not None:  # its counts run from one step's end to the next's
+            self._step_counts_reset()
+            self._async.retire()
 
     def _emit_step_span(self, step: int, start: int, end: int, samples: int, tokens: int, wait_s: float):
         fields = dict(
@@ -833,6 +852,10 @@ class TRLInstrumentation:
 
     def _step_begin(self) -> None:
         self._step_start_ns = time.time_ns()
+        if self._async is None:  # the async trainer's loader takes a step's samples before the step begins
+            self._step_counts_reset()
+
+    def _step_counts_reset(self) -> None:
         self._step_wait_s = 0.0
         self._step_samples = 0
         self._step_tokens = 0
