@@ -970,15 +970,15 @@ def _is_async(func) -> bool:
 
 
 def _runs(mask) -> list[tuple[bool, int]]:
-    """TRL's tool/env mask (1 = model token, 0 = tool or environment token) as runs: [(is_model, length)]."""
-    runs: list[tuple[bool, int]] = []
-    for value in mask:
-        is_model = bool(value)
-        if runs and runs[-1][0] == is_model:
-            runs[-1] = (is_model, runs[-1][1] + 1)
-        else:
-            runs.append((is_model, 1))
-    return runs or [(True, 0)]
+    """TRL's tool/env mask (1 = model token, 0 = tool or environment token) as runs: [(is_model, length)].
+    In numpy: a mask has a completion's length (thousands of tokens in a tool-calling run), and a loop over it in
+    Python cost ~0.1 us a token on the training thread."""
+    values = np.asarray(mask, dtype=bool).ravel()
+    if not values.size:
+        return [(True, 0)]
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    lengths = np.diff(np.append(starts, values.size))
+    return list(zip(values[starts].tolist(), lengths.tolist(), strict=True))
 
 
 def _last(ids):

@@ -35,6 +35,8 @@ import math
 import time
 import uuid
 
+import numpy as np
+
 from rollscope.collectors import semconv
 from rollscope.integrations.trl import (
     _DECISION,
@@ -162,10 +164,10 @@ class AsyncSamples:
     def _emit_turns(self, samples, starts, ends, ids, rollouts) -> None:
         index, read, decoded, owner = [], [], [], []
         for i, s in enumerate(samples):
-            mask = [int(v) for v in s.completion_mask]
-            first = mask.index(1) if 1 in mask else len(mask)
+            mask = np.asarray(s.completion_mask, dtype=bool).ravel()
+            first = int(mask.argmax()) if mask.any() else mask.size  # tokens before the model's first
             context, k = first, 0
-            for is_model, length in _runs(mask[first:]) if first < len(mask) else [(True, 0)]:
+            for is_model, length in _runs(mask[first:]):
                 if is_model:
                     index.append(k)
                     read.append(context)
