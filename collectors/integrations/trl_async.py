@@ -83,8 +83,9 @@ class AsyncSamples:
 
     def install(self) -> None:
         t = self._trainer
-        if t.rollout_queue is not None:  # None on ranks other than the main one: only it takes samples
-            t.rollout_queue = _TakenFrom(t.rollout_queue, self)
+        if t.rollout_queue is None:  # a rank other than the main one: only that one takes samples and versions
+            return
+        t.rollout_queue = _TakenFrom(t.rollout_queue, self)
         sync = getattr(t, "_sync_weight", None)
         if sync is not None:
             t._sync_weight = self._wrap_sync(sync)
