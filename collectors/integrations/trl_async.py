@@ -57,9 +57,8 @@ from rollscope.integrations.trl import (
     _task_id,
 )
 
-_REWARD_PREFIX = (
-    "rewards/"  # the worker's per-function rewards in a sample's metrics: rewards/<function name>
-)
+# The worker's per-function rewards in a sample's metrics: rewards/<function name>.
+_REWARD_PREFIX = "rewards/"
 
 
 def is_async_grpo(trainer) -> bool:
@@ -83,7 +82,7 @@ class AsyncSamples:
 
     def install(self) -> None:
         t = self._trainer
-        if t.rollout_queue is None:  # a rank other than the main one: only that one takes samples and versions
+        if t.rollout_queue is None:  # not the main rank: only that one takes samples and counts versions
             return
         t.rollout_queue = _TakenFrom(t.rollout_queue, self)
         sync = getattr(t, "_sync_weight", None)
