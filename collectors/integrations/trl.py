@@ -356,7 +356,7 @@ class TRLInstrumentation:
                     funcs[i] = self._wrap_reward_func(i, func)
         sync = getattr(getattr(t, "vllm_generation", None), "sync_weights", None)
         if sync is not None:
-            t.vllm_generation.sync_weights = self._wrap_sync(sync)
+            t.vllm_generation.sync_weights = self._wrap_sync(sync, lambda: t.state.global_step)
         t.add_callback(_callback(self))
         if missing:
             log.warning(
@@ -418,10 +418,15 @@ class TRLInstrumentation:
         if len(self._pending) >= HANDOFF_ITEMS or time.monotonic() - self._handed_at >= self._handoff_seconds:
             self._handoff()
 
-    def _handoff(self) -> None:
-        """Give the adapter's thread everything pending, in one queue operation (one wake-up)."""
+    def _take_pending(self) -> list:
+        """The span work pending, which from now on is handed over (the hand-over interval restarts)."""
         items, self._pending = self._pending, []
         self._handed_at = time.monotonic()
+        return items
+
+    def _handoff(self) -> None:
+        """Give the adapter's thread everything pending, in one queue operation (one wake-up)."""
+        items = self._take_pending()
         if not items:
             return
         if self._worker is None or not self._worker.is_alive():
@@ -447,9 +452,7 @@ class TRLInstrumentation:
         the caller waits for them either way, and starting a thread for them would cost it more (a thread
         start and two GIL hand-overs)."""
         if self._worker is None:
-            items, self._pending = self._pending, []
-            self._handed_at = time.monotonic()
-            self._build(items)
+            self._build(self._take_pending())
             return
         self._handoff()
         if self._worker is None or self._built == self._handed:
@@ -624,18 +627,20 @@ class TRLInstrumentation:
 
         return prepare_inputs
 
-    def _wrap_sync(self, original):
+    def _wrap_sync(self, original, version):
+        """A weight sync, timed; ``version()`` says which policy version it published (read after it ran)."""
+
         @functools.wraps(original)
         def sync_weights(*args, **kwargs):
             started = time.time_ns()
             result = original(*args, **kwargs)
-            version = int(self.trainer.state.global_step)
-            self._guard(
-                "weight_sync", self._submit, "weight_sync", self._emit_sync, version, started, time.time_ns()
-            )
+            self._guard("weight_sync", self._synced, version, started, time.time_ns())
             return result
 
         return sync_weights
+
+    def _synced(self, version, started: int, ended: int) -> None:
+        self._submit("weight_sync", self._emit_sync, int(version()), started, ended)
 
     # --- bookkeeping --------------------------------------------------------------------------------------
 

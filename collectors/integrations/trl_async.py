@@ -30,7 +30,6 @@ are built on the adapter's thread, handed over as for ``GRPOTrainer``:
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 import uuid
@@ -87,7 +86,7 @@ class AsyncSamples:
         t.rollout_queue = _TakenFrom(t.rollout_queue, self)
         sync = getattr(t, "_sync_weight", None)
         if sync is not None:
-            t._sync_weight = self._wrap_sync(sync)
+            t._sync_weight = self._inst._wrap_sync(sync, lambda: t.model_version)
 
     def retire(self) -> None:
         """Hand what was taken since the last time to the adapter's thread (at each step's end and at the end)."""
@@ -97,29 +96,14 @@ class AsyncSamples:
 
     # --- on the training thread -----------------------------------------------------------------------------
 
-    def taken(self, sample, waited_s: float) -> None:
+    def taken(self, sample) -> None:
         t, inst = self._trainer, self._inst
         version = int(t.model_version)
         stale = version - int(sample.model_version) > int(t.args.max_staleness)
         self._taken.append((sample, time.time_ns(), version, int(t.state.global_step), stale))
-        inst._step_wait_s += waited_s
         if not stale:
             inst._step_samples += 1
             inst._step_tokens += len(sample.input_ids)
-
-    def _wrap_sync(self, original):
-        @functools.wraps(original)
-        def sync_weight(*args, **kwargs):
-            started = time.time_ns()
-            result = original(*args, **kwargs)
-            self._inst._guard("weight_sync", self._synced, started, time.time_ns())
-            return result
-
-        return sync_weight
-
-    def _synced(self, started: int, ended: int) -> None:
-        version = int(self._trainer.model_version)
-        self._inst._submit("weight_sync", self._inst._emit_sync, version, started, ended)
 
     # --- spans (on the adapter's thread) --------------------------------------------------------------------
 
@@ -215,10 +199,9 @@ class _TakenFrom:
         started = time.perf_counter()
         try:
             sample = self._queue.get(*args, **kwargs)
-        except BaseException:
+        finally:
             self._samples._inst._step_wait_s += time.perf_counter() - started
-            raise
-        self._samples._inst._guard("samples", self._samples.taken, sample, time.perf_counter() - started)
+        self._samples._inst._guard("samples", self._samples.taken, sample)
         return sample
 
     def __getattr__(self, name):
