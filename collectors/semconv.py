@@ -30,7 +30,10 @@ SPAN_NAMES = {
     REWARD: "A verifier (unit tests, exact match, a rule) producing the rollout's reward.",
     JUDGE: "A model judge scoring a rollout: judge inference.",
     TEACHER: "A teacher or reference model scoring a rollout's tokens (e.g. on-policy distillation).",
-    TRAIN_STEP: "One optimiser step of the trainer; it produces policy version rl.policy.version.",
+    TRAIN_STEP: (
+        "One optimiser step of the trainer; it produces policy version rl.policy.version. A data-parallel "
+        "trainer may record it once per process (one step: docs/metrics.md)."
+    ),
     SAMPLE: "The trainer's decision about one rollout: used, or why not.",
     WEIGHT_SYNC: "New policy weights reaching the rollout workers.",
     VLLM_REQUEST: "vLLM's request span (--otlp-traces-endpoint); read as a turn.",

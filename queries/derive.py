@@ -858,22 +858,25 @@ def _refresh_windows(
     last_end = {instance: hi for instance, _, hi, *_ in notes["process_bounds"]}
     resumed = [hi for instance, _, hi, *_ in previous or () if hi is not None and last_end[instance] > hi]
     t0 = min([t0, *resumed])
+    # A window starts where its step does: at the first of the step's rows (one per trainer process).
+    con.execute(
+        "CREATE OR REPLACE TEMP VIEW _old_step_starts AS SELECT train_step, min(start_ns) AS start_ns "
+        "FROM _old_train_steps WHERE train_step IS NOT NULL GROUP BY train_step"
+    )
     from_ns, first_ns = con.execute(
-        "SELECT max(start_ns) FILTER (start_ns <= ?), min(start_ns) FROM _old_train_steps "
-        "WHERE train_step IS NOT NULL",
-        [t0],
+        "SELECT max(start_ns) FILTER (start_ns <= ?), min(start_ns) FROM _old_step_starts", [t0]
     ).fetchone()
     if from_ns is None:  # before the first window: sweep it all
         return _rederive(con, job, table, tables)
     text = sqlfiles.load(f"raw/refresh_{table.name}").replace("@schema", sql_list([schema_file("spans")]))
     values = {"run": job.run_id, "from_ns": from_ns, "first_ns": first_ns}
     _execute_text(con, text, values)
-    kept = f"step IN (SELECT train_step FROM _old_train_steps WHERE start_ns < {int(from_ns)})"
+    kept = f"step IN (SELECT train_step FROM _old_step_starts WHERE start_ns < {int(from_ns)})"
     blocks = {"p"} | {
         block_of(s)
         for (s,) in con.execute(
-            "SELECT step FROM _merged WHERE step IS NOT NULL UNION SELECT train_step FROM _old_train_steps "
-            "WHERE train_step IS NOT NULL AND start_ns >= ?",
+            "SELECT step FROM _merged WHERE step IS NOT NULL UNION SELECT train_step FROM _old_step_starts "
+            "WHERE start_ns >= ?",
             [from_ns],
         ).fetchall()
     }

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import trl_tiny
-from tests.conftest import spans_on_disk
+from tests.conftest import ROOT, spans_on_disk
 
 STEPS = 20
 RUN = "grpo-1"
@@ -71,32 +71,29 @@ def _same(ours: float, theirs: float) -> bool:
     return math.isclose(ours, theirs, rel_tol=1e-5, abs_tol=1e-6)
 
 
-def _trl_steps(trainer) -> dict[int, dict]:
-    return {e["step"]: e for e in trainer.state.log_history if "frac_reward_zero_std" in e}
+def _trl_steps(log_history: list[dict]) -> dict[int, dict]:
+    return {e["step"]: e for e in log_history if "frac_reward_zero_std" in e}
 
 
 @pytest.mark.slow
 def test_the_adapter_never_changes_training(runs):
     plain, traced, inst, _ = runs
     assert inst.stats["failures"] == {}
-    assert len(_trl_steps(traced)) == STEPS
+    assert len(_trl_steps(traced.state.log_history)) == STEPS
     assert trl_tiny.training_figures(traced.state.log_history) == trl_tiny.training_figures(
         plain.state.log_history
     )
 
 
-@pytest.mark.slow
-def test_rollscope_figures_equal_trls_own_step_by_step(runs):
-    from rollscope.queries import analyses, connect
+def _compare_with_trl(con, run: str, log_history: list[dict], names: list[str]):
+    """rollscope's per-step figures of ``run`` next to TRL's logged ones: TRL's step entries, the table (printed,
+    for the closing note) and the mismatches."""
+    from rollscope.queries import analyses
 
-    _, traced, inst, store = runs
-    con = connect(store)
-    funnel = analyses.funnel(con, RUN, by="step").set_index("step")
-    generations = analyses.generations_by_step(con, RUN).set_index("step")
-    rewards = analyses.rewards_by_step(con, RUN).set_index(["step", "reward_name"])["mean_reward"]
-    trl = _trl_steps(traced)
-    names = list(traced.reward_func_names)
-
+    funnel = analyses.funnel(con, run, by="step").set_index("step")
+    generations = analyses.generations_by_step(con, run).set_index("step")
+    rewards = analyses.rewards_by_step(con, run).set_index(["step", "reward_name"])["mean_reward"]
+    trl = _trl_steps(log_history)
     header = ["trl step", "nonzero signal", "mean tokens", "clipped", *(f"{n} mean" for n in names)]
     lines = [" | ".join(header), " | ".join("---" for _ in header)]
     mismatches = []
@@ -117,8 +114,20 @@ def test_rollscope_figures_equal_trls_own_step_by_step(runs):
         mismatches += [
             (trl_step, what, ours, theirs) for what, ours, theirs in pairs if not _same(ours, theirs)
         ]
-    table = "\n".join(["rollscope / TRL, per step", *lines])
+    table = "\n".join([f"rollscope / TRL, per step ({run})", *lines])
     print("\n" + table)
+    return trl, table, mismatches
+
+
+@pytest.mark.slow
+def test_rollscope_figures_equal_trls_own_step_by_step(runs):
+    from rollscope.queries import analyses, connect
+
+    _, traced, inst, store = runs
+    con = connect(store)
+    trl, table, mismatches = _compare_with_trl(
+        con, RUN, traced.state.log_history, list(traced.reward_func_names)
+    )
     assert len(trl) == STEPS >= 20
     assert not mismatches, f"{mismatches}\n{table}"
     # The run exercises every branch: groups with and without signal, clipped and finished completions, and a
@@ -129,6 +138,74 @@ def test_rollscope_figures_equal_trls_own_step_by_step(runs):
     assert any(0 < c < 1 for c in clipped)
     scored = analyses.rewards_by_step(con, RUN)
     assert (scored[scored.reward_name == "brevity"].scored < 8).any()
+
+
+@pytest.mark.slow
+def test_a_data_parallel_run_is_one_run_whose_figures_equal_trls(tmp_path):
+    """Two ranks under torchrun (CPU, gloo on loopback), each instrumented as a user's script is under
+    accelerate: each rank records the completions it generated and its share of every step, and the run's
+    figures are TRL's own, which TRL gathers across the ranks: a step both ranks recorded is one step."""
+    _needs_trl()
+    import os
+    import socket
+
+    from rollscope.queries import analyses, connect
+
+    steps, ranks, per_rank = 8, 2, 8
+    with socket.socket() as s:  # a free port for the ranks' rendezvous, on loopback only
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    launch = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}"]
+    launch += ["--master_addr=127.0.0.1", f"--master_port={port}", "-m", "tests.trl_tiny"]
+    done = subprocess.run(
+        [*launch, str(tmp_path), str(steps), RUN],
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},  # two ranks on the machine's cores, not four threads
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    stats = [json.loads((tmp_path / f"stats-{rank}.json").read_text()) for rank in range(ranks)]
+    assert [(s["process_index"], s["processes"], s["failures"]) for s in stats] == [(0, 2, {}), (1, 2, {})]
+    assert [s["spans"]["rl.rollout"] for s in stats] == [steps * per_rank] * ranks
+
+    con = connect(tmp_path / "store")
+    log = json.loads((tmp_path / "log.json").read_text())
+    trl, table, mismatches = _compare_with_trl(con, RUN, log, ["has_a", "brevity"])
+    assert len(trl) == steps
+    assert not mismatches, f"{mismatches}\n{table}"
+    frac = [e["frac_reward_zero_std"] for e in trl.values()]
+    assert any(f > 0 for f in frac) and any(f < 1 for f in frac)
+    # Each step once, with both ranks' shares: the global batch, and TRL's gathered num_tokens as the running sum.
+    assert analyses.funnel(con, RUN, by="step").dispatched.tolist() == [ranks * per_rank] * steps
+    trainer = analyses.trainer_steps(con, RUN)
+    assert trainer.step.tolist() == list(range(steps))
+    assert trainer.train_samples.tolist() == [ranks * per_rank] * steps
+    assert trainer.train_tokens.cumsum().tolist() == [e["num_tokens"] for e in trl.values()]
+    assert analyses.trainer(con, RUN)["train_steps"] == steps
+    listed = con.execute("SELECT train_steps, processes FROM runs WHERE run_id = ?", [RUN]).fetchone()
+    assert listed == (steps, ranks)
+
+    # Live, the ranks' segments arrive at their own pace: a reader that saw one rank's spans, then the other's in
+    # pieces (its share of steps the first rank recorded already), holds what a fresh derivation of them holds.
+    import pyarrow.compute as pc
+
+    from rollscope.queries import Reader
+    from rollscope.store.layout import SegmentWriter
+    from tests.test_reader_incremental import derived, fresh, stored_spans
+
+    spans = stored_spans(tmp_path / "store", RUN).sort_by("start_ns")
+    first, second = (spans.filter(pc.equal(spans["instance_id"], i)) for i in pc.unique(spans["instance_id"]))
+    live_store = tmp_path / "live"
+    writer, live = SegmentWriter(live_store), Reader(live_store, materialize=True)
+    cut = second.num_rows // 3
+    for piece in (first, second.slice(0, cut), second.slice(cut, cut), second.slice(2 * cut)):
+        writer.publish(RUN, piece)
+        live.refresh()
+        assert derived(live, RUN) == derived(fresh(live_store), RUN)
+    assert live.derived_how["incremental"] >= 2, live.derived_how
+    assert analyses.trainer_steps(live.con, RUN).train_samples.tolist() == [ranks * per_rank] * steps
 
 
 @pytest.mark.slow
@@ -163,7 +240,7 @@ def test_every_completion_is_a_rollout_with_its_turn_rewards_and_one_sample(runs
     ).fetchall()
     assert [s[:3] for s in steps] == [(i, i + 1, per_step) for i in range(STEPS)]
     assert all(s[4] > 0 for s in steps)
-    num_tokens = [e["num_tokens"] for e in _trl_steps(traced).values()]
+    num_tokens = [e["num_tokens"] for e in _trl_steps(traced.state.log_history).values()]
     assert [sum(s[3] for s in steps[: i + 1]) for i in range(STEPS)] == num_tokens
     # A function's None is "no score from it": a reward span without a score, not a zero.
     unscored = con.execute(
@@ -284,7 +361,7 @@ def test_a_multi_turn_rollout_func_gives_one_turn_per_model_call(tmp_path):
         assert '"tool_calls"' in first[7] and '"tool_calls"' not in second[7]
         assert first[6] == second[6] == "apportioned"
         assert first[8] <= first[4] <= first[5] <= second[4] <= second[5] <= second[9]
-    logged = {e["step"]: e["completions/mean_length"] for e in _trl_steps(trainer).values()}
+    logged = {e["step"]: e["completions/mean_length"] for e in _trl_steps(trainer.state.log_history).values()}
     ours = analyses.generations_by_step(con, "multi").set_index("step")["mean_output_tokens"]
     assert {s + 1: float(v) for s, v in ours.items()} == pytest.approx(logged, rel=1e-6)
     inst.rl.shutdown()
@@ -328,7 +405,7 @@ def test_trls_tool_loop_gives_a_turn_per_model_call_and_a_span_per_tool_call(tmp
         assert codes == [1 if w == "c" else 0 for w in words]
         for k in range(len(words)):  # tool call k runs after model call k and before model call k + 1
             assert ends[k] <= tool_starts[k] <= tool_ends[k] <= starts[k + 1]
-    logged = {e["step"]: e for e in _trl_steps(trainer).values()}
+    logged = {e["step"]: e for e in _trl_steps(trainer.state.log_history).values()}
     ours = analyses.generations_by_step(con, "tools").set_index("step")
     per_step = con.execute(
         "SELECT s.train_step, count(t.*) / count(DISTINCT s.rollout_id), "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 # No network: TRL's trainers send Hugging Face telemetry from a thread when built (a TLS context and a lookup
 # that fails here, on the CPU the timed runs share); read when huggingface_hub is first imported.
@@ -350,8 +351,6 @@ def async_trainer(output_dir, max_staleness: int = 1, batch_size: int = 4, seed:
     stale-sample test and weight sync do. One TRL call is answered here: building the trainer asks CUDA for the
     device's name (``get_peak_flops_per_device``, for its MFU figure), which fails on a machine without a GPU;
     it gets TRL's own figure for an unknown device."""
-    from pathlib import Path
-
     import trl.experimental.async_grpo.async_grpo_trainer as async_module
     from datasets import Dataset
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
@@ -425,3 +424,30 @@ def rollout_group(prompt: str, replies: list[str], model_version: int, group_id:
             )
         )
     return samples
+
+
+def rank_main(argv: list[str] | None = None) -> None:
+    """One process of a data-parallel run, launched by torchrun (``python -m torch.distributed.run
+    --nproc_per_node N -m tests.trl_tiny ROOT STEPS RUN``): every rank builds the tiny trainer and instruments it
+    into ROOT/store, as a user's script does under accelerate; the main process writes TRL's log history to
+    ROOT/log.json, and each rank its adapter's stats to ROOT/stats-<rank>.json."""
+    import sys
+
+    from rollscope.integrations.trl import instrument
+
+    root, steps, run_id = argv or sys.argv[1:]
+    root = Path(root)
+    t = trainer(root / "out", max_steps=int(steps))
+    inst = instrument(t, store=root / "store", run_id=run_id)
+    t.train()
+    inst.close()
+    rank = t.accelerator.process_index
+    stats = {"process_index": rank, "processes": t.accelerator.num_processes, **inst.stats}
+    (root / f"stats-{rank}.json").write_text(json.dumps(stats, default=str))
+    if t.accelerator.is_main_process:
+        (root / "log.json").write_text(json.dumps(t.state.log_history))
+    inst.rl.shutdown()
+
+
+if __name__ == "__main__":
+    rank_main()

@@ -25,9 +25,8 @@ counts AS (
 ),
 idle AS (
     SELECT sum(coalesce(train_wait_s, 0)) / nullif(sum(duration_s), 0) AS trainer_idle_fraction
-    FROM train_steps
-    WHERE run_id = $run_id AND train_step IS NOT NULL
-      AND ($step_lo IS NULL OR train_step >= $step_lo) AND ($step_hi IS NULL OR train_step <= $step_hi)
+    FROM _steps($run_id)
+    WHERE ($step_lo IS NULL OR train_step >= $step_lo) AND ($step_hi IS NULL OR train_step <= $step_hi)
 ),
 est AS (
     SELECT

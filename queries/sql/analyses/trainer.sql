@@ -5,7 +5,6 @@ SELECT
     sum(train_wait_s) / nullif(sum(duration_s), 0) AS trainer_idle_fraction,
     count(*) AS train_steps,
     arg_max(train_loss, train_step) FILTER (WHERE train_loss IS NOT NULL) AS train_loss_last
-FROM train_steps
-WHERE run_id = $run_id
-  AND ($step_lo IS NULL OR train_step >= $step_lo)
+FROM _steps($run_id)
+WHERE ($step_lo IS NULL OR train_step >= $step_lo)
   AND ($step_hi IS NULL OR train_step <= $step_hi)

@@ -9,8 +9,7 @@ SELECT
     train_samples,
     train_tokens,
     train_loss
-FROM train_steps
-WHERE run_id = $run_id
-  AND ($step_lo IS NULL OR train_step >= $step_lo)
+FROM _steps($run_id)
+WHERE ($step_lo IS NULL OR train_step >= $step_lo)
   AND ($step_hi IS NULL OR train_step <= $step_hi)
 ORDER BY train_step

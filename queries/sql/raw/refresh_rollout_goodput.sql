@@ -1,6 +1,7 @@
 -- rollout_goodput after new spans, recomputed from $from_ns on (queries/derive.py). Its rows are per step window
 -- and process; the new spans (turns, rollouts, train steps, weight syncs) start at $t0_ns or later, and
--- $from_ns is the start of the previous state's window holding $t0_ns, or holding a process's previous last
+-- $from_ns is the start of the previous state's window holding $t0_ns (a window starts at its step's first row,
+-- one per trainer process: _old_step_starts), or holding a process's previous last
 -- end when that process runs again and the end is earlier (its idle time since then counts now): every
 -- window that starts earlier keeps its start, end, syncs, spans and processes' bounds, so its previous rows
 -- stand (derive.py keeps them).
@@ -34,14 +35,15 @@ UNION ALL BY NAME
 SELECT $run AS run_id, 'rl.turn' AS name, b.t AS start_ns, b.t AS end_ns, instance_id, devices
 FROM _proc_bounds, unnest([lo, hi]) AS b(t)
 WHERE has_turns;
-CREATE OR REPLACE TEMP TABLE _window_steps AS
+CREATE OR REPLACE TEMP TABLE _window_steps AS  -- every row (one per trainer process) of those windows' steps
 SELECT * FROM _train_steps_mat
-WHERE train_step IS NULL OR start_ns >= $from_ns OR start_ns = $first_ns;
+WHERE train_step IS NULL OR train_step IN (
+    SELECT train_step FROM _train_steps_mat WHERE train_step IS NOT NULL GROUP BY train_step
+    HAVING min(start_ns) >= $from_ns OR min(start_ns) = $first_ns
+);
 CREATE OR REPLACE VIEW train_steps AS SELECT * FROM _window_steps;
 CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _window_spans;
 CREATE OR REPLACE TEMP TABLE _merged AS
 SELECT $run AS run_id, * FROM _rollout_goodput_src($run)
-WHERE step IS NULL OR step NOT IN (
-    SELECT train_step FROM _old_train_steps WHERE train_step IS NOT NULL AND start_ns < $from_ns
-);
+WHERE step IS NULL OR step NOT IN (SELECT train_step FROM _old_step_starts WHERE start_ns < $from_ns);
 CREATE OR REPLACE VIEW train_steps AS SELECT * FROM _train_steps_mat;

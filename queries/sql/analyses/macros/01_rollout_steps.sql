@@ -21,12 +21,8 @@ WITH recorded AS (
     GROUP BY rollout_id
 ),
 train AS (
-    SELECT
-        train_step,
-        coalesce(policy_version - 1, train_step) AS start_version,
-        start_ns + CAST(round(coalesce(train_wait_s, 0) * 1e9) AS BIGINT) AS ready_ns
-    FROM train_steps
-    WHERE run_id = run AND train_step IS NOT NULL
+    SELECT train_step, coalesce(policy_version - 1, train_step) AS start_version, ready_ns
+    FROM _steps(run)
 ),
 launched AS (
     SELECT rollout_id, environment, task_id, group_id, policy_version, rollout_status, reward, end_ns

@@ -63,8 +63,7 @@ WITH steps AS (
     SELECT
         train_step AS step, start_ns, end_ns, coalesce(train_wait_s, 0) AS wait_s,
         lead(start_ns) OVER w AS next_start_ns, row_number() OVER w AS i
-    FROM train_steps
-    WHERE run_id = run AND train_step IS NOT NULL
+    FROM _steps(run)
     WINDOW w AS (ORDER BY start_ns)
 ),
 opened AS (  -- the windows that hold time: from the first step on, they partition the clock

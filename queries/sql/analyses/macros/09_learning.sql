@@ -84,11 +84,7 @@ WITH consumed AS (
     WHERE s.step IS NOT NULL AND s.staleness IS NOT NULL
 ),
 train AS (
-    SELECT
-        train_step, end_ns, policy_version,
-        start_ns + CAST(round(coalesce(train_wait_s, 0) * 1e9) AS BIGINT) AS ready_ns
-    FROM train_steps
-    WHERE run_id = run AND train_step IS NOT NULL
+    SELECT train_step, end_ns, policy_version, ready_ns FROM _steps(run)
 ),
 produced AS (  -- the newest version produced by a train step that had ended by the rollout's end
     SELECT c.*, t.policy_version AS newest_version
