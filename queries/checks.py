@@ -94,6 +94,9 @@ def staleness_violations(con, run_id: str, limits: dict) -> CheckResult:
     worst = analyses.staleness_windows(con, run_id, window)
     if not worst:
         return CheckResult("staleness-violations", True, None, limit, "no consumed samples yet", "share")
+    if worst["staleness_bound"] is None:  # nothing is beyond a bound the run never declared
+        message = "the run declares no staleness bound (attach(staleness_bound=...))"
+        return CheckResult("staleness-violations", True, None, limit, message, "share")
     share, used = worst["beyond_bound_share"], worst["used_beyond_bound"]
     message = (
         f"steps {worst['first_step']}–{worst['last_step']}: {formats.rate(share)} of consumed samples beyond the "

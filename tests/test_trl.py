@@ -556,6 +556,8 @@ def test_the_async_trainer_records_what_its_loader_takes_and_drops_as_stale(tmp_
     # TRL's own counts: the samples its loader dropped as stale, and the staleness of those it delivered.
     logged = trainer._metrics["train"]
     assert decisions["stale"] == len(logged["sample/dropped_stale_total"])
+    # The run declares the loader's bound, so the staleness figures and `rollscope check` measure against it.
+    assert con.execute("SELECT DISTINCT staleness_bound FROM spans").fetchall() == [(1,)]
     delivered = con.execute(
         "SELECT list(sample_staleness ORDER BY sample_staleness) FROM samples WHERE sample_decision != 'stale'"
     ).fetchone()[0]

@@ -150,6 +150,10 @@ def _describe(trainer) -> dict:
         out["model_parameters"] = int(sum(p.numel() for p in model.parameters()))
         device = getattr(trainer.accelerator, "device", None)
         out["devices"] = 1.0 if getattr(device, "type", "cpu") not in ("cpu", "mps") else 0.0
+        from rollscope.integrations.trl_async import is_async_grpo
+
+        if is_async_grpo(trainer):  # its loader drops samples more than max_staleness versions old: the bound
+            out["staleness_bound"] = int(trainer.args.max_staleness)
     except Exception:
         log.debug("rollscope: could not describe the model", exc_info=True)
     return out
@@ -354,8 +358,11 @@ class TRLInstrumentation:
             for i, func in enumerate(funcs):
                 if callable(func) and not _is_module(func):
                     funcs[i] = self._wrap_reward_func(i, func)
+        # Every rank calls it (in server mode the others take part in gathering the weights the main one sends;
+        # colocated, each loads its own engine, all at once): one sync of the policy, recorded by the main rank,
+        # as the async trainer's is, so its time is not counted once per rank.
         sync = getattr(getattr(t, "vllm_generation", None), "sync_weights", None)
-        if sync is not None:
+        if sync is not None and getattr(getattr(t, "accelerator", None), "is_main_process", True):
             t.vllm_generation.sync_weights = self._wrap_sync(sync, lambda: t.state.global_step)
         t.add_callback(_callback(self))
         if missing:
