@@ -1,10 +1,10 @@
 -- rollout_goodput after new spans, recomputed from $from_ns on (queries/derive.py). Its rows are per step window
 -- and process; the new spans (turns, rollouts, train steps, weight syncs) start at $t0_ns or later, and
--- $from_ns is the start of the previous state's window holding $t0_ns (a window starts at its step's first row,
--- one per trainer process: _old_step_starts), or holding a process's previous last
+-- $from_ns is the start of the previous state's window holding $t0_ns, or holding a process's previous last
 -- end when that process runs again and the end is earlier (its idle time since then counts now): every
 -- window that starts earlier keeps its start, end, syncs, spans and processes' bounds, so its previous rows
--- stand (derive.py keeps them).
+-- stand (derive.py keeps them). A window starts at its step's first row (a data-parallel trainer records a
+-- step once per process): _old_step_starts.
 -- The windows from $from_ns on, and the time outside every window (step NULL: before the first window, which
 -- starts at $first_ns, and after the last), are swept again by _rollout_goodput_src over the turns, rollouts
 -- and weight syncs that overlap them, plus two empty turns per process at its first start and last end

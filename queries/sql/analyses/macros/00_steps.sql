@@ -16,8 +16,7 @@ SELECT
     max(start_ns + CAST(round(coalesce(train_wait_s, 0) * 1e9) AS BIGINT)) AS ready_ns,
     sum(train_samples) AS train_samples,
     sum(train_tokens) AS train_tokens,
-    avg(train_loss) AS train_loss,
-    count(*) AS processes
+    avg(train_loss) AS train_loss
 FROM train_steps
 WHERE run_id = run AND train_step IS NOT NULL
 GROUP BY train_step;
