@@ -147,7 +147,11 @@ def _describe(trainer) -> dict:
         name = getattr(getattr(model, "config", None), "_name_or_path", None)
         if name:
             out["model_name"] = str(name)
-        out["model_parameters"] = int(sum(p.numel() for p in model.parameters()))
+        from transformers.trainer_pt_utils import get_model_param_count
+
+        # The Trainer's own count: under DeepSpeed ZeRO-3 the model is partitioned when loaded, and a
+        # parameter's numel() is its shard's (0); HF counts ds_numel there.
+        out["model_parameters"] = int(get_model_param_count(model))
         device = getattr(trainer.accelerator, "device", None)
         out["devices"] = 1.0 if getattr(device, "type", "cpu") not in ("cpu", "mps") else 0.0
         from rollscope.integrations.trl_async import is_async_grpo
