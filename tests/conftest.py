@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -17,6 +18,13 @@ ROOT = Path(__file__).resolve().parent.parent
 # Writers compact their runs in the background; tests that count files would race with it, so it is off
 # unless a test turns it on (tests/test_compaction.py does, by argument or environment).
 os.environ.setdefault("ROLLSCOPE_COMPACT", "0")
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now (for a server or a rendezvous a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture

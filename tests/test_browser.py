@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from rollscope.app import pages as app_pages
+from tests.conftest import free_port
 from tests.test_dashboard_fixtures import RunWriter
 
 pytestmark = pytest.mark.browser
@@ -53,12 +53,6 @@ if not Path(CHROMIUM).exists():
     if os.environ.get("CI"):
         raise RuntimeError("CI must install chromium (apt-get install chromium); the browser test cannot run")
     pytest.skip("no chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_healthy(url: str, server: subprocess.Popen, timeout: float = 60) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import trl_tiny
-from tests.conftest import ROOT, spans_on_disk
+from tests.conftest import ROOT, free_port, spans_on_disk
 
 STEPS = 20
 RUN = "grpo-1"
@@ -147,16 +147,12 @@ def test_a_data_parallel_run_is_one_run_whose_figures_equal_trls(tmp_path):
     figures are TRL's own, which TRL gathers across the ranks: a step both ranks recorded is one step."""
     _needs_trl()
     import os
-    import socket
 
     from rollscope.queries import analyses, connect
 
     steps, ranks, per_rank = 8, 2, 8
-    with socket.socket() as s:  # a free port for the ranks' rendezvous, on loopback only
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     launch = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}"]
-    launch += ["--master_addr=127.0.0.1", f"--master_port={port}", "-m", "tests.trl_tiny"]
+    launch += ["--master_addr=127.0.0.1", f"--master_port={free_port()}", "-m", "tests.trl_tiny"]
     done = subprocess.run(
         [*launch, str(tmp_path), str(steps), RUN],
         cwd=ROOT,
