@@ -549,6 +549,29 @@ def test_throughput_trainer_idle_and_length_tail(tiny):
     ]
 
 
+def test_a_weight_sync_every_rank_records_is_waited_on_once(tiny):
+    # Two data-parallel ranks each record steps 0 and 1 and their own span of the one sync between them; rank 0
+    # also records a second, later sync. Step 0's window: 11 s to 25 s, computing 11 s to 20.5 s (the later
+    # rank's end), then the merged sync 20.6-23.5 s (2.9 s, not 2.8 s per rank) and the later one (0.5 s).
+    rank_1 = attach(store=tiny.store, run_id="tiny", role="train", devices=4, set_global=False)
+    for rank, (end_0, sync) in enumerate([(20.0, (20.6, 23.4)), (20.5, (20.7, 23.5))]):
+        rl = tiny.trainer if rank == 0 else rank_1
+        for step, (start, end) in enumerate([(11.0 + rank / 10, end_0), (25.0 + rank / 10, 34.0)]):
+            with rl.train_step(step, policy_version=step + 1, start_time=at(start), end_time=at(end)):
+                pass
+        with rl.weight_sync(1, start_time=at(sync[0]), end_time=at(sync[1])):
+            pass
+    with tiny.trainer.weight_sync(1, start_time=at(24.0), end_time=at(24.5)):
+        pass
+    rank_1.shutdown()
+    con = tiny.done()
+    step_0 = analyses.trainer_goodput(con, "tiny").set_index("step").loc[0]
+    assert step_0["window_s"] == pytest.approx(14.0)
+    assert step_0["computing_s"] == pytest.approx(9.5)
+    assert step_0["sync_wait_s"] == pytest.approx(2.9 + 0.5)
+    assert step_0["other_s"] == pytest.approx(14.0 - 9.5 - 3.4)
+
+
 def test_the_length_tail_and_tool_share_cover_finished_rollouts_of_the_filter(tiny):
     for i, env in enumerate(["math", "math", "math", "math", "swe"]):
         rl = tiny.server

@@ -55,11 +55,31 @@ WHERE s.run_id = run AND s.name IN ('rl.reward', 'rl.judge');
 
 -- _step_windows(run): each train step's window on the run's clock, from its start to the next step's start;
 -- the last step's runs to the end of its own span or of the weight syncs that started after it, whichever is
--- later. Goodput divides time by these windows. A weight sync counts in the window its start falls in, from
--- the step's end on: found by an ASOF join (each sync's latest window start), not by joining every step with
+-- later. Goodput divides time by these windows. A weight sync counts in the window its start falls in, for its
+-- time after the step's end: found by an ASOF join (each sync's latest window start), not by joining every step with
 -- every sync on a range, which grows with the square of the steps (1.7 s of every catch-up at 11k steps).
+-- Overlapping syncs are merged first: where every rank of a data-parallel trainer wraps the weight update
+-- (verl's `rl.weight_sync` around the rollout-engine update, NeMo-RL's refit), one sync is several overlapping
+-- spans, and summed span by span it would count once per rank: more wait than the window holds.
 CREATE OR REPLACE MACRO _step_windows(run) AS TABLE
-WITH steps AS (
+WITH sync_spans AS (
+    SELECT
+        start_ns, end_ns,
+        -- 1 where a sync starts after every earlier-starting one has ended: the first of a merged interval
+        CASE WHEN start_ns <= max(end_ns) OVER earlier THEN 0 ELSE 1 END AS opens
+    FROM raw_spans
+    WHERE run_id = run AND name = 'rl.weight_sync'
+    WINDOW earlier AS (ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+),
+syncs AS (  -- the merged intervals
+    SELECT min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    FROM (
+        SELECT *, sum(opens) OVER (ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS interval_no
+        FROM sync_spans
+    )
+    GROUP BY interval_no
+),
+steps AS (
     SELECT
         train_step AS step, start_ns, end_ns, coalesce(train_wait_s, 0) AS wait_s,
         lead(start_ns) OVER w AS next_start_ns, row_number() OVER w AS i
@@ -74,9 +94,9 @@ synced AS (
         st.i,
         sum(least(sy.end_ns, coalesce(st.next_start_ns, sy.end_ns)) - greatest(sy.start_ns, st.end_ns)) AS sync_ns,
         max(sy.end_ns) AS sync_end_ns
-    FROM (SELECT start_ns, end_ns FROM raw_spans WHERE run_id = run AND name = 'rl.weight_sync') AS sy
+    FROM syncs AS sy
     ASOF JOIN opened AS st ON sy.start_ns >= st.start_ns
-    WHERE sy.start_ns >= st.end_ns
+    WHERE sy.end_ns > st.end_ns  -- the part after the step's end: ranks end a step at their own moments
     GROUP BY st.i
 )
 SELECT
