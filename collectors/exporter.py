@@ -224,6 +224,13 @@ class StoreSpanExporter(SpanExporter):
                 self._oldest = oldest
         return self._publish_if_due()
 
+    def idle(self) -> bool:
+        """Nothing left to do until more spans come: nothing buffered, the counters as last written."""
+        with self._lock:
+            if self._buffered:
+                return False
+        return self.default_run_id is None or self.stats.snapshot() == self._last_stats
+
     def tick(self) -> None:
         """Publish if a segment is due and write the counters if they are: the flush thread's work."""
         self._publish_if_due()
@@ -322,7 +329,10 @@ class StoreSpanProcessor(SpanProcessor):
     flush, not in ``__init__``: a thread started just before the job's own work disturbs it (the TRL adapter's
     tiny run: TRL's full garbage collection when training starts, ~180 ms, took 4-6 ms longer when it came
     right after ``attach()`` started this thread; 50 ms later it did not), and a processor nothing reaches
-    never needs one.
+    never needs one. For the same reasons it ends once nothing is left for it (queue empty, segments
+    published, counters written: after a flush, or ``stats_seconds`` after the last span) and the next span
+    or flush starts another: a job that instruments a trainer and trains with it once, or builds several in
+    turn, keeps no thread waking twice a second for the rest of the process, each holding its exporter.
     """
 
     def __init__(
@@ -355,12 +365,15 @@ class StoreSpanProcessor(SpanProcessor):
         self._results: dict[int, bool] = {}
         self._thread: threading.Thread | None = None  # started by _start, when there is work for it
 
-    def _start(self) -> None:
-        """Start the background thread if it is not running yet (once per process; not after shutdown)."""
+    def _start(self) -> bool:
+        """Start the background thread if it is not running (not after shutdown); whether one now is."""
         with self._lock:
-            if self._thread is None and not self._shutdown:
+            if self._shutdown:
+                return False
+            if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="rollscope-export", daemon=True)
                 self._thread.start()
+            return True
 
     # --- SpanProcessor contract ---------------------------------------------------------------------------
 
@@ -417,13 +430,15 @@ class StoreSpanProcessor(SpanProcessor):
         within ``timeout_millis`` (the spans are still published, later) or publishing failed."""
         if self._shutdown:
             return False
-        if self._thread is None:
-            self._start()
-            if self._thread is None:  # shut down meanwhile
-                return False
-        with self._flushed:
+        with self._lock:
+            quiet = self._thread is None and not self._queued
+        if quiet and self._exporter.idle():  # the last thread ended with every span published, nothing since
+            return True
+        with self._flushed:  # the ticket first: a thread that sees one pending does not end (_retire_if_idle)
             self._requested += 1
             ticket = self._requested
+        if not self._start():  # shut down meanwhile
+            return False
         self._wake.set()
         with self._flushed:
             done = self._flushed.wait_for(lambda: self._completed >= ticket, max(0.0, timeout_millis / 1000))
@@ -470,8 +485,20 @@ class StoreSpanProcessor(SpanProcessor):
                     self._flushed.notify_all()
                     if len(self._results) > 64:
                         self._results = {t: r for t, r in self._results.items() if t > ticket - 64}
-            if stopping:
+            if stopping or self._retire_if_idle():
                 return
+
+    def _retire_if_idle(self) -> bool:
+        """End the thread (True) if nothing is left for it: no span queued, no flush asked, the exporter idle.
+        Decided under both locks, so a span or flush that comes meanwhile either keeps this thread or, finding
+        none, starts the next (``_start``)."""
+        if not self._exporter.idle():
+            return False
+        with self._lock, self._flushed:
+            if self._queued or self._requested > self._completed or self._shutdown:
+                return False
+            self._thread = None
+            return True
 
     def _convert_due(self) -> bool:
         """Whether the queued records are converted at this wake-up: a full batch waits, or enough of them, or

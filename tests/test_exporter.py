@@ -159,6 +159,36 @@ def test_attach_starts_no_thread_until_the_jobs_first_span(attached, store):
     assert pq.read_table(counters).column("spans_received").to_pylist() == [0]
 
 
+def test_the_export_thread_ends_when_idle_and_the_next_span_starts_another(attached, store):
+    """A job that trains once and goes on (evaluation, a second trainer) keeps no rollscope thread waking for
+    the rest of the process: it ends once its spans and counters are written, and comes back with work."""
+    import pyarrow.parquet as pq
+
+    def export_threads():
+        return [t for t in threading.enumerate() if t.name == "rollscope-export"]
+
+    rl = attached(schedule_delay_millis=20, stats_seconds=0.2)
+    with rl.tracer.start_as_current_span("rl.turn"):
+        pass
+    (thread,) = export_threads()
+    assert rl.force_flush() is True
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert export_threads() == []
+    assert rl.force_flush() is True  # nothing since: answered at once, no thread started for it
+    assert export_threads() == []
+    with rl.tracer.start_as_current_span("rl.turn"):
+        pass
+    assert len(export_threads()) == 1
+    deadline = time.monotonic() + 5  # no flush this time: published when due, counters after stats_seconds
+    while export_threads() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert export_threads() == []
+    assert spans_on_disk(store) == 2
+    counters = pq.read_table(store / "collector_stats").to_pylist()
+    assert max(c["spans_exported"] for c in counters) == 2
+
+
 def test_shutdown_twice_is_safe_and_later_spans_are_counted_dropped(attached, store):
     rl = attached()
     with rl.tracer.start_as_current_span("rl.turn"):
