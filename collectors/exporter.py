@@ -364,6 +364,7 @@ class StoreSpanProcessor(SpanProcessor):
         self._completed = 0
         self._results: dict[int, bool] = {}
         self._thread: threading.Thread | None = None  # started by _start, when there is work for it
+        self._ended_cpu_ns = 0  # CPU time of this process's threads of this processor that have ended
 
     def _start(self) -> bool:
         """Start the background thread if it is not running (not after shutdown); whether one now is."""
@@ -374,6 +375,21 @@ class StoreSpanProcessor(SpanProcessor):
                 self._thread = threading.Thread(target=self._loop, name="rollscope-export", daemon=True)
                 self._thread.start()
             return True
+
+    @property
+    def thread_cpu_s(self) -> float:
+        """CPU seconds this processor's threads have used in this process, the running one's so far included:
+        what converting and publishing the spans cost beside the job's own threads (the TRL adapter's
+        ``stats``, and its benchmark, report it). Without per-thread clocks (macOS), the ended threads' only."""
+        # a thread ends (its time moving to _ended_cpu_ns) under this lock: counted once, no gap
+        with self._lock:
+            total, thread = self._ended_cpu_ns, self._thread
+            if thread is not None and thread.ident is not None:
+                try:
+                    total += time.clock_gettime_ns(time.pthread_getcpuclockid(thread.ident))
+                except (AttributeError, OSError):
+                    pass
+        return total / 1e9
 
     # --- SpanProcessor contract ---------------------------------------------------------------------------
 
@@ -461,6 +477,19 @@ class StoreSpanProcessor(SpanProcessor):
     # --- the background thread ----------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        try:
+            self._serve()
+        finally:
+            with self._lock:
+                if self._thread is threading.current_thread():  # stopped (or failed); retiring left already
+                    self._leave()
+
+    def _leave(self) -> None:
+        """This thread ends, under ``_lock``: its CPU time joins the ended threads', ``_start`` may start another."""
+        self._ended_cpu_ns += time.thread_time_ns()
+        self._thread = None
+
+    def _serve(self) -> None:
         while True:
             self._wake.wait(self._delay)
             self._wake.clear()
@@ -497,7 +526,7 @@ class StoreSpanProcessor(SpanProcessor):
         with self._lock, self._flushed:
             if self._queued or self._requested > self._completed or self._shutdown:
                 return False
-            self._thread = None
+            self._leave()
             return True
 
     def _convert_due(self) -> bool:

@@ -175,6 +175,8 @@ def test_the_export_thread_ends_when_idle_and_the_next_span_starts_another(attac
     thread.join(timeout=5)
     assert not thread.is_alive()
     assert export_threads() == []
+    first = rl.processor.thread_cpu_s  # what the ended thread cost stays counted
+    assert first > 0
     assert rl.force_flush() is True  # nothing since: answered at once, no thread started for it
     assert export_threads() == []
     with rl.tracer.start_as_current_span("rl.turn"):
@@ -184,6 +186,7 @@ def test_the_export_thread_ends_when_idle_and_the_next_span_starts_another(attac
     while export_threads() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert export_threads() == []
+    assert rl.processor.thread_cpu_s > first
     assert spans_on_disk(store) == 2
     counters = pq.read_table(store / "collector_stats").to_pylist()
     assert max(c["spans_exported"] for c in counters) == 2

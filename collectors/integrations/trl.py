@@ -397,6 +397,7 @@ class TRLInstrumentation:
             "adapter_s": self.seconds,
             "adapter_cpu_s": self.cpu_seconds,
             "emit_cpu_s": self.emit_seconds,
+            "export_cpu_s": self.rl.processor.thread_cpu_s,
             "exporter": self.rl.stats,
         }
 
