@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Extras the slow suite installs on top of dev: trl (torch, transformers, trl) for the TRL adapter's real
-# GRPOTrainer runs, verifiers for the verifiers hook's tests against the real package.
+# GRPOTrainer runs, verifiers for the verifiers hook's tests against the real package. The quick tests that
+# need one of them (marked `extras`) skip in `make test` without it and run here.
 SLOW_EXTRAS := dev,trl,verifiers
 SLOW_STAMP := $(VENV)/.installed-slow
 
@@ -33,7 +34,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 3 --dist worksteal
 
 test-slow: $(SLOW_STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m 'slow or extras'
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

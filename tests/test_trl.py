@@ -605,6 +605,7 @@ def _spans_in_order(store) -> list[dict]:
     ]
 
 
+@pytest.mark.extras
 @pytest.mark.parametrize("aggregation", ["sum_then_normalize", "normalize_then_sum"])
 @pytest.mark.parametrize("scale", ["group", "batch", "none"])
 def test_sample_decisions_follow_trls_own_arithmetic(aggregation, scale):
