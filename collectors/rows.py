@@ -284,6 +284,17 @@ def resource_columns(resources: list[ResourceRow], resource_of_row: pa.Array) ->
     return columns
 
 
+def resource_columns_of_one(resource: ResourceRow, n: int) -> dict[str, pa.Array]:
+    """``resource_columns`` for ``n`` rows of one resource (a ``SpanColumns`` batch): each value repeated,
+    without ``pc.take``, whose Python wrapper costs ~15 us a column (it reads the environment on each call)."""
+    columns = {
+        column: _repeat(value, n, _TYPES[column])
+        for column, value in zip(_RESOURCE_COLUMN_NAMES, resource.values, strict=True)
+    }
+    columns["resource_attributes"] = _repeat(resource.extras, n)
+    return columns
+
+
 def _scatter(rows: Sequence[int], values: pa.Array, n: int, ascending: bool) -> pa.Array:
     """A length-n column with ``values`` at ``rows`` (distinct; ``ascending`` when known to be sorted) and
     nulls elsewhere."""
@@ -653,7 +664,7 @@ class _ColumnRows:
             for block in blocks:
                 times += block[position]
             out[field] = pa.array(times, pa.int64(), memory_pool=_POOL)
-        out.update(resource_columns([self._resource], _repeat(0, n, pa.int32())))
+        out.update(resource_columns_of_one(self._resource, n))
         extras: list = [None] * n  # per row: the attributes kept as JSON
         filled: dict[str, list] = {}  # each convention column some block has, its values placed at their rows
         row = 0

@@ -33,8 +33,10 @@ through the store exporter of ``attach()``:
 It never changes training: it reads what the methods return and passes it on untouched (the one addition, a
 per-sample index list riding along the buffered batch, is removed before the loss sees the batch), draws no
 random numbers from any generator training uses, and any failure inside it is logged once per hook, counted in
-``stats``, and never raised into training. On the training thread it only copies lengths, times and the
-gathered reward tensor; spans are built on its own thread (``rollscope-trl``), which gets that work in batches
+``stats``, and never raised into training. On the training thread it only notes times, keeps a reference to
+the lists of token ids TRL generated and copies the gathered reward tensor (about 0.1 ms a step on a small CPU,
+the hooks' first lines after training's torch work being the dearest); everything else, down to counting the
+tokens, is span work, built on its own thread (``rollscope-trl``), which gets that work in batches
 (as often as the store publishes a segment: every 2 s by default) and is drained when training ends, on
 ``close()``, and at interpreter exit. Training shorter than one hand-over never starts that thread: its spans
 are built when it ends, on the training thread, which waits for them then anyway.
@@ -259,7 +261,7 @@ class _SDKSpans:
         pass
 
 
-@dataclass
+@dataclass(slots=True)  # made every round on the training thread: slots make it and its reads cheaper
 class _Batch:
     """One generation round on this process: what TRL generated and scored, until its samples are consumed."""
 
@@ -269,6 +271,7 @@ class _Batch:
     inputs: list
     gen_start_ns: int | None = None
     gen_end_ns: int | None = None
+    generated: tuple | None = None  # TRL's (prompt ids, completion ids, tool mask) lists, measured when built
     prompt_lengths: list = field(default_factory=list)
     completion_lengths: list = field(default_factory=list)
     segments: list = field(
@@ -280,13 +283,14 @@ class _Batch:
     reward_start_ns: int | None = None
     reward_end_ns: int | None = None
     reward_calls: dict = field(default_factory=dict)  # reward function index -> (start_ns, end_ns)
-    rewards_cpu: object = None  # the gathered rewards_per_func tensor, copied to the CPU
-    weights: object = None  # the trainer's reward_weights, copied to the CPU
+    # the gathered rewards_per_func tensor, as a list of rows of floats (NaN: no score)
+    rewards_cpu: list | None = None
+    weights: list | None = None  # the trainer's reward_weights, likewise
     rewards_per_func: list | None = None  # this process's rows: [sample][function], None = no score
     combined: list | None = None
     decisions: list | None = None
     rollout_ids: list = field(default_factory=list)
-    uses: Counter = field(default_factory=Counter)  # local sample index -> micro-batches that trained on it
+    uses: dict = field(default_factory=dict)  # local sample index -> micro-batches that trained on it
     first_step: dict = field(default_factory=dict)
     last_step: dict = field(default_factory=dict)
     end_ns: int | None = None
@@ -295,8 +299,9 @@ class _Batch:
 
 class TRLInstrumentation:
     """The hooks on one trainer. ``stats``: spans emitted per kind, failures per hook, seconds the adapter's
-    bookkeeping took on the training thread (wall and CPU), CPU seconds its span thread took, and the store
-    exporter's counters."""
+    bookkeeping took on the training thread (wall, and CPU: the per-step hooks' wall time, as they never wait,
+    ``_hook``; the end of training's from the thread's CPU clock), CPU seconds its span thread took, and the
+    store exporter's counters."""
 
     def __init__(self, trainer, rl, out=None):
         self.trainer = trainer
@@ -322,6 +327,8 @@ class TRLInstrumentation:
         self._step_wait_s = 0.0
         self._step_samples = 0
         self._step_tokens = 0
+        self._step_taken: list = []  # (_Batch, sample) the step trained on: tokens counted when it is built
+        self._eos_and_pad: set | None = None
         self._closed = False
         self._async = None  # AsyncSamples, for trl.experimental's async GRPO trainer
 
@@ -416,6 +423,25 @@ class TRLInstrumentation:
                 self.seconds += time.perf_counter() - started
                 self.cpu_seconds += (time.thread_time_ns() - cpu) / 1e9
 
+    def _hook(self, hook: str, fn, *args):
+        """``_guard`` for the hooks training calls every step, timed by the wall clock alone.
+
+        Why: each of these hooks runs right after a burst of training's torch work, and there a read of the
+        thread's CPU clock (a system call, ``clock_gettime(CLOCK_THREAD_CPUTIME_ID)``) and ``current_thread()``
+        cost ~15 us together, measured on the tiny CPU run, against ~3 us for the hook itself: ten hooks a step
+        paid ~0.12 ms a step for their own accounting. They never wait on anything (no lock, I/O or other
+        thread), so their wall time is their CPU time: it is counted as both."""
+        started = time.perf_counter()
+        try:
+            return fn(*args)
+        except Exception:
+            self._failed(hook)
+            return None
+        finally:
+            elapsed = time.perf_counter() - started
+            self.seconds += elapsed
+            self.cpu_seconds += elapsed
+
     def _failed(self, hook: str) -> None:
         self.failures[hook] += 1
         if hook not in self._warned:
@@ -505,15 +531,15 @@ class TRLInstrumentation:
             if not self._training():
                 return original(inputs, *args, **kwargs)
             started = time.time_ns()
-            self._guard("generate", self._begin_batch, inputs, started)
+            self._hook("generate", self._begin_batch, inputs, started)
             try:
                 output = original(inputs, *args, **kwargs)
             finally:
                 batch, self._batch = self._batch, None
             ended = time.time_ns()
             self._step_wait_s += (ended - started) / 1e9
-            if batch is not None and self._guard("generate", self._finish_batch, batch, ended):
-                self._guard("generate", self._tag, output, batch)
+            if batch is not None:
+                self._hook("generate", self._finish_batch, batch, ended, output)
             return output
 
         return generate_and_score
@@ -524,7 +550,7 @@ class TRLInstrumentation:
             started = time.time_ns()
             result = original(prompts, *args, **kwargs)
             if self._batch is not None:
-                self._guard("generate", self._record_generation, result, started, time.time_ns())
+                self._hook("generate", self._record_generation, result, started, time.time_ns())
             return result
 
         return generate
@@ -544,7 +570,7 @@ class TRLInstrumentation:
         @functools.wraps(original)
         def tool_call_loop(*args, **kwargs):
             if self._batch is not None:
-                self._guard("tools", self._wrap_tools, self._batch)
+                self._hook("tools", self._wrap_tools, self._batch)
             return original(*args, **kwargs)
 
         return tool_call_loop
@@ -573,7 +599,7 @@ class TRLInstrumentation:
                     failed = False
                     return result
                 finally:
-                    self._guard("tools", record, started, failed)
+                    self._hook("tools", record, started, failed)
 
             return timed_async
 
@@ -585,7 +611,7 @@ class TRLInstrumentation:
                 failed = False
                 return result
             finally:
-                self._guard("tools", record, started, failed)
+                self._hook("tools", record, started, failed)
 
         return timed
 
@@ -595,7 +621,7 @@ class TRLInstrumentation:
             started = time.time_ns()
             result = original(*args, **kwargs)
             if self._batch is not None:
-                self._guard("reward", self._record_rewards, result, started, time.time_ns())
+                self._hook("reward", self._record_rewards, result, started, time.time_ns())
             return result
 
         return calculate_rewards
@@ -613,7 +639,7 @@ class TRLInstrumentation:
                 try:
                     return await func(*args, **kwargs)
                 finally:
-                    self._guard("reward", record, started)
+                    self._hook("reward", record, started)
 
             return reward_async
 
@@ -623,7 +649,7 @@ class TRLInstrumentation:
             try:
                 return func(*args, **kwargs)
             finally:
-                self._guard("reward", record, started)
+                self._hook("reward", record, started)
 
         return reward
 
@@ -634,7 +660,7 @@ class TRLInstrumentation:
             if isinstance(inputs, dict) and _SAMPLE_KEY in inputs:
                 tags = inputs[_SAMPLE_KEY]
                 inputs = {k: v for k, v in inputs.items() if k != _SAMPLE_KEY}
-                self._guard("samples", self._consume, tags)
+                self._hook("samples", self._consume, tags)
             return inputs
 
         return prepare_inputs
@@ -646,7 +672,7 @@ class TRLInstrumentation:
         def sync_weights(*args, **kwargs):
             started = time.time_ns()
             result = original(*args, **kwargs)
-            self._guard("weight_sync", self._synced, version, started, time.time_ns())
+            self._hook("weight_sync", self._synced, version, started, time.time_ns())
             return result
 
         return sync_weights
@@ -667,10 +693,32 @@ class TRLInstrumentation:
         self._round += 1
 
     def _record_generation(self, result, started: int, ended: int) -> None:
+        """The round's generation window and TRL's own lists of token ids, kept as they are: measuring them
+        (``_measure``) is span work, done where the spans are built rather than here, between two of
+        training's torch calls (there, with the CPU's caches full of training's data, the few lines cost
+        ~40 us a round on the tiny CPU run, and a tool-calling round's masks far more). The lists live until
+        the round's spans are built, at most a hand-over interval (2 s) after TRL is done with them."""
         b = self._batch
-        prompt_ids, completion_ids, tool_mask = result[0], result[1], result[2]
-        eos_and_pad = {*self.trainer.eos_token_ids, self.trainer._tokenizer.pad_token_id}
         b.gen_start_ns, b.gen_end_ns = started, ended
+        b.generated = (result[0], result[1], result[2])
+
+    def _record_rewards(self, rewards_per_func, started: int, ended: int) -> None:
+        b = self._batch
+        b.reward_start_ns, b.reward_end_ns = started, ended
+        # One torch call each (the values, exactly: float32 and bfloat16 are exact as Python floats, and _score
+        # reads them back as float32, as TRL computes): a copy, as TRL goes on with the tensor.
+        b.rewards_cpu = rewards_per_func.detach().tolist()
+        b.weights = self.trainer.reward_weights.detach().tolist()
+        b.global_offset = self.trainer.accelerator.process_index * len(b.inputs)
+
+    def _measure(self, b: _Batch) -> None:
+        """The round's token counts from TRL's lists, as TRL counts them (on the adapter's thread): prompt and
+        decoded tokens (only the model's, where a tool mask says which), the mask's runs, and whether each
+        completion was clipped (its last token neither EOS nor padding: TRL's test for ``clipped_ratio``)."""
+        prompt_ids, completion_ids, tool_mask = b.generated
+        if self._eos_and_pad is None:
+            self._eos_and_pad = {*self.trainer.eos_token_ids, self.trainer._tokenizer.pad_token_id}
+        eos_and_pad = self._eos_and_pad
         b.prompt_lengths = [len(ids) for ids in prompt_ids]
         if tool_mask is not None:  # TRL counts only model-generated tokens
             b.completion_lengths = [int(sum(mask)) for mask in tool_mask]
@@ -679,17 +727,12 @@ class TRLInstrumentation:
             b.completion_lengths = [len(ids) for ids in completion_ids]
             b.segments = [[(True, n)] for n in b.completion_lengths]
         b.truncated = [bool(len(ids)) and _last(ids) not in eos_and_pad for ids in completion_ids]
-
-    def _record_rewards(self, rewards_per_func, started: int, ended: int) -> None:
-        b = self._batch
-        b.reward_start_ns, b.reward_end_ns = started, ended
-        b.rewards_cpu = rewards_per_func.detach().float().cpu().numpy().copy()
-        b.weights = self.trainer.reward_weights.detach().float().cpu().numpy().copy()
-        b.global_offset = self.trainer.accelerator.process_index * len(b.inputs)
+        b.generated = None  # TRL's lists are not held past this round's spans
 
     def _score(self, b: _Batch) -> None:
         """TRL's combined reward and sample decisions for this process's rows (on the adapter's thread)."""
-        everything, weights = b.rewards_cpu, b.weights
+        everything = np.asarray(b.rewards_cpu, dtype=np.float32).reshape(len(b.rewards_cpu), len(b.weights))
+        weights = np.asarray(b.weights, dtype=np.float32)
         unscorable = np.isnan(everything).all(axis=1)
         decisions = _decisions(self.trainer, everything, weights, unscorable)
         combined = _nansum(everything * weights[None, :], axis=1)
@@ -701,19 +744,16 @@ class TRLInstrumentation:
         ]
         b.decisions = decisions[local]
 
-    def _finish_batch(self, batch: _Batch, ended: int) -> bool:
-        if batch.rewards_cpu is None or not batch.completion_lengths:
-            return False  # a path we do not understand (e.g. a trainer subclass): record nothing half-made
+    def _finish_batch(self, batch: _Batch, ended: int, output) -> None:
+        """The round is generated and scored: its spans are due, and each of its samples is tagged in the
+        batch TRL buffers (``_SAMPLE_KEY``), to be told which step trains on it (``_consume``)."""
+        if batch.rewards_cpu is None or batch.generated is None:
+            return  # a path we do not understand (e.g. a trainer subclass): record nothing half-made
         batch.end_ns = ended
-        prefix = uuid.uuid4().hex[:24]
-        batch.rollout_ids = [f"{prefix}{i:04x}" for i in range(len(batch.inputs))]
         self._buffer = batch
         self._submit("generate", self._emit_rollouts, batch)
-        return True
-
-    def _tag(self, output, batch: _Batch) -> None:
         if isinstance(output, dict):
-            output[_SAMPLE_KEY] = [(batch.round, i) for i in range(len(batch.rollout_ids))]
+            output[_SAMPLE_KEY] = [(batch.round, i) for i in range(len(batch.inputs))]
 
     def _consume(self, tags) -> None:
         b = self._buffer
@@ -721,11 +761,11 @@ class TRLInstrumentation:
         for round_, i in tags:
             if b is None or round_ != b.round:
                 continue
-            b.uses[i] += 1
+            b.uses[i] = b.uses.get(i, 0) + 1
             b.first_step.setdefault(i, step)
             b.last_step[i] = step
             self._step_samples += 1
-            self._step_tokens += b.prompt_lengths[i] + b.completion_lengths[i]
+            self._step_taken.append((b, i))  # its tokens: counted when the step's span is built
 
     def _retire_buffer(self) -> None:
         """The buffered round is done with: its samples (what the trainer consumed) go to the span thread."""
@@ -756,6 +796,9 @@ class TRLInstrumentation:
 
     def _emit_rollouts(self, b: _Batch) -> None:
         """The round's rollouts, then their turns and tool calls, then their rewards: a block of each."""
+        self._measure(b)
+        prefix = uuid.uuid4().hex[:24]
+        b.rollout_ids = [f"{prefix}{i:04x}" for i in range(len(b.inputs))]
         self._score(b)
         t, n, ids = self.trainer, len(b.inputs), b.rollout_ids
         names = list(getattr(t, "reward_func_names", [])) or [
@@ -844,14 +887,23 @@ class TRLInstrumentation:
         if self._step_start_ns is None:
             return
         step = int(state.global_step) - 1
-        figures = (self._step_samples, self._step_tokens, self._step_wait_s)
+        figures = (self._step_samples, self._step_tokens, self._step_taken, self._step_wait_s)
         self._submit("train_step", self._emit_step_span, step, self._step_start_ns, time.time_ns(), *figures)
         self._step_start_ns = None
+        self._step_taken = []  # handed over with the step: from here the span's builder reads that list
         if self._async is not None:  # its counts run from one step's end to the next's
             self._step_counts_reset()
             self._async.retire()
 
-    def _emit_step_span(self, step: int, start: int, end: int, samples: int, tokens: int, wait_s: float):
+    def _emit_step_span(
+        self, step: int, start: int, end: int, samples: int, tokens: int, taken: list, wait_s: float
+    ):
+        """``tokens``: what was counted while training (the async trainer's samples); ``taken``: the rounds'
+        samples whose tokens are counted here (their rounds were measured before, in ``_emit_rollouts``)."""
+        # a round that could not be measured (its rollouts' hook failed) adds none
+        tokens += sum(
+            b.prompt_lengths[i] + b.completion_lengths[i] for b, i in taken if i < len(b.completion_lengths)
+        )
         fields = dict(
             train_step=step,
             policy_version=step + 1,
@@ -876,6 +928,7 @@ class TRLInstrumentation:
         self._step_wait_s = 0.0
         self._step_samples = 0
         self._step_tokens = 0
+        self._step_taken = []
 
 
 def _callback(inst: TRLInstrumentation):
@@ -885,10 +938,10 @@ def _callback(inst: TRLInstrumentation):
         """Train steps from the trainer's own step events; samples and a flush when training ends."""
 
         def on_step_begin(self, args, state, control, **kwargs):
-            inst._guard("train_step", inst._step_begin)
+            inst._hook("train_step", inst._step_begin)
 
         def on_step_end(self, args, state, control, **kwargs):
-            inst._guard("train_step", inst._emit_step, state)
+            inst._hook("train_step", inst._emit_step, state)
 
         def on_train_end(self, args, state, control, **kwargs):
             inst._guard("train_end", inst._retire_buffer)

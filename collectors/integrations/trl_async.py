@@ -201,7 +201,7 @@ class _TakenFrom:
             sample = self._queue.get(*args, **kwargs)
         finally:
             self._samples._inst._step_wait_s += time.perf_counter() - started
-        self._samples._inst._guard("samples", self._samples.taken, sample)
+        self._samples._inst._hook("samples", self._samples.taken, sample)
         return sample
 
     def __getattr__(self, name):
