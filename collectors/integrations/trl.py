@@ -433,14 +433,14 @@ class TRLInstrumentation:
         thread), so their wall time is their CPU time: it is counted as both."""
         started = time.perf_counter()
         try:
-            return fn(*args)
+            result = fn(*args)
         except Exception:
             self._failed(hook)
-            return None
-        finally:
-            elapsed = time.perf_counter() - started
-            self.seconds += elapsed
-            self.cpu_seconds += elapsed
+            result = None
+        elapsed = time.perf_counter() - started
+        self.seconds += elapsed
+        self.cpu_seconds += elapsed
+        return result
 
     def _failed(self, hook: str) -> None:
         self.failures[hook] += 1
