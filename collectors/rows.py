@@ -274,24 +274,24 @@ class SpanRows:
 
 def resource_columns(resources: list[ResourceRow], resource_of_row: pa.Array) -> dict[str, pa.Array]:
     """Each row's resource columns (``resource_attributes`` included), ``resource_of_row`` indexing
-    ``resources``: a resource's values are typed once, then taken per row."""
+    ``resources``: a resource's values are typed once, then taken per row. With one resource (one process's
+    batch, the common case) each value is repeated instead: ``pc.take``'s Python wrapper costs ~15 us a column
+    (it reads the environment on each call)."""
+    if len(resources) == 1:
+        (resource,) = resources
+        n = len(resource_of_row)
+        columns = {
+            column: _repeat(value, n, _TYPES[column])
+            for column, value in zip(_RESOURCE_COLUMN_NAMES, resource.values, strict=True)
+        }
+        columns["resource_attributes"] = _repeat(resource.extras, n)
+        return columns
     columns = {}
     for i, column in enumerate(_RESOURCE_COLUMN_NAMES):
         per_resource = pa.array([r.values[i] for r in resources], _TYPES[column], memory_pool=_POOL)
         columns[column] = pc.take(per_resource, resource_of_row, memory_pool=_POOL)
     extras = pa.array([r.extras for r in resources], pa.string(), memory_pool=_POOL)
     columns["resource_attributes"] = pc.take(extras, resource_of_row, memory_pool=_POOL)
-    return columns
-
-
-def resource_columns_of_one(resource: ResourceRow, n: int) -> dict[str, pa.Array]:
-    """``resource_columns`` for ``n`` rows of one resource (a ``SpanColumns`` batch): each value repeated,
-    without ``pc.take``, whose Python wrapper costs ~15 us a column (it reads the environment on each call)."""
-    columns = {
-        column: _repeat(value, n, _TYPES[column])
-        for column, value in zip(_RESOURCE_COLUMN_NAMES, resource.values, strict=True)
-    }
-    columns["resource_attributes"] = _repeat(resource.extras, n)
     return columns
 
 
@@ -664,7 +664,7 @@ class _ColumnRows:
             for block in blocks:
                 times += block[position]
             out[field] = pa.array(times, pa.int64(), memory_pool=_POOL)
-        out.update(resource_columns_of_one(self._resource, n))
+        out.update(resource_columns([self._resource], _repeat(0, n, pa.int32())))
         extras: list = [None] * n  # per row: the attributes kept as JSON
         filled: dict[str, list] = {}  # each convention column some block has, its values placed at their rows
         row = 0
