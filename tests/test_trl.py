@@ -296,6 +296,40 @@ def test_a_completion_trained_on_in_several_steps_is_one_sample_with_its_reuse(t
 
 
 @pytest.mark.slow
+def test_a_run_faster_than_the_segment_interval_hands_span_work_over_at_the_completions_bound(
+    tmp_path, monkeypatch
+):
+    """Waiting span work keeps TRL's token lists alive: however fast the run, at most HANDOFF_COMPLETIONS of
+    them wait before the adapter's thread takes them (here 40, with segments due only every hour), and what it
+    builds mid-run is the whole run's record."""
+    _needs_trl()
+    from transformers import TrainerCallback
+
+    from rollscope.integrations import trl as adapter
+    from rollscope.queries import connect
+
+    monkeypatch.setattr(adapter, "HANDOFF_COMPLETIONS", 40)
+    trainer = trl_tiny.trainer(tmp_path / "out", max_steps=6)
+    inst = adapter.instrument(trainer, store=tmp_path / "store", run_id="bound", segment_seconds=3600)
+    waiting, built = [], []
+
+    class Watch(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            waiting.append(inst._pending_load)
+            built.append(inst.counts["rl.rollout"])
+
+    trainer.add_callback(Watch())
+    trainer.train()
+    inst.close()
+    assert len(waiting) == 6 and max(waiting) < 40
+    assert any(built)  # the adapter's thread built rollouts while training ran
+    con = connect(tmp_path / "store")
+    assert con.execute("SELECT count(*) FROM rollouts WHERE run_id = 'bound'").fetchone()[0] == 48
+    assert con.execute("SELECT count(*) FROM samples WHERE run_id = 'bound'").fetchone()[0] == 48
+    inst.rl.shutdown()
+
+
+@pytest.mark.slow
 def test_a_closed_trainer_is_not_kept_alive_and_training_again_still_records(tmp_path):
     """close() ends the adapter's thread, which otherwise held the trainer (model, optimizer, dataset) until the
     process exited; a train() after close() starts a new one and its spans still reach the store."""

@@ -76,16 +76,20 @@ TIMING = "rollscope.turn.timing"  # "apportioned": the turn's times are a share 
 # A turn's finish reasons, one tuple each (the SDK keeps a sequence attribute as a tuple).
 _STOP, _LENGTH, _TOOL_CALLS = ("stop",), ("length",), ("tool_calls",)
 # Span work reaches the adapter's thread in batches: as often as the store exporter publishes a segment (its
-# ``segment_seconds``, 2 s by default: handing spans over sooner would not put them on disk sooner), or once
-# HANDOFF_ITEMS wait. Each hand-over wakes that thread, which then takes the GIL from training (torch's eager
-# ops hold it) and disturbs torch's intra-op threads on a small machine: measured, three hand-overs a step (one
-# per round, one per step, one per retired round) cost the tiny CPU run several times the CPU the spans
-# themselves take, and the one hand-over a second of before (it came in the tiny run's last steps, starting
-# the adapter's and the exporter's threads) about +12 ms of its ~1 s (the steps +18.0 ms with it in 150 pairs,
-# +5.9 ms without in 100 pairs of the same hour; the end of training, which then builds every span, +12.2 ms
-# against +10.0; docs/benchmarks.md).
+# ``segment_seconds``, 2 s by default: handing spans over sooner would not put them on disk sooner; counted from the
+# first item, not from ``instrument()``, as TRL's set-up takes a while), or once HANDOFF_COMPLETIONS completions wait
+# (each keeps TRL's lists of token ids alive until its spans are built: the bound on that memory). Each hand-over
+# wakes that thread, which then takes the GIL from training (torch's eager ops hold it) and disturbs torch's intra-op
+# threads on a small machine: measured, three hand-overs a step (one per round, one per step, one per retired round)
+# cost the tiny CPU run several times the CPU the spans themselves take, and the one hand-over a second of before (it
+# came in the tiny run's last steps, starting the adapter's and the exporter's threads) about +12 ms of its ~1 s (the
+# steps +18.0 ms with it in 150 pairs, +5.9 ms without in 100 pairs of the same hour; the end of training, which then
+# builds every span, +12.2 ms against +10.0; docs/benchmarks.md). A count of items (64, before) handed the 50-step
+# tiny run over twice, at steps 21 and 43, each costing the step it came in +5 to +7 ms: a run whose steps take
+# less than the interval in all now hands over only when training ends. A round's completions count twice (once
+# generated, once consumed), any other item once.
 HANDOFF_SECONDS = 2.0  # when the exporter does not say
-HANDOFF_ITEMS = 64
+HANDOFF_COMPLETIONS = 2048
 # The convention names of the fields the per-sample spans carry, looked up once: those spans (thousands a
 # step) build their attribute dicts directly, in the order ``_attributes`` gives them.
 _NAME = {a.column: a.name for a in semconv.SPAN_ATTRIBUTES}
@@ -315,9 +319,10 @@ class TRLInstrumentation:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
         self._pending: list = []  # span work not yet handed to the adapter's thread
+        self._pending_load = 0  # completions the pending work carries (1 for an item without any)
+        self._handed_at: float | None = None  # the last hand-over, or the first item (the interval's start)
         self._handed = 0  # batches of span work handed to the adapter's thread ...
         self._built = 0  # ... and those it has finished (their spans with the processor)
-        self._handed_at = time.monotonic()
         self._handoff_seconds = float(getattr(rl.exporter, "segment_seconds", HANDOFF_SECONDS))
         self._warned: set[str] = set()
         self._round = 0
@@ -450,15 +455,21 @@ class TRLInstrumentation:
 
     # --- the adapter's own thread: spans are built there, off the training thread ----------------------------
 
-    def _submit(self, hook: str, fn, *args) -> None:
-        """Queue span work for the adapter's thread, handed over in batches (``_handoff``)."""
+    def _submit(self, hook: str, fn, *args, completions: int = 1) -> None:
+        """Queue span work for the adapter's thread, handed over in batches (``_handoff``): once
+        ``segment_seconds`` have passed since the last hand-over (the first: since the first item; in a run of
+        long steps, an item coming after a pause is handed over at once), or ``HANDOFF_COMPLETIONS`` wait."""
+        now = time.monotonic()
+        if self._handed_at is None:
+            self._handed_at = now
         self._pending.append((hook, fn, args))
-        if len(self._pending) >= HANDOFF_ITEMS or time.monotonic() - self._handed_at >= self._handoff_seconds:
+        self._pending_load += completions
+        if self._pending_load >= HANDOFF_COMPLETIONS or now - self._handed_at >= self._handoff_seconds:
             self._handoff()
 
     def _take_pending(self) -> list:
         """The span work pending, which from now on is handed over (the hand-over interval restarts)."""
-        items, self._pending = self._pending, []
+        items, self._pending, self._pending_load = self._pending, [], 0
         self._handed_at = time.monotonic()
         return items
 
@@ -486,9 +497,9 @@ class TRLInstrumentation:
 
     def _drain(self, timeout: float = 60.0) -> None:
         """Hand over what is pending and wait until every span handed to the adapter's thread is built. If that
-        thread never started (training shorter than a hand-over interval), the spans are built here instead:
-        the caller waits for them either way, and starting a thread for them would cost it more (a thread
-        start and two GIL hand-overs)."""
+        thread never started (training that never filled a hand-over: shorter than the interval, with fewer
+        completions than the bound), the spans are built here instead: the caller waits for them either way,
+        and starting a thread for them would cost it more (a thread start and two GIL hand-overs)."""
         if self._worker is None:
             self._build(self._take_pending())
             return
@@ -697,7 +708,7 @@ class TRLInstrumentation:
         (``_measure``) is span work, done where the spans are built rather than here, between two of
         training's torch calls (there, with the CPU's caches full of training's data, the few lines cost
         ~40 us a round on the tiny CPU run, and a tool-calling round's masks far more). The lists live until
-        the round's spans are built, at most a hand-over interval (2 s) after TRL is done with them."""
+        the round's spans are built: at most a hand-over interval (2 s) or ``HANDOFF_COMPLETIONS`` later."""
         b = self._batch
         b.gen_start_ns, b.gen_end_ns = started, ended
         b.generated = (result[0], result[1], result[2])
@@ -751,7 +762,7 @@ class TRLInstrumentation:
             return  # a path we do not understand (e.g. a trainer subclass): record nothing half-made
         batch.end_ns = ended
         self._buffer = batch
-        self._submit("generate", self._emit_rollouts, batch)
+        self._submit("generate", self._emit_rollouts, batch, completions=len(batch.inputs))
         if isinstance(output, dict):
             output[_SAMPLE_KEY] = [(batch.round, i) for i in range(len(batch.inputs))]
 
@@ -773,7 +784,7 @@ class TRLInstrumentation:
             self._async.retire()
         b, self._buffer = self._buffer, None
         if b is not None:
-            self._submit("samples", self._emit_samples, b, time.time_ns())
+            self._submit("samples", self._emit_samples, b, time.time_ns(), completions=len(b.inputs))
 
     # --- spans (on the adapter's thread) ------------------------------------------------------------------
 

@@ -92,7 +92,7 @@ class AsyncSamples:
         """Hand what was taken since the last time to the adapter's thread (at each step's end and at the end)."""
         taken, self._taken = self._taken, []
         if taken:
-            self._inst._submit("samples", self._emit, taken)
+            self._inst._submit("samples", self._emit, taken, completions=len(taken))
 
     # --- on the training thread -----------------------------------------------------------------------------
 
