@@ -37,9 +37,9 @@ random numbers from any generator training uses, and any failure inside it is lo
 the lists of token ids TRL generated and copies the gathered reward tensor (about 0.1 ms a step on a small CPU,
 the hooks' first lines after training's torch work being the dearest); everything else, down to counting the
 tokens, is span work, built on its own thread (``rollscope-trl``), which gets that work in batches
-(as often as the store publishes a segment: every 2 s by default) and is drained when training ends, on
-``close()``, and at interpreter exit. Training shorter than one hand-over never starts that thread: its spans
-are built when it ends, on the training thread, which waits for them then anyway.
+(as often as the store publishes a segment, every 2 s by default, or once ``HANDOFF_COMPLETIONS`` wait) and is
+drained when training ends, on ``close()``, and at interpreter exit. Training that never fills a hand-over never
+starts that thread: its spans are built when it ends, on the training thread, which waits for them then anyway.
 
 TRL's async GRPO trainer (``trl.experimental.async_grpo``) generates in another process and trains on what its
 data loader takes from a queue: for it the adapter records each sample taken, stale ones included, and the
