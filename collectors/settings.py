@@ -29,6 +29,8 @@ ENV = {
     "ROLLSCOPE_COMPACT": "0 turns off compacting runs in the background while they are written (default 1: on).",
     "ROLLSCOPE_COMPACT_SECONDS": "How often each writing process tries to compact its runs (default 10).",
     "ROLLSCOPE_TOKEN": "Bearer token `rollscope collect` requires (instead of --token, which `ps` shows).",
+    "ROLLSCOPE_DERIVE_MEMORY": "Memory a run's derivation holds before spilling to disk: 8GB, 512MiB, or a share of RAM like 25% (default 25%).",
+    "ROLLSCOPE_DERIVE_THREADS": "Cores a run's derivation uses at once (default: every core).",
     "OTEL_SERVICE_NAME": "service.name of this process.",
     "OTEL_RESOURCE_ATTRIBUTES": "Extra resource attributes, key=value,... (may carry rl.run.id).",
     "OTEL_BSP_MAX_QUEUE_SIZE": "Batch span processor queue (rollscope's default 65536, not the SDK's 2048).",
@@ -99,6 +101,43 @@ def safe_run_id(text: str) -> str:
     return safe or f"run-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
 
 
+# The share of the machine's memory a derivation holds before it spills to disk, unless ROLLSCOPE_DERIVE_MEMORY
+# says otherwise: a dashboard or a report on a workstation leaves the rest to the user's own work.
+DERIVE_MEMORY_SHARE = 0.25
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30})
+
+
+def machine_memory() -> int:
+    """The memory this process may use, in bytes: the machine's, or its container's limit when lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return total
+
+
+def _memory(value) -> int:
+    """Bytes from ``8GB``, ``512MiB``, ``1.5g``, a whole number of bytes or a share of memory like ``25%``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TypeError(f"expected a size, not {type(value).__name__}")
+    text = str(value).strip().lower().replace(" ", "")
+    if text.endswith("%"):
+        share = _number(float, 0, 100)(text[:-1])
+        return int(machine_memory() * share / 100)
+    match = re.fullmatch(r"([0-9]*\.?[0-9]+)([a-z]*)", text)
+    if match is None or match[2] not in _UNITS:
+        raise ValueError(f"expected a size like 8GB, 512MiB or 25%, not {value!r}")
+    size = int(float(match[1]) * _UNITS[match[2]])
+    if size < 64 * 2**20:
+        raise ValueError(f"expected at least 64MiB, not {value!r}")
+    return size
+
+
 def _text(value) -> str:
     if not isinstance(value, str):
         raise TypeError(f"expected text, not {type(value).__name__}")
@@ -133,6 +172,8 @@ FIELDS = {
     "max_export_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", _number(int, 0, 4_194_304)),
     "schedule_delay_millis": ("OTEL_BSP_SCHEDULE_DELAY", _number(float, 0, 3_600_000)),
     "token": ("ROLLSCOPE_TOKEN", _text),
+    "derive_memory": ("ROLLSCOPE_DERIVE_MEMORY", _memory),
+    "derive_threads": ("ROLLSCOPE_DERIVE_THREADS", _number(int, 0, 4096)),
 }
 
 
@@ -143,7 +184,9 @@ class Settings:
     Bounds (a value outside them is an error as an argument, and ignored with a warning from the environment):
     devices 0-1,000,000; segment_rows 1-10,000,000; segment_seconds, stats_seconds and compact_seconds above 0 and at most a
     day; max_queue_size and max_export_batch_size 1-4,194,304; schedule_delay_millis above 0 and at most an
-    hour. Numbers must be finite.
+    hour; derive_memory at least 64 MiB (a size, ``8GB``, or a share of memory, ``25%``; default
+    ``DERIVE_MEMORY_SHARE`` of ``machine_memory()``); derive_threads 1-4,096 (default: every core). Numbers
+    must be finite.
     """
 
     store: Path = Path("runs")
@@ -160,6 +203,10 @@ class Settings:
     max_export_batch_size: int = 8_192
     schedule_delay_millis: float = 500.0
     token: str | None = None  # the bearer token `rollscope collect` requires
+    # What a run's derivation (queries/derive.py) may use: DuckDB's memory limit in bytes, beyond which it
+    # spills to disk, and the cores it runs on. None: a share of the machine's memory, and every core.
+    derive_memory: int | None = None
+    derive_threads: int | None = None
 
     @classmethod
     def resolve(cls, **arguments) -> Settings:
@@ -184,6 +231,16 @@ class Settings:
         self.store = Path(self.store)
         self.role = _role(self.role)
         self.max_export_batch_size = min(self.max_export_batch_size, self.max_queue_size)
+
+    @property
+    def derive_memory_bytes(self) -> int:
+        """DuckDB's memory limit for a derivation: ``derive_memory``, else a share of the machine's."""
+        return self.derive_memory or int(machine_memory() * DERIVE_MEMORY_SHARE)
+
+    @property
+    def derive_cores(self) -> int:
+        """The cores a derivation runs on: ``derive_threads``, else every core this process may use."""
+        return self.derive_threads or len(os.sched_getaffinity(0))
 
 
 def default_store() -> Path:

@@ -29,7 +29,6 @@ import secrets
 import shutil
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -42,8 +41,6 @@ from rollscope.store.derived import TABLES, Job, Result, block_of, holds, part_r
 
 log = logging.getLogger("rollscope.derive")
 
-MEMORY_LIMIT = os.environ.get("ROLLSCOPE_DERIVE_MEMORY", "1GB")
-THREADS = int(os.environ.get("ROLLSCOPE_DERIVE_THREADS", "0")) or min(4, os.cpu_count() or 1)
 FANOUT = 8  # parts of one tier merged into one by _consolidate
 WRITERS = 2  # tables a full derivation writes at once (derive_full)
 # the derived index, kept with the tables (not read by analyses)
@@ -56,7 +53,7 @@ KEYED = {"_traces": "trace_id", "_trace_keys": "key"}
 WINDOWS = "_quantile_windows"
 WINDOW_VALUES = 2048  # values a window keeps on each side of its percentile (read at each call: tests set it)
 _TABLES = {t.name: t for t in TABLES}
-_FILLS = re.compile(r"INSERT INTO _(\w+)_mat\b")  # the table a derive_full.sql statement fills
+FILLS = re.compile(r"INSERT INTO _(\w+)_mat\b")  # the table a derive_full.sql statement fills
 # The trace index's rows of one trace and rollout merged (a later part's supersede an earlier one's, the new
 # spans' the parts'): its group, the first start and the last end.
 _INDEX_ROWS = (
@@ -65,7 +62,7 @@ _INDEX_ROWS = (
 )
 # The trace index's keys of rows ``{}``: each rollout and group id, with a trace whose rows name it (a pair may
 # repeat: a lookup takes the distinct traces, and the parts' merges the distinct pairs).
-_KEY_ROWS = (
+KEY_ROWS = (
     "SELECT rollout_id AS key, trace_id FROM {0} WHERE rollout_id IS NOT NULL "
     "UNION ALL SELECT group_id AS key, trace_id FROM {0} WHERE group_id IS NOT NULL"
 )
@@ -125,7 +122,7 @@ def stored_type(duckdb_type: str) -> str:
     return "DECIMAL(38, 0)" if duckdb_type == "HUGEINT" else duckdb_type
 
 
-def _stored(con, relation: str, skip: tuple[str, ...] = ()) -> str:
+def stored(con, relation: str, skip: tuple[str, ...] = ()) -> str:
     """The select list that stores ``relation`` as Parquet, which has no 128-bit integers: FLOP sums (HUGEINT)
     keep every digit as DECIMAL(38, 0) rather than becoming DOUBLE."""
     columns = con.execute(f"DESCRIBE {relation}").fetchall()
@@ -180,7 +177,7 @@ def _clear(staging: Path) -> None:
 
 
 @contextmanager
-def _connection(staging: Path, schemas: dict | None = None):
+def connection(staging: Path, schemas: dict | None = None, *, memory: int = 0, threads: int = 0):
     """A DuckDB database with the definitions and the empty derived tables (``_<table>_mat``).
 
     DuckDB binds a table macro when it is created, through every view and macro it reads: creating the
@@ -189,16 +186,20 @@ def _connection(staging: Path, schemas: dict | None = None):
     ``derived_schemas``, or those the run's manifest keeps), the tables are created from them, the derived
     views over them first, and then the macros the derived views do not replace (``analysis_macros``), which
     bind against the tables, not the definitions beneath them: the same definitions in the end, at a fraction
-    of the binding."""
+    of the binding. ``memory`` (bytes) and ``threads``: DuckDB's limits (default: the derivation's,
+    ``Settings.derive_memory_bytes`` and ``derive_cores``); each connection spills to a folder of its own (a
+    full derivation's pieces share the staging directory)."""
+    from rollscope.collectors.settings import Settings
     from rollscope.queries.reader import schema_file
 
-    work = staging / ".work"
-    work.mkdir(exist_ok=True)
+    settings = Settings.resolve()
+    work = staging / f".work-{secrets.token_hex(4)}"
+    work.mkdir()
     con = duckdb.connect(
         ":memory:",
         config={
-            "memory_limit": MEMORY_LIMIT,
-            "threads": THREADS,
+            "memory_limit": f"{(memory or settings.derive_memory_bytes) // 2**20}MiB",
+            "threads": threads or settings.derive_cores,
             "temp_directory": str(work / "spill"),
             "preserve_insertion_order": False,
         },
@@ -228,75 +229,16 @@ def _connection(staging: Path, schemas: dict | None = None):
 
 
 def derive_full(job: Job) -> Result:
-    """Every table from every span of the run, each blocked table written as one part per block.
+    """Every table from every span of the run, in pieces of consecutive steps (``queries/pieces.py``)."""
+    from rollscope.queries import pieces
 
-    derive_full.sql fills each table once, so a table is written as Parquet (``WRITERS`` at a time, each on a
-    cursor of its own) as soon as its statement has run, beside the statements after it, which leave a core
-    idle at times (a window over one process's turns, a single-threaded aggregate)."""
-    from rollscope.queries.reader import schema_file
-
-    run = job.run_id
-    with _connection(job.staging, derived_schemas.shipped()) as con, ThreadPoolExecutor(WRITERS) as pool:
-        writes, waiting = {}, []
-        try:
-            raw_views(con, [*map(str, job.live), schema_file("spans")], [schema_file("collector_stats")])
-            for sql, used, _ in sqlfiles.statements("raw/derive_full"):
-                con.execute(sql, {"run": run} if used else None)
-                filled = _FILLS.search(sql)
-                if not filled:
-                    continue
-                # A blocked table without a step column takes each row's block from _rollout_steps_mat: written
-                # before that is filled, every row would land in block p, which every catch-up rewrites whole.
-                if _blocks_by_rollout_step(con, filled[1]) and "rollout_steps" not in writes:
-                    waiting.append(filled[1])
-                    continue
-                for name in (filled[1], *(waiting if filled[1] == "rollout_steps" else ())):
-                    writes[name] = pool.submit(_write_table, con.cursor(), name, job.staging)
-            index = sqlfiles.execute(con, "raw/derive_index", fetch=sqlfiles.first_row, run=run)
-            con.execute(f"CREATE OR REPLACE TABLE _trace_keys_mat AS {_KEY_ROWS.format('_traces_mat')}")
-            _quantile_windows(con, run, "_run_percentiles_mat")
-            writes.update(
-                {
-                    name: pool.submit(_write_table, con.cursor(), name, job.staging)
-                    for name in (*INDEX, WINDOWS)
-                }
-            )
-            ranges = _ranges(con, job.live)
-            schemas = _schemas(con)
-            bounds = _process_bounds(con, None)
-            tables = {name: writes[name].result() for name in (*(t.name for t in TABLES), *INDEX, WINDOWS)}
-        except BaseException:
-            pool.shutdown(cancel_futures=True)  # writes not started yet are not started at all
-            raise
-    meta = {
-        "schemas": schemas,
-        "bound": None if index["bound"] is None else int(index["bound"]),
-        "samples": bool(index["samples"]),
-        "orphans": int(index["orphans"]),
-        "spans": int(index["spans"]),
-        "ranges": ranges,
-        "process_bounds": bounds,
-    }
-    return Result(tables, meta, "full")
+    return pieces.derive_full(job)
 
 
-def _blocks_by_rollout_step(con, name: str) -> bool:
-    """Whether table ``name``'s parts are blocked by its rollouts' consuming steps (``_with_block``)."""
+def blocks_by_rollout_step(con, name: str) -> bool:
+    """Whether table ``name``'s parts are blocked by its rollouts' consuming steps (``with_block``)."""
     table = _TABLES.get(name)
     return bool(table and table.blocked and "step" not in _columns(con, f"_{name}_mat"))
-
-
-def _write_table(cur, name: str, staging: Path) -> list[Path]:
-    """One derived table (or the index's: ``_traces``) as Parquet parts, on ``cur`` (closed after)."""
-    try:
-        table = _TABLES.get(name)
-        relation = f"_{name}_mat" if table else f"{name}_mat"  # the index's tables: _traces_mat
-        if table and (table.blocked or table.refresh in ("windows", "tail")):
-            parts = _write_blocked(cur, name, _with_block(cur, relation), staging)
-            return _consolidate(cur, name, parts, staging)
-        return [_write_whole(cur, name, relation, staging)]
-    finally:
-        cur.close()
 
 
 def bound_schemas() -> dict[str, list[list[str]]]:
@@ -304,14 +246,14 @@ def bound_schemas() -> dict[str, list[list[str]]]:
     (what ``derived_schemas`` ships)."""
     with (
         tempfile.TemporaryDirectory(prefix="rollscope-schemas-") as staging,
-        _connection(Path(staging)) as con,
+        connection(Path(staging)) as con,
     ):
-        return _schemas(con)
+        return schemas_of(con)
 
 
-def _schemas(con) -> dict[str, list[list[str]]]:
+def schemas_of(con) -> dict[str, list[list[str]]]:
     """Every derived table's columns and DuckDB types (HUGEINT, not the DECIMAL it is stored as), for the
-    manifest: the next incremental catch-up creates its tables from them (``_connection``)."""
+    manifest: the next incremental catch-up creates its tables from them (``connection``)."""
     return {
         t.name: [
             list(c)
@@ -321,7 +263,7 @@ def _schemas(con) -> dict[str, list[list[str]]]:
     }
 
 
-def _ranges(con, segments: list[Path]) -> dict[str, list[int]]:
+def segment_ranges(con, segments: list[Path]) -> dict[str, list[int]]:
     """Each segment's first start and last end, by name."""
     from rollscope.queries.reader import schema_file
 
@@ -332,22 +274,22 @@ def _ranges(con, segments: list[Path]) -> dict[str, list[int]]:
     return {name: [int(lo), int(hi)] for name, lo, hi, _ in con.execute(text).fetchall() if lo is not None}
 
 
-def _with_block(con, relation: str, where: str = "true") -> str:
+def with_block(con, relation: str, where: str = "true") -> str:
     """``relation``'s rows with the block of their step (a table without a step column: its rollout's
     consuming step, from the derived rollout_steps rows) as ``_block``."""
     if "step" in _columns(con, relation):
-        return f"SELECT *, {_block('step')} AS _block FROM {relation} WHERE {where}"
+        return f"SELECT *, {block_sql('step')} AS _block FROM {relation} WHERE {where}"
     # A catch-up's scoped rows, once _read_final has pointed _rollout_steps_mat at the run's every part: the
     # scoped rollout_steps rows (_rollout_steps_scoped) hold the same steps for them, without reading the run's.
     steps = "_rollout_steps_scoped" if "_rollout_steps_scoped" in _tables(con) else "_rollout_steps_mat"
     return (
-        f"SELECT t.*, {_block('c.step')} AS _block FROM {relation} AS t "
+        f"SELECT t.*, {block_sql('c.step')} AS _block FROM {relation} AS t "
         f"LEFT JOIN (SELECT rollout_id, any_value(step) AS step FROM {steps} GROUP BY ALL) AS c "
         f"USING (rollout_id) WHERE {where.replace('rollout_id', 't.rollout_id', 1)}"
     )
 
 
-def _block(step: str) -> str:
+def block_sql(step: str) -> str:
     """SQL for the block label of consuming step ``step`` (``store.derived.block_of``; read at each call, so a
     test may set ``derived.BLOCK_STEPS``)."""
     return f"CASE WHEN {step} IS NULL THEN 'p' ELSE CAST(floor({step} / {derived.BLOCK_STEPS}) AS BIGINT)::VARCHAR END"
@@ -357,9 +299,9 @@ def _write_blocked(con, name: str, relation: str, staging: Path) -> list[Path]:
     """Write ``relation`` (rows with ``_block``) as one part per block, ``<name>/b=<block>/<token>.parquet``."""
     con.execute(f"CREATE OR REPLACE TEMP VIEW _writing AS {relation}")
     target = staging / name
-    select = _stored(con, "_writing", skip=("_block",))
+    select = stored(con, "_writing", skip=("_block",))
     con.execute(
-        f"COPY (SELECT {select}, _block FROM _writing) TO '{_quoted(target)}' "
+        f"COPY (SELECT {select}, _block FROM _writing) TO '{quoted(target)}' "
         "(FORMAT parquet, PARTITION_BY (_block), COMPRESSION zstd, ROW_GROUP_SIZE 122880, OVERWRITE_OR_IGNORE)"
     )
     parts = []
@@ -373,7 +315,7 @@ def _write_blocked(con, name: str, relation: str, staging: Path) -> list[Path]:
     return parts
 
 
-def _write_whole(con, name: str, relation: str, staging: Path) -> Path:
+def write_whole(con, name: str, relation: str, staging: Path) -> Path:
     """``relation`` as one part, ``<name>/b=all/<token>.parquet``; an index part looked up by key (``KEYED``)
     sorted by it in small row groups, so that a lookup reads only the groups of its keys."""
     target = staging / name / "b=all" / f"{secrets.token_hex(6)}.parquet"
@@ -381,20 +323,20 @@ def _write_whole(con, name: str, relation: str, staging: Path) -> Path:
     key = KEYED.get(name)
     order, rows = (f" ORDER BY {key}", keyed.ROW_GROUP_SIZE) if key else ("", 122880)
     con.execute(
-        f"COPY (SELECT {_stored(con, relation)} FROM {relation}{order}) TO '{_quoted(target)}' "
+        f"COPY (SELECT {stored(con, relation)} FROM {relation}{order}) TO '{quoted(target)}' "
         f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {rows})"
     )
     return target
 
 
-def _execute_text(con, text: str, values: dict) -> None:
+def execute_text(con, text: str, values: dict) -> None:
     """Run a raw SQL file's text that the caller filled in (its @placeholders: file lists, relation names, which
     ``sqlfiles.execute`` cannot bind), each statement given the named parameters it uses."""
     for statement in duckdb.extract_statements(text):
         con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
 
 
-def _quoted(path: Path) -> str:
+def quoted(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
@@ -427,10 +369,10 @@ def derive_scoped(job: Job) -> Result:
     schemas = meta.get("schemas")
     if not isinstance(schemas, dict) or set(schemas) != {t.name for t in TABLES}:
         schemas = derived_schemas.shipped()  # a state from before schemas were kept; None: bind, once
-    with _connection(job.staging, schemas) as con:
-        schemas = schemas or _schemas(con)
+    with connection(job.staging, schemas) as con:
+        schemas = schemas or schemas_of(con)
         for name in ("_train_spans", "train_steps", "process_activity"):
-            _view(con, f"_old_{name}", parts[name], schema=f"_{name.lstrip('_')}_mat")
+            view(con, f"_old_{name}", parts[name], schema=f"_{name.lstrip('_')}_mat")
         if "_trace_keys" not in parts:  # a state from before the index was looked up by key
             _key_index(con, job, parts)
         raw_views(con, [*map(str, new), schema_file("spans")], [schema_file("collector_stats")])
@@ -440,7 +382,7 @@ def derive_scoped(job: Job) -> Result:
         why = sqlfiles.execute(con, "raw/scope_seed", fetch=sqlfiles.first_row, **params)["fallback"]
         if isinstance(why, str):
             raise Fallback(why)
-        ranges.update(_ranges(con, measured))
+        ranges.update(segment_ranges(con, measured))
         con.execute(
             "CREATE TABLE _new_process_activity AS SELECT * FROM _process_activity_src($run)", {"run": run}
         )
@@ -502,9 +444,9 @@ def _sources(path: Path, derived_from: frozenset[str]) -> list[tuple[str, Path |
     return sorted(found.items()) if found else [(path.name, path)]
 
 
-def _view(con, name: str, files: list[Path], *, schema: str | None = None) -> None:
+def view(con, name: str, files: list[Path], *, schema: str | None = None) -> None:
     """A view over Parquet parts (none: the empty table ``schema``), with the types the definitions give: a
-    FLOP sum stored as DECIMAL(38, 0) (``_stored``) reads back as the HUGEINT it was."""
+    FLOP sum stored as DECIMAL(38, 0) (``stored``) reads back as the HUGEINT it was."""
     if not files:
         con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {schema} LIMIT 0")
         return
@@ -596,11 +538,11 @@ def _key_index(con, job: Job, parts: dict[str, list[Path]]) -> None:
     """A state whose trace index was not kept sorted by key (from before ``KEYED``): its parts' rows, as they
     are, rewritten as one part sorted by trace, and the keys' part; once, over the whole index (10-15 s at 30M
     spans, most of it sorting 4.5M rows and 6.6M keys)."""
-    _view(con, "_old__traces", parts["_traces"], schema="_traces_mat")
+    view(con, "_old__traces", parts["_traces"], schema="_traces_mat")
     con.execute("CREATE OR REPLACE TEMP TABLE _idx_merged AS SELECT * FROM _old__traces")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys_merged AS {_KEY_ROWS.format('_idx_merged')}")
-    parts["_traces"] = [_write_whole(con, "_traces", "_idx_merged", job.staging)]
-    parts["_trace_keys"] = [_write_whole(con, "_trace_keys", "_keys_merged", job.staging)]
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys_merged AS {KEY_ROWS.format('_idx_merged')}")
+    parts["_traces"] = [write_whole(con, "_traces", "_idx_merged", job.staging)]
+    parts["_trace_keys"] = [write_whole(con, "_trace_keys", "_keys_merged", job.staging)]
 
 
 class _PriorSteps:
@@ -718,7 +660,7 @@ def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
     files = [*(str(p) for p in job.live if p.name in names), schema_file("spans")]
     text = sqlfiles.load("raw/scope_spans").replace("@files", hive_list(files))
     values = {**params, "lo": lo or 0, "hi": hi or 0}
-    _execute_text(con, text, values)
+    execute_text(con, text, values)
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
 
 
@@ -738,11 +680,11 @@ def _merge(
         if table.blocked:
             tables[table.name] = _replace_rows(con, job, table.name, parts[table.name], blocks, prior)
         elif table.refresh == "whole":
-            tables[table.name] = [_write_whole(con, table.name, f"_{table.name}_mat", job.staging)]
+            tables[table.name] = [write_whole(con, table.name, f"_{table.name}_mat", job.staging)]
         elif table.refresh == "merge":
             merge = sqlfiles.load(f"raw/merge_{table.name}")
             con.execute(f"CREATE OR REPLACE TEMP TABLE _merged AS {merge}", {"run": job.run_id})
-            tables[table.name] = [_write_whole(con, table.name, "_merged", job.staging)]
+            tables[table.name] = [write_whole(con, table.name, "_merged", job.staging)]
         elif table.refresh == "windows":
             tables[table.name] = _refresh_windows(con, job, table, tables, parts[table.name], notes)
         elif table.refresh == "tail":
@@ -756,7 +698,7 @@ def _merge(
         log.debug("run %s: %s in %.2f s", job.run_id, table.name, time.perf_counter() - started)
     touched = "(SELECT * FROM _idx SEMI JOIN (SELECT DISTINCT trace_id FROM _new) AS n USING (trace_id))"
     con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_delta AS {_INDEX_ROWS.format(touched)}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys_delta AS {_KEY_ROWS.format('_idx_delta')}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys_delta AS {KEY_ROWS.format('_idx_delta')}")
     tables["_traces"] = _index_parts(con, job, "_traces", parts["_traces"], "_idx_delta", _INDEX_ROWS)
     tables["_trace_keys"] = _index_parts(
         con, job, "_trace_keys", parts["_trace_keys"], "_keys_delta", "SELECT DISTINCT * FROM {}"
@@ -784,7 +726,7 @@ def _index_parts(con, job: Job, name: str, old: list[Path], delta: str, merge: s
 
     parts = list(old)
     if con.execute(f"SELECT count(*) FROM {delta}").fetchone()[0]:
-        parts.append(_write_whole(con, name, delta, job.staging))
+        parts.append(write_whole(con, name, delta, job.staging))
     while True:
         tiers: dict[int, list[Path]] = {}
         for part in parts:
@@ -793,9 +735,9 @@ def _index_parts(con, job: Job, name: str, old: list[Path], delta: str, merge: s
         full = next((group[:FANOUT] for group in tiers.values() if len(group) >= FANOUT), None)
         if full is None:
             return parts
-        _view(con, "_idx_merging", full, schema=delta)
+        view(con, "_idx_merging", full, schema=delta)
         con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_merged AS {merge.format('_idx_merging')}")
-        merged = _write_whole(con, name, "_idx_merged", job.staging)
+        merged = write_whole(con, name, "_idx_merged", job.staging)
         parts = [p for p in parts if p not in full] + [merged]
 
 
@@ -807,7 +749,7 @@ def _replace_rows(
     mat = f"_{name}_mat"
     scope = _IN_STEPS if "step" in _columns(con, mat) else _IN_ROLLOUTS
     old = [p for p in parts if holds(p, blocks)]
-    relation = _with_block(con, mat, scope)
+    relation = with_block(con, mat, scope)
     kept = [p for p in old if not (scope == _IN_ROLLOUTS and derived.part_block(p) == "p")]
     if kept:
         relation += (
@@ -826,7 +768,7 @@ def _replace_rows(
             con, f"SELECT rollout_id FROM read_parquet({sql_list(pending)}, hive_partitioning = false)"
         )
         relation += (
-            f" UNION ALL BY NAME SELECT o.*, {_block('s.step')} AS _block "
+            f" UNION ALL BY NAME SELECT o.*, {block_sql('s.step')} AS _block "
             f"FROM read_parquet({sql_list(pending)}, hive_partitioning = false) AS o "
             "LEFT JOIN _prior_steps AS s USING (rollout_id) "
             f"WHERE NOT {scope.replace('rollout_id', 'o.rollout_id', 1)}"
@@ -842,7 +784,7 @@ def _refresh_windows(
     first start on swept again (refresh_rollout_goodput.sql), the earlier windows' rows kept. Kept as blocks
     of steps like a blocked table, so only the blocks of those windows (and ``p``, time outside every window)
     are rewritten; the processes' bounds come from the manifest merged with the scoped rows'
-    (``_process_bounds``), not from every turn and rollout of the run."""
+    (``process_bounds``), not from every turn and rollout of the run."""
     from rollscope.queries.reader import schema_file
 
     t0 = con.execute(
@@ -852,7 +794,7 @@ def _refresh_windows(
         return old
     _read_final(con, tables)
     previous = job.previous.meta.get("process_bounds") if job.previous is not None else None
-    notes["process_bounds"] = _process_bounds(con, previous)
+    notes["process_bounds"] = process_bounds(con, previous)
     # A process that runs again after a pause was idle, not gone, from its previous last end on: a window from
     # there is swept again too (before, the sweep ended that process's time at its last end).
     last_end = {instance: hi for instance, _, hi, *_ in notes["process_bounds"]}
@@ -870,7 +812,7 @@ def _refresh_windows(
         return _rederive(con, job, table, tables)
     text = sqlfiles.load(f"raw/refresh_{table.name}").replace("@schema", sql_list([schema_file("spans")]))
     values = {"run": job.run_id, "from_ns": from_ns, "first_ns": first_ns}
-    _execute_text(con, text, values)
+    execute_text(con, text, values)
     kept = f"step IN (SELECT train_step FROM _old_step_starts WHERE start_ns < {int(from_ns)})"
     blocks = {"p"} | {
         block_of(s)
@@ -890,15 +832,15 @@ def _rewrite_blocks(
     ``b=all`` part of an earlier layout) rewritten as their rows that satisfy ``kept`` plus the ``new`` relation's
     rows; the other parts reused."""
     old = [p for p in parts if derived.part_block(p) == "all" or holds(p, blocks)]
-    relation = _with_block(con, new)
+    relation = with_block(con, new)
     if old:
-        _view(con, f"_old_{name}_touched", old, schema=new)
-        relation += f" UNION ALL BY NAME {_with_block(con, f'_old_{name}_touched', kept)}"
+        view(con, f"_old_{name}_touched", old, schema=new)
+        relation += f" UNION ALL BY NAME {with_block(con, f'_old_{name}_touched', kept)}"
     written = _write_blocked(con, name, relation, job.staging)
     return _consolidate(con, name, [p for p in parts if p not in old] + written, job.staging)
 
 
-def _process_bounds(con, meta: list | None) -> list[list]:
+def process_bounds(con, meta: list | None) -> list[list]:
     """_proc_bounds: each process's first start, last end, devices and whether it ran turns
     (process_bounds.sql) over the final turns and rollouts: the previous state's (``meta``; without them,
     computed from the final tables, once) merged with the scoped rows'. Returns them for the manifest."""
@@ -931,9 +873,9 @@ def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: di
     (refresh_compute_busy.sql). Kept in blocks of steps like a blocked table (the whole-run rows in ``p``):
     only the scoped steps' blocks are rewritten."""
     for name in ("step_islands", "work", "compute_busy"):
-        _view(con, f"_old_{name}", parts[name], schema=f"_{name}_mat")
+        view(con, f"_old_{name}", parts[name], schema=f"_{name}_mat")
     for name in ("step_islands", "work"):
-        _view(con, f"_final_{name}", tables[name], schema=f"_{name}_mat")
+        view(con, f"_final_{name}", tables[name], schema=f"_{name}_mat")
     (t0,) = con.execute(
         "SELECT min(start_ns) FROM ("
         " SELECT start_ns FROM _old_step_islands WHERE step IN (SELECT step FROM _scope_steps)"
@@ -943,7 +885,7 @@ def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: di
     ).fetchone()
     _read_final(con, tables)
     values = {"run": job.run_id, "t0_ns": t0 if t0 is not None else 2**62}
-    _execute_text(con, sqlfiles.load(f"raw/refresh_{table.name}"), values)
+    execute_text(con, sqlfiles.load(f"raw/refresh_{table.name}"), values)
     kept = "by_step AND step IS NOT NULL AND step NOT IN (SELECT step FROM _scope_steps)"
     return _rewrite_blocks(con, job, table.name, parts[table.name], "_merged", kept, _blocks(con))
 
@@ -954,7 +896,7 @@ def _read_final(con, tables: dict[str, list[Path]]) -> None:
     for done, files in tables.items():
         if f"_{done}_mat" in held:  # not yet a view over its new parts
             con.execute(f"ALTER TABLE _{done}_mat RENAME TO _{done}_scoped")
-            _view(con, f"_{done}_mat", files, schema=f"_{done}_scoped")
+            view(con, f"_{done}_mat", files, schema=f"_{done}_scoped")
 
 
 def _rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]:
@@ -968,15 +910,15 @@ def _rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]
         f"CREATE OR REPLACE TEMP TABLE _merged AS SELECT $run AS run_id, * FROM {table.source}",
         {"run": job.run_id},
     )
-    return [_write_whole(con, table.name, "_merged", job.staging)]
+    return [write_whole(con, table.name, "_merged", job.staging)]
 
 
-def _quantile_windows(con, run: str, percentiles: str) -> None:
+def quantile_windows(con, run: str, percentiles: str) -> None:
     """_quantile_windows_mat: the windows around each of the run's percentiles (``percentiles``, the relation
     holding its run_percentiles rows), taken over every value (quantile_windows.sql)."""
     text = sqlfiles.load("raw/quantile_windows").replace("@percentiles", percentiles)
     values = {"run": run, "k": WINDOW_VALUES}
-    _execute_text(con, text, values)
+    execute_text(con, text, values)
 
 
 def _refresh_quantiles(
@@ -988,7 +930,7 @@ def _refresh_quantiles(
     parts."""
     _read_final(con, tables)
     if parts.get(WINDOWS):
-        _view(con, "_qw_old", parts[WINDOWS])
+        view(con, "_qw_old", parts[WINDOWS])
         for name, alias in (
             ("rollout_tails", "_qd_tails"),
             ("turn_latency", "_qd_latency"),
@@ -1023,14 +965,14 @@ def _refresh_quantiles(
         )["kept"]:
             notes["quantiles"] = "windows"
             return (
-                [_write_whole(con, table.name, "_merged", job.staging)],
-                [_write_whole(con, WINDOWS, "_quantile_windows_mat", job.staging)],
+                [write_whole(con, table.name, "_merged", job.staging)],
+                [write_whole(con, WINDOWS, "_quantile_windows_mat", job.staging)],
             )
         log.info("run %s: a percentile left its window: taking them over every value", job.run_id)
     notes["quantiles"] = "every value"
     written = _rederive(con, job, table, tables)
-    _quantile_windows(con, job.run_id, "_merged")
-    return written, [_write_whole(con, WINDOWS, "_quantile_windows_mat", job.staging)]
+    quantile_windows(con, job.run_id, "_merged")
+    return written, [write_whole(con, WINDOWS, "_quantile_windows_mat", job.staging)]
 
 
 def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
@@ -1043,7 +985,7 @@ def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]
     Both paths: a full derivation's one part per block (a 30M-span run: ~1,000 parts per table, which every
     reader would open) become ~13 before it publishes; an incremental catch-up's rewritten blocks join the
     tiers. Pass by pass: each merge reads only its own parts, a streaming copy (memory: one row group) or, for a
-    table kept in step order, a sort of them (``_merged_order``) that spills to disk past the memory limit
+    table kept in step order, a sort of them (``merged_order``) that spills to disk past the memory limit
     (writing the merged parts directly, ``COPY … PARTITION_BY`` over few, large partitions, ran a 30M-span
     derivation out of its memory limit). A part merged within this catch-up (under ``staging``) is deleted
     once merged again: no manifest ever named it; a published part is left to the manifest's retirement."""
@@ -1057,7 +999,7 @@ def _consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]
         parts = merged
 
 
-def _merged_order(name: str) -> str:
+def merged_order(name: str) -> str:
     """The ORDER BY of a merged part of table ``name`` (``Table.row_order``; none for a table without one).
 
     A merged part holds the rows of many blocks, and a block's part is written in no particular order (``COPY
@@ -1072,26 +1014,45 @@ def _merged_order(name: str) -> str:
 def _consolidate_pass(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
     """One pass of ``_consolidate``: every tier's full groups of ``FANOUT`` parts merged once."""
     ranged = sorted((part_range(p), p) for p in parts if part_range(p) is not None)
-    if not ranged:
-        return parts
-    newest = max(last for (_, last), _ in ranged)
-    tiers: dict[int, list] = {}
-    for (first, last), part in ranged:
-        if last < newest - 1:
-            tiers.setdefault(int(math.log(last - first + 1, FANOUT) + 1e-9), []).append(((first, last), part))
     merged: dict[Path, Path | None] = {}
-    for group in tiers.values():
-        for i in range(0, len(group) - FANOUT + 1, FANOUT):
-            chunk = group[i : i + FANOUT]
-            first, last = chunk[0][0][0], max(r[1] for r, _ in chunk)
-            files = [p for _, p in chunk]
-            target = staging / name / f"b={first}_{last}" / f"{secrets.token_hex(6)}.parquet"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            source = f"read_parquet({sql_list(files)}, hive_partitioning = false, union_by_name = true)"
-            con.execute(
-                f"COPY (SELECT * FROM {source}{_merged_order(name)}) TO '{_quoted(target)}' "
-                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
-            )
-            merged.update({p: None for p in files})
-            merged[files[0]] = target
+    for group in merge_groups([r for r, _ in ranged]):
+        first, last = ranged[group[0]][0][0], max(ranged[i][0][1] for i in group)
+        files = [ranged[i][1] for i in group]
+        target = staging / name / f"b={first}_{last}" / f"{secrets.token_hex(6)}.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = f"read_parquet({sql_list(files)}, hive_partitioning = false, union_by_name = true)"
+        con.execute(
+            f"COPY (SELECT * FROM {source}{merged_order(name)}) TO '{quoted(target)}' "
+            "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+        )
+        merged.update({p: None for p in files})
+        merged[files[0]] = target
     return [merged.get(p, p) for p in parts if merged.get(p, p) is not None]
+
+
+def merge_groups(ranges: list[tuple[int, int]]) -> list[list[int]]:
+    """The merges one pass of ``_consolidate`` makes of parts holding the sorted block ranges ``ranges``: groups
+    of ``FANOUT`` indexes into ``ranges``, each of one tier (``floor(log_FANOUT(blocks it spans))``) and none
+    holding the newest two blocks."""
+    if not ranges:
+        return []
+    newest = max(last for _, last in ranges)
+    tiers: dict[int, list[int]] = {}
+    for i, (first, last) in enumerate(ranges):
+        if last < newest - 1:
+            tiers.setdefault(int(math.log(last - first + 1, FANOUT) + 1e-9), []).append(i)
+    return [
+        group[i : i + FANOUT] for group in tiers.values() for i in range(0, len(group) - FANOUT + 1, FANOUT)
+    ]
+
+
+def final_parts(blocks: list[int]) -> list[tuple[int, int]]:
+    """The parts a blocked table of rows in ``blocks`` (consuming steps' blocks, sorted) ends in once
+    ``_consolidate`` is done with one part per block: the block ranges of its fixed point. A full derivation
+    writes these parts directly (``queries/pieces.py``), so no row is rewritten tier by tier."""
+    ranges = [(b, b) for b in blocks]
+    while groups := merge_groups(ranges):
+        merged = {i: (ranges[g[0]][0], ranges[g[-1]][1]) for g in groups for i in g}
+        firsts = {g[0] for g in groups}
+        ranges = sorted(merged.get(i, r) for i, r in enumerate(ranges) if i not in merged or i in firsts)
+    return ranges
