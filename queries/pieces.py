@@ -118,7 +118,7 @@ def derive_full(job: Job, progress: Progress | None = None) -> Result:
     schemas = derived_schemas.shipped()
     with derive.connection(job.staging, schemas) as con:
         report(0.0, "reading the run's rollouts and steps")
-        the_plan = plan(con, job)
+        the_plan = plan(con, job, write=False)
         report(_PLAN_SHARE, f"deriving {len(the_plan.pieces)} piece(s)")
         outputs = _derive_pieces(con, the_plan, report)
         report(1 - _FINISH_SHARE, "deriving the run-wide tables")
@@ -133,8 +133,10 @@ _PLAN_SHARE, _FINISH_SHARE = 0.1, 0.1  # of the progress shown, before the piece
 # --- 1. plan -----------------------------------------------------------------------------------------------
 
 
-def plan(con, job: Job) -> Plan:
-    """The run-wide tables and the pieces (module docstring, 1), in ``con`` (``derive.connection``)."""
+def plan(con, job: Job, *, write: bool = True) -> Plan:
+    """The run-wide tables and the pieces (module docstring, 1), in ``con`` (``derive.connection``). The
+    plan's own tables are written before it returns, unless ``write`` is False (``derive_full`` writes them
+    beside the pieces: ``_write_plan_tables``)."""
     from rollscope.collectors.settings import Settings
     from rollscope.queries.reader import schema_file
 
@@ -160,7 +162,7 @@ def plan(con, job: Job) -> Plan:
     else:
         pieces, traces = _pieces(con, job, cuts, blocks, ranges)
     workers = max(1, min(settings.derive_cores, len(pieces)))
-    return Plan(
+    planned = Plan(
         run,
         job.staging,
         pieces,
@@ -174,6 +176,9 @@ def plan(con, job: Job) -> Plan:
         workers,
         settings.derive_memory_bytes // workers,
     )
+    if write:
+        planned.tables.update({n: f.result() for n, f in _write_plan_tables(con, planned).items()})
+    return planned
 
 
 def _statements(names, skip: tuple[str, ...] = ()) -> list[tuple[str, frozenset, bool]]:
@@ -289,7 +294,7 @@ def _pieces(con, job: Job, cuts, blocks, ranges) -> tuple[tuple[Piece, ...], Pat
 def _derive_pieces(con, plan: Plan, report: Progress) -> list[PieceOutput]:
     """Every piece: the one piece of a small run in the plan's database; several in worker processes, the
     largest first, while this process writes the plan's own tables."""
-    writes = _write_plan_tables(con, plan)
+    writes = _write_plan_tables(con, plan) if "_traces" not in plan.tables else {}
     if len(plan.pieces) == 1 and plan.pieces[0].whole:
         outputs = [derive_piece(plan, plan.pieces[0], con=con)]
     else:
@@ -476,9 +481,6 @@ def finish(con, job: Job, plan: Plan, outputs: list[PieceOutput], profile: dict 
     meta. ``con``: a ``derive.connection`` (the plan's, or a new one). ``profile``: filled with the CPU
     seconds of each step."""
     timed = _Timer(profile if profile is not None else {})
-    if "_traces" not in plan.tables:  # pieces derived elsewhere: the plan's own tables not written yet
-        with timed("write the plan's tables"):
-            plan.tables.update({n: f.result() for n, f in _write_plan_tables(con, plan).items()})
     _label_table(con, plan.labels)
     with timed("merge parts"):
         parts = _merged(con, plan, outputs)

@@ -1,0 +1,101 @@
+"""A run's full derivation in pieces of consecutive steps derives what one piece of the whole run does.
+
+Each piece reads the traces of the rollouts its steps consumed and of their groups' members
+(``queries/pieces.py``); the pending piece the rollouts no step consumed, those in flight and the spans of no
+rollout. Runs here are cut a step per block and a few hundred spans per piece, so every run is many pieces,
+groups straddle them, and most parts get rows from several pieces: every table must equal the one-piece
+derivation's (``tests/test_reader_incremental.py``'s comparison of every table).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rollscope.queries import Reader, derive, derived_schemas, pieces
+from rollscope.store import derived as store_derived
+from rollscope.store.derived import part_range
+from tests.simulated_runs import simulated
+from tests.test_reader_incremental import derived, fresh, opened
+
+
+@pytest.fixture
+def split(monkeypatch):
+    """Cut every run into pieces of ~300 spans, one step per block; returns the pieces derived so far."""
+    derived_pieces = []
+    original = pieces.derive_piece
+
+    def counted(plan, piece, con=None):
+        derived_pieces.append(piece)
+        return original(plan, piece, con)
+
+    monkeypatch.setattr(store_derived, "BLOCK_STEPS", 1)
+    monkeypatch.setattr(pieces, "SPLIT_SPANS", 0)
+    monkeypatch.setattr(pieces, "PIECE_SPANS", 300)
+    monkeypatch.setattr(pieces, "derive_piece", counted)
+    return derived_pieces
+
+
+def whole(store, run: str, monkeypatch) -> dict:
+    """Every table of a one-piece derivation of a fresh copy of the store (a step per block too)."""
+    with monkeypatch.context() as m:
+        m.setattr(pieces, "SPLIT_SPANS", 10**12)
+        m.setattr(store_derived, "BLOCK_STEPS", 1)
+        return derived(fresh(store), run)
+
+
+@pytest.mark.parametrize("name", ["samples", "derived", "stall"])
+def test_a_run_derived_in_pieces_holds_what_one_piece_derives(name, split, monkeypatch):
+    store, _ = simulated(name)
+    expected = whole(store, name, monkeypatch)
+
+    reader = fresh(store)
+
+    assert len(split) > 4 and any(p.blocks == ("p",) for p in split), split
+    assert reader.derived_how == {"full": 1}
+    assert derived(reader, name) == expected
+
+
+def test_groups_that_straddle_pieces_are_judged_whole(tmp_path, split, monkeypatch):
+    """Groups consumed over several train steps, judges and a teacher in the rollout workers' process, workers
+    idle between steps: the pieces' groups and step windows are the whole run's."""
+    run, store = "straddle", tmp_path / "store"
+    writer, _ = opened(store, run, seed=3, steps=12)
+    writer.shutdown()
+    expected = whole(store, run, monkeypatch)
+    split.clear()
+
+    assert derived(fresh(store), run) == expected
+    assert len(split) > 4
+
+
+def test_a_piece_layout_is_what_consolidation_would_leave(split):
+    """Each blocked table's parts are the fixed point of the consolidation: the next catch-up merges none."""
+    store, _ = simulated("derived")
+    reader = fresh(store)
+    state = store_derived.current(reader.store, "derived")
+    for table in store_derived.TABLES:
+        ranges = sorted(r for p in state.files()[table.name] if (r := part_range(p)) is not None)
+        assert not derive.merge_groups(ranges), (table.name, ranges)
+        assert len(ranges) == len(set(ranges)), table.name  # one part per range
+
+
+def test_the_stages_run_apart_as_tasks_elsewhere_would(tmp_path, split, monkeypatch):
+    """The plan, each piece and the finish in databases of their own, handing each other only the plan and
+    the pieces' outputs (what a scheduler on other machines sharing the store does)."""
+    store, _ = simulated("samples")
+    expected = whole(store, "samples", monkeypatch)
+
+    def apart(job: store_derived.Job) -> store_derived.Result:
+        schemas = derived_schemas.shipped()
+        with derive.connection(job.staging, schemas) as con:
+            plan = pieces.plan(con, job)
+        outputs = [pieces.derive_piece(plan, piece) for piece in reversed(plan.pieces)]
+        with derive.connection(job.staging, schemas) as con:
+            return pieces.finish(con, job, plan, outputs)
+
+    copy = fresh(store).store
+    store_derived.delete_run(copy, "samples")
+    state, how = store_derived.catch_up(copy, "samples", apart)
+
+    assert how == "derived" and state.how == "full"
+    assert derived(Reader(copy, derive=False), "samples") == expected
