@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with _derive_progress(args):
+            return int(args.func(args) or 0)
     except RollscopeError as e:
         print(f"rollscope: {e.title}: {e}", file=sys.stderr)
         return 1
@@ -34,6 +35,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _derive_progress(args):
+    """A bar on stderr while a command derives a run: when stderr is a terminal, or when --progress asks."""
+    from contextlib import nullcontext
+
+    if not (getattr(args, "progress", False) or sys.stderr.isatty()):
+        return nullcontext()
+    from rollscope.app.commands._common import DeriveBar
+    from rollscope.queries import derive
+
+    return derive.progress(DeriveBar())
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from typing import TypeVar
 import pandas as pd
 import streamlit as st
 
-from rollscope.app import memory
+from rollscope.app import formats, memory
 from rollscope.errors import RollscopeError, UnknownRunError
 from rollscope.queries import analyses, trace
 from rollscope.queries import checks as queries_checks
@@ -229,16 +229,29 @@ def _filters(path: Path, runs: list[str]) -> Filters | None:
 def open_run(store: str, run_id: str) -> None:
     """Open ``run_id`` for this dashboard, under a spinner that says what takes the time: a run's first open
     brings its derived tables up to date with its segments, which for a long run never derived (a store
-    written by another tool, or copied) means deriving them: minutes for tens of millions of spans."""
+    written by another tool, or copied) means deriving them: minutes for tens of millions of spans. Then a
+    progress element says what is being derived, how far it is and about how long is left."""
+    from rollscope.queries import derive
+
     live = live_store(store)
     if live.is_open(run_id):
         return
-    with st.spinner(
-        f"Opening run {run_id}: bringing its derived tables up to date with its segments (a long run's first "
-        "open derives them: minutes for tens of millions of spans)…",
-        show_time=True,
+    shown = st.empty()
+
+    def show(run: str, fraction: float, what: str, left: float | None) -> None:
+        eta = "" if left is None else f", about {formats.seconds(left)} left"
+        shown.progress(min(1.0, fraction), text=f"Deriving run {run}: {what} ({fraction:.0%}{eta})")
+
+    with (
+        st.spinner(
+            f"Opening run {run_id}: bringing its derived tables up to date with its segments (a long run's "
+            "first open derives them: minutes for tens of millions of spans)…",
+            show_time=True,
+        ),
+        derive.progress(show),
     ):
         live.reader(run_id)
+    shown.empty()
 
 
 def _step_range(run: str, bounds: tuple[int, int] | None) -> tuple[int, int] | None:

@@ -29,7 +29,9 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 from pathlib import Path
 
@@ -229,10 +231,38 @@ def connection(staging: Path, schemas: dict | None = None, *, memory: int = 0, t
 
 
 def derive_full(job: Job) -> Result:
-    """Every table from every span of the run, in pieces of consecutive steps (``queries/pieces.py``)."""
+    """Every table from every span of the run, in pieces of consecutive steps (``queries/pieces.py``), its
+    progress told to the ``progress`` listener of this context."""
     from rollscope.queries import pieces
 
-    return pieces.derive_full(job)
+    listener, started = _listener.get(), time.monotonic()
+    if listener is None:
+        return pieces.derive_full(job)
+
+    def report(fraction: float, what: str) -> None:
+        elapsed = time.monotonic() - started
+        left = elapsed / fraction * (1 - fraction) if fraction >= 0.1 else None  # once the plan is known
+        listener(job.run_id, fraction, what, left)
+
+    return pieces.derive_full(job, report)
+
+
+# A full derivation's progress, for a command or page that opens a run: (run id, fraction done, what is being
+# derived, about how many seconds are left or None while that is not known yet).
+Progress = Callable[[str, float, str, float | None], None]
+_listener: ContextVar[Progress | None] = ContextVar("rollscope_derive_progress", default=None)
+
+
+@contextmanager
+def progress(listener: Progress):
+    """Tell ``listener`` how each full derivation started in this context goes (``Progress``): the command
+    line draws a bar on stderr, the dashboard a progress element. An incremental catch-up, seconds at most,
+    tells nothing."""
+    token = _listener.set(listener)
+    try:
+        yield
+    finally:
+        _listener.reset(token)
 
 
 def blocks_by_rollout_step(con, name: str) -> bool:

@@ -296,7 +296,12 @@ def _derive_pieces(con, plan: Plan, report: Progress) -> list[PieceOutput]:
     largest first, while this process writes the plan's own tables."""
     writes = _write_plan_tables(con, plan) if "_traces" not in plan.tables else {}
     if len(plan.pieces) == 1 and plan.pieces[0].whole:
-        outputs = [derive_piece(plan, plan.pieces[0], con=con)]
+        share = 1 - _PLAN_SHARE - _FINISH_SHARE
+
+        def statement(done: float, name: str) -> None:
+            report(_PLAN_SHARE + share * done, f"deriving {name}")
+
+        outputs = [derive_piece(plan, plan.pieces[0], con=con, progress=statement)]
     else:
         outputs = _in_workers(plan, report)
     plan.tables.update({name: future.result() for name, future in writes.items()})
@@ -322,22 +327,23 @@ def _in_workers(plan: Plan, report: Progress) -> list[PieceOutput]:
     return sorted(outputs, key=lambda o: o.index)
 
 
-def derive_piece(plan: Plan, piece: Piece, con=None) -> PieceOutput:
+def derive_piece(plan: Plan, piece: Piece, con=None, progress: Progress | None = None) -> PieceOutput:
     """One piece's tables (module docstring, 2), written under the plan's staging directory. ``con``: the
-    plan's database, which already holds the rollouts, train steps and consuming steps of a whole run."""
+    plan's database, which already holds the rollouts, train steps and consuming steps of a whole run.
+    ``progress``: told the share of its statements run, and the table each fills."""
     started = time.perf_counter()
     derived.BLOCK_STEPS = plan.block_steps  # a worker process reads the environment, not the planner's value
     try:
         if con is not None:
-            return _derive(con, plan, piece, started, skip=PLANNED)
+            return _derive(con, plan, piece, started, PLANNED, progress)
         with derive.connection(plan.staging, plan.schemas, memory=plan.memory, threads=1) as own:
             _label_table(own, plan.labels)
-            return _derive(own, plan, piece, started, skip=())
+            return _derive(own, plan, piece, started, (), progress)
     except duckdb.IOException as e:  # a segment a compaction moved: derive.derive lists again
         raise FileNotFoundError(str(e)) from None
 
 
-def _derive(con, plan: Plan, piece: Piece, started: float, skip: tuple[str, ...]) -> PieceOutput:
+def _derive(con, plan: Plan, piece: Piece, started: float, skip: tuple[str, ...], progress) -> PieceOutput:
     output = PieceOutput(piece.index)
     if not piece.whole:
         clock = time.thread_time()
@@ -354,8 +360,11 @@ def _derive(con, plan: Plan, piece: Piece, started: float, skip: tuple[str, ...]
             if skip:  # rollouts, train steps and consuming steps were filled by the plan
                 for name in ("rollouts", "rollout_steps"):
                     _submit(con, pool, writes, waiting, name, plan, piece)
-            for sql, used, _ in _statements(None, skip=skipped):
+            statements = _statements(None, skip=skipped)
+            for i, (sql, used, _) in enumerate(statements):
                 clock, name = time.thread_time(), derive.FILLS.search(sql)[1]
+                if progress is not None:
+                    progress(i / len(statements), name)
                 con.execute(sql, {"run": plan.run_id} if used else None)
                 output.profile[f"derive {name}"] = time.thread_time() - clock
                 _submit(con, pool, writes, waiting, name, plan, piece)

@@ -24,9 +24,9 @@ def split(monkeypatch):
     derived_pieces = []
     original = pieces.derive_piece
 
-    def counted(plan, piece, con=None):
+    def counted(plan, piece, con=None, progress=None):
         derived_pieces.append(piece)
-        return original(plan, piece, con)
+        return original(plan, piece, con, progress)
 
     monkeypatch.setattr(store_derived, "BLOCK_STEPS", 1)
     monkeypatch.setattr(pieces, "SPLIT_SPANS", 0)
@@ -99,3 +99,24 @@ def test_the_stages_run_apart_as_tasks_elsewhere_would(tmp_path, split, monkeypa
 
     assert how == "derived" and state.how == "full"
     assert derived(Reader(copy, derive=False), "samples") == expected
+
+
+def test_a_first_open_on_the_command_line_shows_its_progress_on_stderr_only(tmp_path):
+    """`rollscope report` derives a run on its first open: asked (--progress) with stderr piped, it draws the
+    derivation's bar there, and stdout holds the report alone; not asked and not a terminal, stderr stays
+    empty."""
+    import shutil
+    import subprocess
+    import sys
+
+    store, _ = simulated("samples")
+    for asked in (True, False):
+        copy = tmp_path / f"asked-{asked}"
+        shutil.copytree(store / "spans", copy / "spans")
+        command = [sys.executable, "-m", "rollscope.app.cli", "report", "--store", str(copy), "--json"]
+        done = subprocess.run(command + ["--progress"] * asked, capture_output=True, text=True, check=True)
+        assert done.stdout.lstrip().startswith("{") and "deriving" not in done.stdout
+        if asked:
+            assert "deriving run samples [" in done.stderr and "100% done" in done.stderr, done.stderr
+        else:
+            assert done.stderr == "", done.stderr

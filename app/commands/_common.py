@@ -20,6 +20,50 @@ def add_store(parser, *, default: str = "$ROLLSCOPE_STORE or ./runs") -> None:
     parser.add_argument("--store", default=None, metavar="DIR", help=f"store directory (default: {default})")
 
 
+def add_progress(parser) -> None:
+    """--progress, of the commands that open a run: its first open derives it, minutes for a long one."""
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="show a run's derivation on stderr even when it is not a terminal (a terminal always shows it)",
+    )
+
+
+class DeriveBar:
+    """A one-line bar on stderr while a run is derived (``queries.derive.progress``'s listener): what is being
+    derived, how far, about how long is left. Drawn once a derivation has taken a second (a catch-up of a few
+    new spans shows nothing), redrawn at most five times a second on a terminal, a line every ten seconds
+    otherwise; stdout is never touched, so piped output stays clean."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
+        self.started: float | None = None
+        self.drawn = 0.0
+        self.width = 0
+
+    def __call__(self, run: str, fraction: float, what: str, left: float | None) -> None:
+        import time
+
+        now = time.monotonic()
+        if self.started is None or fraction == 0.0:
+            self.started, self.drawn = now, 0.0
+        done = fraction >= 1.0
+        if not done and (now - self.started < 1.0 or now - self.drawn < (0.2 if self.tty else 10.0)):
+            return
+        self.drawn = now
+        from rollscope.app.formats import seconds
+
+        eta = "" if left is None or done else f", about {seconds(left)} left"
+        line = f"deriving run {run} [{'#' * int(fraction * 24):<24}] {fraction:4.0%} {what}{eta}"
+        if self.tty:
+            self.stream.write("\r" + line.ljust(self.width) + ("\n" if done else ""))
+            self.width = len(line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
 def add_run(parser, *, help: str | None = None, optional: bool = False) -> None:
     """The --run option of the commands that read or change one run. ``optional``: a command that reads may
     leave it out when the store holds one run (``on_run`` takes that one); one that deletes may not."""

@@ -6,7 +6,7 @@ import json
 import sys
 
 from rollscope.app import formats as fmt
-from rollscope.app.commands._common import add_run, add_store, name_value, on_run, step_range
+from rollscope.app.commands._common import add_progress, add_run, add_store, name_value, on_run, step_range
 from rollscope.app.pages import TITLES
 
 LEVER_KEYS = (
@@ -25,6 +25,7 @@ def register(sub) -> None:
         "by their estimated gain in usable rollouts per device-second, each with its evidence and what-if.",
     )
     add_store(p)
+    add_progress(p)
     add_run(p, optional=True)
     p.add_argument(
         "--steps", type=step_range, metavar="A:B", help="only rollouts consumed by train steps A..B"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rollscope.app.commands._common import add_run, add_store, name_value, on_run
+from rollscope.app.commands._common import add_progress, add_run, add_store, name_value, on_run
 
 
 def register(sub) -> None:
@@ -13,6 +13,7 @@ def register(sub) -> None:
         "collapse, dropped spans, stalls. One PASS/FAIL line per rule; exit status 1 when any fails.",
     )
     add_store(p)
+    add_progress(p)
     add_run(p, optional=True)
     p.add_argument(
         "--threshold",

@@ -6,7 +6,7 @@ import json
 import sys
 
 from rollscope.app import formats as fmt
-from rollscope.app.commands._common import add_run, add_store, on_run
+from rollscope.app.commands._common import add_progress, add_run, add_store, on_run
 from rollscope.queries.funnel_stages import RATES, STAGES
 
 
@@ -17,6 +17,7 @@ def register(sub) -> None:
         description="Print a run's headline figures (every key of --json is documented in docs/report.md).",
     )
     add_store(p)
+    add_progress(p)
     add_run(p, optional=True)
     p.add_argument("--json", action="store_true", help="print the stable JSON object instead of text")
     p.set_defaults(func=run)

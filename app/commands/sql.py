@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rollscope.app.commands._common import add_store, print_frame, store_of
+from rollscope.app.commands._common import add_progress, add_store, print_frame, store_of
 
 
 def register(sub) -> None:
@@ -13,6 +13,7 @@ def register(sub) -> None:
         "query or several statements is an error: run statements one at a time.",
     )
     add_store(p)
+    add_progress(p)
     p.add_argument("query", help='e.g. "SELECT environment, count(*) FROM rollouts GROUP BY 1"')
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=run)
