@@ -37,7 +37,7 @@ from pathlib import Path
 
 import duckdb
 
-from rollscope.queries import derived_schemas, sqlfiles
+from rollscope.queries import definitions, derived_schemas, sqlfiles
 from rollscope.store import derived, keyed, layout
 from rollscope.store.derived import TABLES, Job, Result, block_of, holds, part_range
 
@@ -164,6 +164,16 @@ def derive(job: Job) -> Result:
 
 
 def _derive(job: Job) -> Result:
+    if job.previous is not None and (stale := definitions.changed(job.previous.meta.get("definitions"))):
+        # Tables whose definition changed since the state was derived: those that read only other derived
+        # tables are derived again from them, when the state holds every live segment; else all, in full.
+        if derived.up_to_date(job.previous, job.live) and not any(map(definitions.reads_raw, stale)):
+            from rollscope.queries import pieces
+
+            log.info("run %s: definitions changed: deriving %s again", job.run_id, ", ".join(stale))
+            return pieces.derive_tables(job, stale)
+        log.info("run %s: deriving in full: the definitions of %s changed", job.run_id, ", ".join(stale))
+        return derive_full(job)
     if job.previous is not None:
         try:
             return derive_scoped(job)

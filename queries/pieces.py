@@ -47,7 +47,7 @@ from pathlib import Path
 
 import duckdb
 
-from rollscope.queries import derive, derived_schemas, sqlfiles
+from rollscope.queries import definitions, derive, derived_schemas, sqlfiles
 from rollscope.store import derived
 from rollscope.store.derived import TABLES, Job, Result
 
@@ -388,7 +388,7 @@ def _submit(con, pool, writes: dict, waiting: list, name: str, plan: Plan, piece
         waiting.append(name)
         return
     for each in (name, *(waiting if name == "rollout_steps" else ())):
-        writes[each] = pool.submit(_timed, _write_parts, con.cursor(), each, plan, piece.index)
+        writes[each] = pool.submit(_timed, _write_parts, con.cursor(), each, plan.staging, piece.index)
 
 
 def _timed(function, *args):
@@ -421,7 +421,7 @@ def _read_spans(con, plan: Plan, piece: Piece) -> None:
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
 
 
-def _write_parts(cur, name: str, plan: Plan, piece: int | None) -> list[tuple[str, Path]]:
+def _write_parts(cur, name: str, staging: Path, piece: int | None) -> list[tuple[str, Path]]:
     """Table ``name``'s rows of piece ``piece``'s blocks (None: every block), each into the part of the
     run's layout holding its block, sorted as a merged part is (``Table.row_order``)."""
     try:
@@ -435,7 +435,7 @@ def _write_parts(cur, name: str, plan: Plan, piece: int | None) -> list[tuple[st
         order = derive.merged_order(name)
         parts = []
         for (label,) in cur.execute("SELECT DISTINCT label FROM _writing").fetchall():
-            target = plan.staging / name / f"b={label}" / f"{secrets.token_hex(6)}.parquet"
+            target = staging / name / f"b={label}" / f"{secrets.token_hex(6)}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
             cur.execute(
                 f"COPY (SELECT {select} FROM _writing WHERE label = $label{order}) TO '{derive.quoted(target)}' "
@@ -504,7 +504,7 @@ def finish(con, job: Job, plan: Plan, outputs: list[PieceOutput], profile: dict 
         derive.quantile_windows(con, plan.run_id, "_run_percentiles_mat")
     for name in ("compute_busy", "rollout_goodput"):
         with timed(f"write {name}"):
-            tables[name] = [p for _, p in _write_parts(con.cursor(), name, plan, None)]
+            tables[name] = [p for _, p in _write_parts(con.cursor(), name, plan.staging, None)]
     for name in ("run_percentiles", "wasted_sums"):
         tables[name] = [derive.write_whole(con, name, f"_{name}_mat", plan.staging)]
     tables[derive.WINDOWS] = [derive.write_whole(con, derive.WINDOWS, "_quantile_windows_mat", plan.staging)]
@@ -515,6 +515,7 @@ def finish(con, job: Job, plan: Plan, outputs: list[PieceOutput], profile: dict 
     facts = plan.facts
     meta = {
         "schemas": plan.schemas,
+        "definitions": definitions.digests(),
         "bound": facts["bound"],
         "samples": bool(facts["samples"]),
         "orphans": int(facts["orphans"]),
@@ -602,3 +603,50 @@ def _point(con, name: str, files: list[Path], schemas: dict) -> None:
         from rollscope.queries.reader import empty_select
 
         con.execute(f"CREATE OR REPLACE VIEW {relation} AS {empty_select(schemas[name])}")
+
+
+# --- tables whose definition changed ---------------------------------------------------------------------
+
+
+def derive_tables(job: Job, names: list[str]) -> Result:
+    """Tables ``names`` derived again from the previous state's other tables, whose parts are kept: the tables
+    whose definition changed (``queries/definitions.py``), each of which reads derived tables only, in a state
+    that holds every live segment. Costs what those tables read, not the run's spans."""
+    previous = job.previous
+    parts = {name: [Path(p) for p in files] for name, files in previous.files().items()}
+    schemas = derived_schemas.current()
+    kept = previous.meta.get("schemas") if isinstance(previous.meta.get("schemas"), dict) else {}
+    with derive.connection(
+        job.staging, {**schemas, **{n: c for n, c in kept.items() if n in schemas}}
+    ) as con:
+        for name, files in parts.items():
+            if name not in names and (name in _TABLES or name in derive.INDEX):
+                _point(con, name, files, schemas)
+        _label_table(con, {b: (label, 0) for b, (label, _) in _labels_of(con).items()})
+        for sql, used, _ in _statements(names):
+            con.execute(sql, {"run": job.run_id} if used else None)
+        written = {}
+        for name in names:
+            if _TABLES[name].blocked or _TABLES[name].refresh in ("windows", "tail"):
+                written[name] = [p for _, p in _write_parts(con.cursor(), name, job.staging, None)]
+            else:
+                written[name] = [derive.write_whole(con, name, f"_{name}_mat", job.staging)]
+        if "run_percentiles" in names:
+            derive.quantile_windows(con, job.run_id, "_run_percentiles_mat")
+            written[derive.WINDOWS] = [
+                derive.write_whole(con, derive.WINDOWS, "_quantile_windows_mat", job.staging)
+            ]
+    known = {*_TABLES, *derive.INDEX, derive.WINDOWS}
+    tables = {name: files for name, files in {**parts, **written}.items() if name in known}
+    meta = {
+        **previous.meta,
+        "schemas": {**kept, **{n: schemas[n] for n in names}},
+        "definitions": definitions.digests(),
+    }
+    return Result(tables, meta, "tables")
+
+
+def _labels_of(con) -> dict[str, tuple[str, int]]:
+    """The layout labels of the blocks a state's rows fall in (its consuming steps' and train steps')."""
+    numbered = sorted(int(b) for b in _blocks(con) if b != "p")
+    return _labels(derive.final_parts(numbered), [numbered])

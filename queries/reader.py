@@ -35,7 +35,7 @@ from typing import TypeVar
 import duckdb
 
 from rollscope.errors import QueryError, StoreError
-from rollscope.queries import derived_schemas, sqlfiles
+from rollscope.queries import definitions, derived_schemas, sqlfiles
 from rollscope.queries.derive import analysis_macros, raw_views, sql_list, stored_type
 from rollscope.queries.derive import derive as derive_run
 from rollscope.store import derived, schema
@@ -234,7 +234,9 @@ class Reader:
             if held is not None and run not in self._stale and derived.up_to_date(held, live):
                 continue
             if self.derive:
-                state, how = derived.catch_up(self.store, run, derive_run, wait=self.wait)
+                state, how = derived.catch_up(
+                    self.store, run, derive_run, wait=self.wait, definitions=definitions.digests()
+                )
             else:
                 state, how = derived.latest(self.store, run), "read"
             self.derivations[how] += 1

@@ -537,14 +537,18 @@ def published(root: Path, run_id: str) -> Published | None:
     )
 
 
-def up_to_date(state: Published, live: list[Path]) -> bool:
-    """Whether ``state`` was derived from exactly the rows of the run's ``live`` span segments.
+def up_to_date(state: Published, live: list[Path], definitions: dict | None = None) -> bool:
+    """Whether ``state`` was derived from exactly the rows of the run's ``live`` span segments (and, given
+    ``definitions``, each table's definition digest, by the definitions the reader's code has:
+    ``queries/definitions.py``).
 
     A compacted segment counts as derived when every segment it replaces was (followed down through an earlier
     compaction's merged file, kept aside for a grace period: the writers compact while a run is live, and merge
     their merges again); every derived segment must be live or replaced by a live compacted one (a vanished
     segment means rows went away).
     """
+    if definitions is not None and state.meta.get("definitions") != definitions:
+        return False
     covered: set[str] = set()
     for path in live:
         if path.name in state.segments:
@@ -575,12 +579,15 @@ def partition_of(segment: Path) -> Path:
     return segment.parent.parent if segment.parent.name == layout.REPLACED_DIR else segment.parent
 
 
-def current(store: Path | str, run_id: str, live: list[Path] | None = None) -> Published | None:
-    """The run's published state that holds every live segment, wherever it is (None: a catch-up is due)."""
+def current(
+    store: Path | str, run_id: str, live: list[Path] | None = None, definitions: dict | None = None
+) -> Published | None:
+    """The run's published state that holds every live segment (and has ``definitions``, when given),
+    wherever it is (None: a catch-up is due)."""
     live = layout.segments(store, "spans", run_id) if live is None else live
     for root in roots(store):
         state = published(root, run_id)
-        if state is not None and up_to_date(state, live):
+        if state is not None and up_to_date(state, live, definitions):
             return state
     return None
 
@@ -647,9 +654,11 @@ def holds(path: Path | str, blocks: set[str]) -> bool:
 
 
 def catch_up(
-    store: Path | str, run_id: str, derive: Derive, *, wait: bool = True
+    store: Path | str, run_id: str, derive: Derive, *, wait: bool = True, definitions: dict | None = None
 ) -> tuple[Published | None, str]:
-    """Bring the run's derived state up to date with its raw segments; returns it and what was done.
+    """Bring the run's derived state up to date with its raw segments (and with ``definitions``, each table's
+    definition digest, when given: a state derived by other definitions is derived again, the tables whose
+    digest changed); returns it and what was done.
 
     What was done: ``"current"`` (nothing to do), ``"derived"`` (this process derived it), ``"waited"``
     (another process was deriving; this one waited and read its result) or ``"stale"`` (another process is
@@ -658,7 +667,7 @@ def catch_up(
     live = layout.segments(store, "spans", run_id)
     if not live:
         return None, "current"
-    state = current(store, run_id, live)
+    state = current(store, run_id, live, definitions)
     if state is not None:
         return state, "current"
     root = _writable_root(store)
@@ -668,7 +677,7 @@ def catch_up(
         if not held:
             return latest(store, run_id), "stale"
         live = layout.segments(store, "spans", run_id)  # what the holder before us published may cover them
-        state = current(store, run_id, live)
+        state = current(store, run_id, live, definitions)
         if state is not None:
             return state, "waited" if waited else "current"
         _clean(directory)

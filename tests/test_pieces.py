@@ -120,3 +120,31 @@ def test_a_first_open_on_the_command_line_shows_its_progress_on_stderr_only(tmp_
             assert "deriving run samples [" in done.stderr and "100% done" in done.stderr, done.stderr
         else:
             assert done.stderr == "", done.stderr
+
+
+@pytest.mark.parametrize(
+    ("changed", "how"),
+    [(("funnel_sums", "run_percentiles"), "tables"), (("turns",), "full")],
+    ids=["derived-from-derived", "read-from-spans"],
+)
+def test_a_changed_definition_derives_again_only_the_tables_it_changes(changed, how, monkeypatch):
+    """A state derived by other definitions (a new rollscope): a table that reads only derived tables is
+    derived again from them, every other part kept as it was; one that reads spans makes a full derivation.
+    Either way every table equals a fresh derivation's."""
+    from rollscope.queries import definitions
+
+    store, _ = simulated("derived")
+    reader = fresh(store)
+    before = store_derived.current(reader.store, "derived")
+    digests = dict(definitions.digests())
+    monkeypatch.setattr(definitions, "digests", lambda: {**digests, **{t: "changed" for t in changed}})
+
+    again = Reader(reader.store)
+
+    assert again.derived_how == {how: 1}
+    after = store_derived.current(reader.store, "derived")
+    assert after.meta["definitions"] == definitions.digests()
+    if how == "tables":
+        kept = {t for t in after.tables if after.tables[t] == before.tables[t]}
+        assert kept == set(before.tables) - {*changed, derive.WINDOWS}, set(before.tables) - kept
+    assert derived(again, "derived") == derived(fresh(store), "derived")
