@@ -22,7 +22,16 @@ catch-up about the same at every size (flat) and far below the full derivation.
 ``--keep-derived`` reuses a run's derived state when it holds exactly the built segments (a full derivation at
 10M spans takes minutes): the full figure is then left out.
 
+**Keeping up with a live run** (``--live``, on the largest size): the next ``--live-spans`` spans the run would
+write (1M: the next copies of the sample run, in the order they end) are published by a writer thread at a
+given rate, a segment every ``SEGMENT_S`` seconds as a writer publishes them, while a reader of the run (as
+the dashboard's) catches up again and again. A segment is live when a catch-up that listed it has finished: its
+lag is that moment less its publishing. For each rate of ``--live-rates`` (spans a second), the largest and
+the 95th-percentile lag; the figure is the highest rate whose every segment was live within ``LAG_S`` (10 s)
+of being published: the spans a second one process keeps up with.
+
 Usage: python -m benchmarks.catch_up [--sizes 1000000 10000000] [--root /tmp/incr-scale] [--keep-derived]
+       [--live] [--live-spans 1000000] [--live-rates 25000 50000 100000]
 """
 
 from __future__ import annotations
@@ -31,14 +40,15 @@ import argparse
 import json
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
 from benchmarks.scale import REPEAT, RUN, build, child, gib, repeat_params
 
 
-def next_spans(store: Path):
-    """The spans of the copy of the sample run that continues the store's run, in the order they end."""
+def next_spans(store: Path, copies: int = 1):
+    """The spans of the copies of the sample run that continue the store's run, in the order they end."""
     import duckdb
 
     from rollscope.store import layout
@@ -47,7 +57,7 @@ def next_spans(store: Path):
     base, params = repeat_params(con)
     held = sum(_rows(p) for p in layout.segments(store, "spans", RUN))
     k = round(held / base)
-    params = {**params, "lo": k, "hi": k + 1}
+    params = {**params, "lo": k, "hi": k + copies}
     return con.sql(REPEAT, params=params).to_arrow_table().sort_by("end_ns")
 
 
@@ -107,6 +117,59 @@ def measure(store: Path, keep: bool) -> dict:
     return out
 
 
+SEGMENT_S = 2.0  # a writer publishes a segment every ROLLSCOPE_SEGMENT_SECONDS (default 2)
+LAG_S = 10.0  # live: every segment caught up within this many seconds of being published
+
+
+def live(store: Path, spans, rate: float) -> dict:
+    """Publish ``spans`` at ``rate`` spans a second while a reader catches up in a loop (module docstring);
+    the published segments are removed after, so each rate starts from the same run."""
+    from rollscope.queries.reader import Reader
+    from rollscope.store.layout import SegmentWriter
+
+    reader = Reader(store, run_id=RUN)  # up to date: the run's derived state is current
+    original = manifest(store).read_text()
+    writer, per = SegmentWriter(store), max(1, int(rate * SEGMENT_S))
+    published: list[tuple[Path, float]] = []
+    done = threading.Event()
+
+    def write() -> None:
+        start = time.monotonic()
+        for i, offset in enumerate(range(0, spans.num_rows, per)):
+            time.sleep(max(0.0, start + i * SEGMENT_S - time.monotonic()))
+            published.append((writer.publish(RUN, spans.slice(offset, per)), time.monotonic()))
+        done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    caught: dict[str, float] = {}  # segment name -> when a catch-up that listed it finished
+    hows: dict[str, int] = {}
+    while not (done.is_set() and len(caught) == len(published)):
+        listed = [p.name for p, _ in list(published)]
+        before = dict(reader.derived_how)
+        reader.refresh()
+        finished = time.monotonic()
+        for name in listed:
+            caught.setdefault(name, finished)
+        for how, n in reader.derived_how.items():
+            hows[how] = hows.get(how, 0) + n - before.get(how, 0)
+        if not listed:
+            time.sleep(0.05)
+    thread.join()
+    lags = sorted(caught[p.name] - at for p, at in published)
+    for path, _ in published:
+        path.unlink()
+    manifest(store).write_text(original)  # the same state again: its parts are retired, not yet deleted
+    return {
+        "rate": rate,
+        "spans": spans.num_rows,
+        "segments": len(published),
+        "max_lag_s": lags[-1],
+        "p95_lag_s": lags[int(0.95 * (len(lags) - 1))],
+        "catch_ups": hows,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
@@ -114,6 +177,17 @@ def main() -> int:
     parser.add_argument("--segment-rows", type=int, default=1_000_000)
     parser.add_argument(
         "--keep-derived", action="store_true", help="reuse a current derived state: no full derivation"
+    )
+    parser.add_argument(
+        "--live", action="store_true", help="measure keeping up with a live run (the largest size)"
+    )
+    parser.add_argument("--live-spans", type=int, default=1_000_000, help="spans written live (default 1M)")
+    parser.add_argument(
+        "--live-rates",
+        type=float,
+        nargs="+",
+        default=[25_000, 50_000, 100_000],
+        help="spans a second written",
     )
     args = parser.parse_args()
     results = {}
@@ -133,6 +207,8 @@ def main() -> int:
                     seg.unlink()
         results[size] = measure(store, args.keep_derived)
         print(json.dumps({size: results[size]}), flush=True)
+    if args.live:
+        _report_live(args)
     print(f"\nload average {os.getloadavg()[0]:.1f} ({time.strftime('%H:%M')})")
     print(
         f"{'spans':>12} | {'what':<16} | {'new spans':>9} | {'seconds':>8} | {'× full':>7} | {'× bound':>7} | "
@@ -149,6 +225,30 @@ def main() -> int:
                 f"{x_full:>7} | {x_bound:>7} | {gib(r['rss_bytes']):>9} | {r.get('how', 'full')}"
             )
     return 0
+
+
+def _report_live(args) -> None:
+    """Keeping up with a live run at each rate, on the largest size's run; the highest rate kept within LAG_S."""
+    from benchmarks.scale import repeat_params
+
+    store = args.root / f"run-{max(args.sizes)}"
+    import duckdb
+
+    base, _ = repeat_params(duckdb.connect())
+    spans = next_spans(store, max(1, round(args.live_spans / base)))
+    kept = []
+    for rate in sorted(args.live_rates):
+        out = live(store, spans, rate)
+        print(json.dumps(out), flush=True)
+        if out["max_lag_s"] <= LAG_S:
+            kept.append(rate)
+    figure = (
+        f"{max(kept):,.0f} spans a second" if kept else f"under {min(args.live_rates):,.0f} spans a second"
+    )
+    print(
+        f"\nlive: {spans.num_rows:,} spans appended to a {max(args.sizes):,}-span run, kept within {LAG_S:.0f} s "
+        f"of live at up to {figure}"
+    )
 
 
 if __name__ == "__main__":

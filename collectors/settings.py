@@ -133,8 +133,8 @@ def _memory(value) -> int:
     if match is None or match[2] not in _UNITS:
         raise ValueError(f"expected a size like 8GB, 512MiB or 25%, not {value!r}")
     size = int(float(match[1]) * _UNITS[match[2]])
-    if size < 64 * 2**20:
-        raise ValueError(f"expected at least 64MiB, not {value!r}")
+    if not 64 * 2**20 <= size <= 2**50:
+        raise ValueError(f"expected 64MiB to 1PiB, not {value!r}")
     return size
 
 
@@ -184,7 +184,7 @@ class Settings:
     Bounds (a value outside them is an error as an argument, and ignored with a warning from the environment):
     devices 0-1,000,000; segment_rows 1-10,000,000; segment_seconds, stats_seconds and compact_seconds above 0 and at most a
     day; max_queue_size and max_export_batch_size 1-4,194,304; schedule_delay_millis above 0 and at most an
-    hour; derive_memory at least 64 MiB (a size, ``8GB``, or a share of memory, ``25%``; default
+    hour; derive_memory 64 MiB to 1 PiB (a size, ``8GB``, or a share of memory, ``25%``; default
     ``DERIVE_MEMORY_SHARE`` of ``machine_memory()``); derive_threads 1-4,096 (default: every core). Numbers
     must be finite.
     """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,8 @@ ACCEPTED = {
     "ROLLSCOPE_STATS_SECONDS": {"1.5"},
     "ROLLSCOPE_COMPACT": {"0"},
     "ROLLSCOPE_COMPACT_SECONDS": {"1.5"},
+    "ROLLSCOPE_DERIVE_MEMORY": set(),
+    "ROLLSCOPE_DERIVE_THREADS": set(),
     "OTEL_SERVICE_NAME": set(ANY_VALUE),
     "OTEL_BSP_MAX_QUEUE_SIZE": set(),
     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": set(),
@@ -161,3 +164,38 @@ def test_a_store_path_that_is_a_file_falls_back(tmp_path, monkeypatch):
 def test_a_bad_argument_raises_a_clear_error(arguments):
     with pytest.raises(ValueError, match=next(iter(arguments))):
         Settings.resolve(**arguments)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("8GB", 8 * 10**9),
+        ("512MiB", 512 * 2**20),
+        ("1.5g", int(1.5 * 2**30)),
+        ("10%", None),  # a tenth of machine_memory()
+        ("", None),
+        ("lots", None),
+        ("12KB", None),
+    ],
+)
+def test_a_derivations_memory_is_a_size_or_a_share_of_the_machines(monkeypatch, value, expected):
+    """ROLLSCOPE_DERIVE_MEMORY: a size or a share of the machine's memory; unset or bad (logged), a quarter of
+    it; the limit DuckDB's derivation database gets (queries/derive.py)."""
+    from rollscope.collectors.settings import DERIVE_MEMORY_SHARE, machine_memory
+    from rollscope.queries import derive
+
+    monkeypatch.setenv("ROLLSCOPE_DERIVE_MEMORY", value)
+    if expected is None:
+        share = 0.10 if value == "10%" else DERIVE_MEMORY_SHARE
+        expected = int(machine_memory() * share)
+    assert Settings.resolve().derive_memory_bytes == expected
+    with tempfile.TemporaryDirectory() as staging, derive.connection(Path(staging)) as con:
+        (limit,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
+    assert limit.endswith("iB") and abs(_bytes(limit) - expected) <= expected // 20, (
+        limit
+    )  # DuckDB shows it rounded
+
+
+def _bytes(text: str) -> float:
+    number, unit = text.split()
+    return float(number) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[unit]
