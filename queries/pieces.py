@@ -491,27 +491,22 @@ def finish(con, job: Job, plan: Plan, outputs: list[PieceOutput], profile: dict 
     seconds of each step."""
     timed = _Timer(profile if profile is not None else {})
     _label_table(con, plan.labels)
-    with timed("merge parts"):
-        parts = _merged(con, plan, outputs)
-    tables = {**parts, **plan.tables}
-    for name, files in tables.items():
-        _point(con, name, files, plan.schemas)
-    con.execute(sqlfiles.load("raw/rederive_spans").replace("@schema", derive.sql_list([_schema_file()])))
-    for sql, used, _ in _statements(FINISHED):
-        with timed(f"derive {derive.FILLS.search(sql)[1]}"):
-            con.execute(sql, {"run": plan.run_id} if used else None)
-    with timed(f"derive {derive.WINDOWS}"):
-        derive.quantile_windows(con, plan.run_id, "_run_percentiles_mat")
-    for name in ("compute_busy", "rollout_goodput"):
-        with timed(f"write {name}"):
-            tables[name] = [p for _, p in _write_parts(con.cursor(), name, plan.staging, None)]
-    for name in ("run_percentiles", "wasted_sums"):
-        tables[name] = [derive.write_whole(con, name, f"_{name}_mat", plan.staging)]
-    tables[derive.WINDOWS] = [derive.write_whole(con, derive.WINDOWS, "_quantile_windows_mat", plan.staging)]
+    held = _held(outputs)
+    pool = ThreadPoolExecutor(derive.WRITERS)  # the merges, beside the run tables (which read their sources)
+    try:
+        merges = _merging(con, pool, held, plan.staging)
+        tables = {**{n: [f for fs in labels.values() for f in fs] for n, labels in held.items()}, **plan.tables}
+        for name, files in tables.items():
+            _point(con, name, files, plan.schemas)
+        tables.update(_finish_run_tables(con, plan, timed))
+        with timed("process bounds"):
+            bounds = derive.process_bounds(con, None)
+        with timed("merge parts (waiting)"):
+            tables.update(_merged(held, merges))
+    finally:
+        pool.shutdown(cancel_futures=True)
     for table in TABLES:
         tables.setdefault(table.name, [])
-    with timed("process bounds"):
-        bounds = derive.process_bounds(con, None)
     facts = plan.facts
     meta = {
         "schemas": plan.schemas,
@@ -524,6 +519,24 @@ def finish(con, job: Job, plan: Plan, outputs: list[PieceOutput], profile: dict 
         "process_bounds": bounds,
     }
     return Result(tables, meta, "full")
+
+
+def _finish_run_tables(con, plan: Plan, timed) -> dict[str, list[Path]]:
+    """The run tables from the pieces' rows (views ``_<table>_mat`` over them), written."""
+    tables = {}
+    con.execute(sqlfiles.load("raw/rederive_spans").replace("@schema", derive.sql_list([_schema_file()])))
+    for sql, used, _ in _statements(FINISHED):
+        with timed(f"derive {derive.FILLS.search(sql)[1]}"):
+            con.execute(sql, {"run": plan.run_id} if used else None)
+    with timed(f"derive {derive.WINDOWS}"):
+        derive.quantile_windows(con, plan.run_id, "_run_percentiles_mat")
+    for name in ("compute_busy", "rollout_goodput"):
+        with timed(f"write {name}"):
+            tables[name] = [p for _, p in _write_parts(con.cursor(), name, plan.staging, None)]
+    for name in ("run_percentiles", "wasted_sums"):
+        tables[name] = [derive.write_whole(con, name, f"_{name}_mat", plan.staging)]
+    tables[derive.WINDOWS] = [derive.write_whole(con, derive.WINDOWS, "_quantile_windows_mat", plan.staging)]
+    return tables
 
 
 class _Timer:
@@ -547,28 +560,38 @@ def _schema_file() -> str:
     return schema_file("spans")
 
 
-def _merged(con, plan: Plan, outputs: list[PieceOutput]) -> dict[str, list[Path]]:
-    """Every piece-written table's parts: a part one piece wrote as it is, one that several pieces wrote rows
-    of merged into one (sorted as a merged part is)."""
+def _held(outputs: list[PieceOutput]) -> dict[str, dict[str, list[Path]]]:
+    """Every piece-written table's files by part label (several where several pieces wrote rows of a part)."""
     held: dict[str, dict[str, list[Path]]] = {}
     for output in outputs:
         for name, written in output.parts.items():
             for label, path in written:
                 held.setdefault(name, {}).setdefault(label, []).append(path)
-    merges = {}
-    with ThreadPoolExecutor(derive.WRITERS) as pool:
-        for name, labels in held.items():
-            for label, files in labels.items():
-                if len(files) > 1:
-                    merges[(name, label)] = pool.submit(
-                        _merge, con.cursor(), name, label, files, plan.staging
-                    )
+    return held
+
+
+def _merging(con, pool, held: dict[str, dict[str, list[Path]]], staging: Path) -> dict:
+    """Start merging each part that several pieces wrote rows of into one (sorted as a merged part is)."""
+    return {
+        (name, label): pool.submit(_merge, con.cursor(), name, label, files, staging)
+        for name, labels in held.items()
+        for label, files in labels.items()
+        if len(files) > 1
+    }
+
+
+def _merged(held: dict[str, dict[str, list[Path]]], merges: dict) -> dict[str, list[Path]]:
+    """Every piece-written table's parts once the merges are done (their sources deleted)."""
     tables = {}
     for name, labels in held.items():
-        tables[name] = [
-            merges[(name, label)].result() if (name, label) in merges else files[0]
-            for label, files in sorted(labels.items())
-        ]
+        tables[name] = []
+        for label, files in sorted(labels.items()):
+            if (name, label) in merges:
+                tables[name].append(merges[(name, label)].result())
+                for file in files:
+                    file.unlink()
+            else:
+                tables[name].append(files[0])
     return tables
 
 
@@ -580,8 +603,6 @@ def _merge(cur, name: str, label: str, files: list[Path], staging: Path) -> Path
             f"COPY (SELECT * FROM {source}{derive.merged_order(name)}) TO '{derive.quoted(target)}' "
             "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
         )
-        for file in files:
-            file.unlink()
         return target
     finally:
         cur.close()
