@@ -495,7 +495,10 @@ def finish(con, job: Job, plan: Plan, outputs: list[PieceOutput], profile: dict 
     pool = ThreadPoolExecutor(derive.WRITERS)  # the merges, beside the run tables (which read their sources)
     try:
         merges = _merging(con, pool, held, plan.staging)
-        tables = {**{n: [f for fs in labels.values() for f in fs] for n, labels in held.items()}, **plan.tables}
+        tables = {
+            **{n: [f for fs in labels.values() for f in fs] for n, labels in held.items()},
+            **plan.tables,
+        }
         for name, files in tables.items():
             _point(con, name, files, plan.schemas)
         tables.update(_finish_run_tables(con, plan, timed))
