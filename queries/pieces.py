@@ -108,10 +108,10 @@ class PieceOutput:
     profile: dict[str, float] = field(default_factory=dict)
 
 
-Progress = Callable[[float, str], None]  # fraction done (0..1), what is being derived
+Report = Callable[[float, str], None]  # fraction done (0..1), what is being derived
 
 
-def derive_full(job: Job, progress: Progress | None = None) -> Result:
+def derive_full(job: Job, progress: Report | None = None) -> Result:
     """Every table from every span of the run: planned, derived in pieces (in parallel when there are
     several) and finished (module docstring)."""
     report = progress or (lambda fraction, what: None)
@@ -122,7 +122,18 @@ def derive_full(job: Job, progress: Progress | None = None) -> Result:
         report(_PLAN_SHARE, f"deriving {len(the_plan.pieces)} piece(s)")
         outputs = _derive_pieces(con, the_plan, report)
         report(1 - _FINISH_SHARE, "deriving the run-wide tables")
-        result = finish(con, job, the_plan, outputs)
+        profile: dict[str, float] = {}
+        result = finish(con, job, the_plan, outputs, profile)
+    for output in outputs:
+        for step, seconds in output.profile.items():
+            profile[step] = profile.get(step, 0.0) + seconds
+    log.debug(
+        "run %s: derived in %d pieces (%d at once); CPU seconds by step: %s",
+        job.run_id,
+        len(the_plan.pieces),
+        the_plan.workers,
+        ", ".join(f"{k} {v:.2f}" for k, v in sorted(profile.items(), key=lambda kv: -kv[1])),
+    )
     report(1.0, "done")
     return result
 
@@ -285,13 +296,25 @@ def _pieces(con, job: Job, cuts, blocks, ranges) -> tuple[tuple[Piece, ...], Pat
         f"COPY (SELECT piece, trace_id FROM _piece_traces ORDER BY piece) TO '{derive.quoted(traces)}' "
         "(FORMAT parquet, ROW_GROUP_SIZE 16384)"
     )
+    # what the pieces derive again from their own spans, not held in this database while they run
+    for table in ("_rollouts_mat", "_rollout_steps_mat"):
+        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table} LIMIT 0")
+    for temp in (
+        "_rollout_piece",
+        "_piece_groups",
+        "_piece_traces",
+        "_piece_ranges",
+        "_loose",
+        "_loose_traces",
+    ):
+        con.execute(f"DROP TABLE IF EXISTS {temp}")
     return pieces, traces
 
 
 # --- 2. pieces ---------------------------------------------------------------------------------------------
 
 
-def _derive_pieces(con, plan: Plan, report: Progress) -> list[PieceOutput]:
+def _derive_pieces(con, plan: Plan, report: Report) -> list[PieceOutput]:
     """Every piece: the one piece of a small run in the plan's database; several in worker processes, the
     largest first, while this process writes the plan's own tables."""
     writes = _write_plan_tables(con, plan) if "_traces" not in plan.tables else {}
@@ -308,7 +331,7 @@ def _derive_pieces(con, plan: Plan, report: Progress) -> list[PieceOutput]:
     return outputs
 
 
-def _in_workers(plan: Plan, report: Progress) -> list[PieceOutput]:
+def _in_workers(plan: Plan, report: Report) -> list[PieceOutput]:
     """The pieces ``plan.workers`` at a time, each in a DuckDB database of its own on one core, in threads of
     this process (DuckDB runs a statement without Python's lock; processes would re-import a user's script)."""
     weight = {p.index: p.rollouts for p in plan.pieces}
@@ -327,7 +350,7 @@ def _in_workers(plan: Plan, report: Progress) -> list[PieceOutput]:
     return sorted(outputs, key=lambda o: o.index)
 
 
-def derive_piece(plan: Plan, piece: Piece, con=None, progress: Progress | None = None) -> PieceOutput:
+def derive_piece(plan: Plan, piece: Piece, con=None, progress: Report | None = None) -> PieceOutput:
     """One piece's tables (module docstring, 2), written under the plan's staging directory. ``con``: the
     plan's database, which already holds the rollouts, train steps and consuming steps of a whole run.
     ``progress``: told the share of its statements run, and the table each fills."""
