@@ -34,6 +34,9 @@ Catch-up (``catch_up``): a reader that finds segments the manifest does not name
 function the caller gives (``queries.derive``: DuckDB, under a memory limit, spilling to disk) with the
 previous state. That function derives one of two ways:
 
+* **tables**, when the previous state holds every live segment but some tables' definition digests
+  (``catch_up``'s ``definitions``) differ from the reader's and each of those reads only derived tables: those
+  tables are derived again from the others' parts, which are kept.
 * **incremental**, whenever the previous state is of this ``FORMAT`` and nothing below says otherwise: the
   scope the new segments can change (their rollouts and traces, those rollouts' groups and steps, every rollout
   and trace of those steps and of the not-yet-consumed step, the new train steps), derived from that scope's
@@ -85,7 +88,8 @@ from rollscope.store import layout
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
 FORMAT = (
-    13  # bump when a table's definition or the layout changes: manifests of an older format are derived again
+    13  # bump when the layout changes: manifests of an older format are derived again (a table's definition
+    # change needs no bump: each manifest keeps every table's definition digest, queries/definitions.py)
 )
 GRACE_S = 300.0  # how long a retired part stays on disk for readers that listed it
 PARTS = "parts"  # parts/<table>/b=<block>/<name>.parquet, immutable, shared by the generations naming them
