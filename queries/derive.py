@@ -1,10 +1,13 @@
 """Deriving one run's tables (``store/derived.py`` declares them) from its raw segments, as Parquet parts.
 
 The store layer decides when a run needs deriving, holds the run's lock and publishes the result; this module
-runs the SQL, two ways:
+runs the SQL, three ways:
 
-* **full** (``derive_full``): every table from every span of the run. The reference: used for a run's first
-  catch-up and whenever the incremental path cannot be sure (``Fallback``; store/derived.py lists when).
+* **full** (``derive_full``): every table from every span of the run, in pieces of consecutive steps derived in
+  parallel (``queries/pieces.py``). The reference: used for a run's first catch-up and whenever the incremental
+  path cannot be sure (``Fallback``; store/derived.py lists when).
+* **tables** (``pieces.derive_tables``): a state whose tables' definitions changed (``queries/definitions.py``)
+  takes those tables again from the others' parts, when each of them reads only derived tables.
 * **incremental** (``derive_scoped``): the scope the new segments can change (``sql/raw/scope*.sql``: their
   rollouts and traces, their groups, the steps they touch, every rollout and trace of those steps and of the
   not-yet-consumed step NULL), the spans of that scope read from the few segments whose time range meets a
@@ -12,9 +15,10 @@ runs the SQL, two ways:
   definitions run over those spans alone (``derive_full.sql``), and each table's rows of the scoped steps
   (or rollouts) replaced, block part by block part; the previous parts of other blocks are reused as they are.
 
-Both open their own DuckDB database under a memory limit, spilling to a directory inside the store layer's
-temporary one: memory is bounded by ``ROLLSCOPE_DERIVE_MEMORY`` (default 1 GB of DuckDB buffers) whatever the
-run's length. The definitions are the views and macros the analyses have always used (``sql/views``,
+Each opens DuckDB databases of its own under a memory limit, spilling to a directory inside the store layer's
+temporary one: memory is bounded by ``ROLLSCOPE_DERIVE_MEMORY`` (``Settings.derive_memory_bytes``: by default a
+quarter of the machine's memory, shared by a full derivation's pieces) whatever the run's length. A full
+derivation tells its progress to the listener of ``progress``. The definitions are the views and macros the analyses have always used (``sql/views``,
 ``sql/analyses/macros``).
 """
 

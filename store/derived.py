@@ -32,7 +32,7 @@ a later catch-up (a reader that read the previous manifest may still read them);
 Catch-up (``catch_up``): a reader that finds segments the manifest does not name takes the run's lock
 (``fcntl.flock``; a second process does not derive the same run at the same time) and calls the derive
 function the caller gives (``queries.derive``: DuckDB, under a memory limit, spilling to disk) with the
-previous state. That function derives one of two ways:
+previous state. That function derives one of three ways:
 
 * **tables**, when the previous state holds every live segment but some tables' definition digests
   (``catch_up``'s ``definitions``) differ from the reader's and each of those reads only derived tables: those
