@@ -49,9 +49,10 @@ import random
 import secrets
 import threading
 import time
-from collections import Counter
-from collections.abc import Iterable
-from contextlib import contextmanager
+from collections import Counter, OrderedDict, deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -62,6 +63,7 @@ import pyarrow.parquet as pq
 from rollscope.store.layout import (
     COMPACT_TARGET_ROWS,
     COMPACTED_COMPRESSION,
+    GATHER_FILES,
     REPLACED_DIR,
     REPLACED_GRACE_S,
     RETIRE_AFTER_S,
@@ -178,9 +180,12 @@ def compact_partition(
     stop: threading.Event | None = None,
     result: CompactResult | None = None,
     retirements: Retirements | None = None,
+    threads: int = 1,
 ) -> CompactResult | None:
     """Settle and sweep, then merge one run partition's files and move what they replaced aside; None when
-    another compactor holds it (``wait=False``). With ``retirements``, the moves are left to its ``finish``."""
+    another compactor holds it (``wait=False``). With ``retirements``, the moves are left to its ``finish``.
+    ``threads`` read each merge's files ahead (`rollscope compact`; the background compactor reads in turn,
+    beside the job)."""
     if mode not in ("tiered", "full"):
         raise ValueError(f"mode must be 'tiered' or 'full', not {mode!r}")
     result = result if result is not None else CompactResult()
@@ -199,8 +204,9 @@ def compact_partition(
         pending = retirements if retirements is not None else Retirements(stop)
         for batch in batches:
             pending.before_merging(directory, (p.name for p in batch))
-            merged = merge(directory, [directory / p.name for p in batch], stop=stop)
+            merged = merge(directory, [directory / p.name for p in batch], stop=stop, threads=threads)
             pending.add(directory, merged.name, [p.name for p in batch])
+            WRITTEN.forget(directory / p.name for p in batch)
             result.merges += 1
             result.rows += sum(p.rows for p in batch)
             after -= len(batch) - 1
@@ -269,11 +275,21 @@ def _tiered_batches(directory, fanout, target_rows, budget_seconds, stop):
 
 
 def _parts(directory: Path) -> list[Part]:
-    return [Part(p.name, _facts(str(p))[0]) for p in segments(*_split(directory))]
+    return [Part(p.name, _rows(p)) for p in segments(*_split(directory))]
 
 
 def _split(directory: Path) -> tuple[Path, str, str]:
     return directory.parent.parent, directory.parent.name, directory.name.split("=", 1)[1]
+
+
+def _rows(path: Path) -> int:
+    table = WRITTEN.get(path)
+    return table.num_rows if table is not None else _facts(str(path))[0]
+
+
+def _schema(path: Path) -> pa.Schema:
+    table = WRITTEN.get(path)
+    return table.schema.remove_metadata() if table is not None else _facts(str(path))[1]
 
 
 @lru_cache(maxsize=8192)
@@ -283,45 +299,157 @@ def _facts(path: str) -> tuple[int, pa.Schema]:
     return meta.num_rows, meta.schema.to_arrow_schema().remove_metadata()
 
 
-def merge(directory: Path, sources: list[Path], *, stop: threading.Event | None = None) -> Path:
-    """Write ``sources`` as one file naming them in its footer, streaming: memory is one row group. Moving
-    the sources aside is the caller's (``Retirements``)."""
-    schemas = {str(schema): schema for schema in (_facts(str(p))[1] for p in sources)}
-    schema = pa.unify_schemas(list(schemas.values()), promote_options="default")
-    schema = schema.with_metadata({SOURCES_KEY: json.dumps([p.name for p in sources]).encode()})
-    name = f"cmp-{time.time_ns() // 1_000_000:013d}-{os.getpid():x}{secrets.token_hex(3)}.parquet"
-    final = directory / name
-    with (
-        publishing(final, durable=True) as sink,
-        pq.ParquetWriter(sink, schema, compression=COMPACTED_COMPRESSION) as out,
-    ):
-        pending: list[pa.Table] = []
-        for source in sources:
+def merge(
+    directory: Path, sources: list[Path], *, stop: threading.Event | None = None, threads: int = 1
+) -> Path:
+    """Write ``sources`` as one file naming them in its footer, streaming: memory is one row group (and
+    ``threads`` files read ahead). Moving the sources aside is the caller's (``Retirements``)."""
+    schemas = {str(schema): schema for schema in map(_schema, sources)}
+    out = Output(directory, pa.unify_schemas(list(schemas.values()), promote_options="default"))
+    try:
+        for _, table in read_in_order(sources, threads):
             if stop is not None and stop.is_set():
                 raise Stopped
-            for table in _pieces(source):
-                if stop is not None and stop.is_set():
-                    raise Stopped
-                pending.append(_conform(table, schema))
-                if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS:
-                    _write_group(out, pending)
-        _write_group(out, pending)
-    return final
+            out.add(table)
+    except BaseException:
+        out.abort()
+        raise
+    return out.close([p.name for p in sources])
+
+
+class Output:
+    """One merged file being written (``cmp-…``), a sorted row group at a time, published whole by ``close``,
+    which names its sources in the footer; ``abort`` publishes nothing. Pieces are combined every
+    ``COMBINE_PIECES``: thousands of tables of a few rows each, kept apart, held 7.5 GB for 80,000 spans."""
+
+    def __init__(self, directory: Path, schema: pa.Schema):
+        self.schema = schema.remove_metadata()
+        self.path = (
+            directory
+            / f"cmp-{time.time_ns() // 1_000_000:013d}-{os.getpid():x}{secrets.token_hex(3)}.parquet"
+        )
+        self.rows = 0
+        self._pending: list[pa.Table] = []
+        self._pending_rows = self._combined = 0  # rows pending; pieces at the front combined already
+        self._fitted = self.schema
+        self._stack = ExitStack()
+        sink = self._stack.enter_context(publishing(self.path, durable=True))
+        try:
+            self._out = self._stack.enter_context(
+                pq.ParquetWriter(sink, self.schema, compression=COMPACTED_COMPRESSION)
+            )
+        except BaseException:
+            self.abort()
+            raise
+
+    def fits(self, schema: pa.Schema) -> bool:
+        """Whether a table of ``schema`` can go into this file (its columns are among the file's, same types)."""
+        if schema.equals(self._fitted, check_metadata=False):
+            return True
+        fits = all(
+            self.schema.get_field_index(f.name) >= 0 and self.schema.field(f.name).type == f.type
+            for f in schema
+        )
+        if fits:
+            self._fitted = schema
+        return fits
+
+    def add(self, table: pa.Table) -> None:
+        self._pending.append(_conform(table, self.schema))
+        self._pending_rows += table.num_rows
+        self.rows += table.num_rows
+        if len(self._pending) - self._combined >= COMBINE_PIECES:  # the newest pieces as one table
+            recent = pa.concat_tables(self._pending[self._combined :]).combine_chunks()
+            self._pending[self._combined :] = [recent]
+            self._combined += 1
+        if self._pending_rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        _write_group(self._out, self._pending)
+        self._pending_rows = self._combined = 0
+
+    def close(self, sources: list[str]) -> Path:
+        try:
+            self._flush()
+            self._out.add_key_value_metadata({SOURCES_KEY: json.dumps(sources).encode()})
+        except BaseException:
+            self.abort()
+            raise
+        self._stack.close()
+        return self.path
+
+    def abort(self) -> None:
+        """Publish nothing: the temporary file is removed."""
+        self._stack.__exit__(Stopped, Stopped(), None)
+
+
+COMBINE_PIECES = 256
+READ_AHEAD_BYTES = 32 << 20  # what the threads of ``read_in_order`` may have read ahead (file sizes)
+
+
+def read_in_order(paths: list[Path], threads: int = 1) -> Iterator[tuple[Path, pa.Table]]:
+    """Each file's rows, in order, ``threads`` reading ahead (pyarrow reads without the GIL).
+
+    A small segment costs ~1 ms to read, most of it its footer (71 columns' metadata for a few rows), so a
+    reader merging thousands reads several at once, up to ``READ_AHEAD_BYTES`` of files ahead; a file too
+    large for that is read in turn, a row group at a time. This process's own segments come from memory
+    (``WRITTEN``)."""
+    if threads <= 1:
+        for path in paths:
+            yield from ((path, table) for table in _pieces(path))
+        return
+    with ThreadPoolExecutor(threads, thread_name_prefix="rollscope-read") as pool:
+        ahead: deque = deque()  # (path, its future or None: read in turn, its size)
+        held = 0
+        for path in paths:
+            size = _size(path)
+            small = size <= READ_AHEAD_BYTES // (4 * threads)
+            ahead.append((path, pool.submit(_read_whole, path) if small else None, size if small else 0))
+            held += ahead[-1][2]
+            while ahead and (held > READ_AHEAD_BYTES or len(ahead) > 4 * threads or ahead[0][1] is None):
+                held -= ahead[0][2]
+                yield from _taken(ahead.popleft())
+        while ahead:
+            yield from _taken(ahead.popleft())
+
+
+def _taken(entry) -> Iterator[tuple[Path, pa.Table]]:
+    path, future, _ = entry
+    for table in future.result() if future is not None else _pieces(path):
+        yield path, table
+
+
+def _read_whole(path: Path) -> list[pa.Table]:
+    return list(_pieces(path))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0  # moved aside meanwhile: reading it says so
 
 
 def _pieces(source: Path) -> Iterable[pa.Table]:
-    """A small file in one read (most are), a large one a row group at a time."""
-    if _facts(str(source))[0] <= ROW_GROUP_ROWS:
-        yield pq.ParquetFile(source).read(use_threads=False)
+    """A segment this process wrote, from memory; a small file in one read (most are), a large one a row
+    group at a time. The footer is parsed once (it is most of a small segment's read)."""
+    table = WRITTEN.get(source)
+    if table is not None:
+        yield table
         return
-    for batch in pq.ParquetFile(source).iter_batches(batch_size=ROW_GROUP_ROWS):
+    file = pq.ParquetFile(source)
+    if file.metadata.num_rows <= ROW_GROUP_ROWS:
+        yield file.read(use_threads=False)
+        return
+    for batch in file.iter_batches(batch_size=ROW_GROUP_ROWS):
         yield pa.Table.from_batches([batch])
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """A file written before a column existed gets it as nulls; columns come in the merged file's order."""
-    if table.schema.remove_metadata().equals(schema, check_metadata=False):
-        return table.replace_schema_metadata(schema.metadata)
+    if table.schema.equals(schema, check_metadata=False):
+        return table.replace_schema_metadata(None) if table.schema.metadata else table
     columns = [
         table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
         for f in schema
@@ -457,6 +585,196 @@ def partition_lock(directory: Path, *, wait: bool):
         local.release()
 
 
+@contextmanager
+def lock_within(directory: Path, seconds: float):
+    """``partition_lock``, tried until it is had or ``seconds`` have passed: yields whether it is held. For
+    the few who may wait a while, not forever: a reader about to derive, a writer's last merge at exit."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with partition_lock(directory, wait=False) as held:
+            if held or time.monotonic() >= deadline:
+                yield held
+                return
+        time.sleep(min(0.02, max(deadline - time.monotonic(), 0.0)))
+
+
+# --- what this process wrote, merged from memory ------------------------------------------------------------
+
+WRITTEN_BYTES = 32 << 20  # the most a writing process keeps of the segments it published, to merge them
+FINAL_MERGE_S = 2.0  # the longest a writer's last merge (at close or exit) may take, lock and moves included
+
+
+class Written:
+    """The tables this process published as segments, by file, until a merge replaces them (past
+    ``WRITTEN_BYTES``, the oldest are forgotten first): merging them reads nothing.
+
+    A short-lived writer that publishes as often as it can (a sandbox or judge worker flushing per rollout)
+    leaves thousands of small segments when it exits before its compactor has merged them, and each costs a
+    reader ~1 ms to read back, most of it the footer. From memory, its last merge (``final_merge``) of 1,400
+    segments costs tens of milliseconds, where reading them back would cost the job's exit seconds."""
+
+    def __init__(self, limit: int = WRITTEN_BYTES):
+        self.limit = limit
+        self._tables: OrderedDict[str, tuple[pa.Table, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def add(self, path: Path, table: pa.Table) -> None:
+        size = table.get_total_buffer_size()
+        with self._lock:
+            self._tables[str(path)] = (table, size)
+            self._bytes += size
+            while self._bytes > self.limit:
+                self._bytes -= self._tables.popitem(last=False)[1][1]
+
+    def get(self, path: Path) -> pa.Table | None:
+        entry = self._tables.get(str(path))
+        return entry[0] if entry is not None else None
+
+    def forget(self, paths: Iterable[Path]) -> None:
+        with self._lock:
+            for path in paths:
+                entry = self._tables.pop(str(path), None)
+                self._bytes -= entry[1] if entry is not None else 0
+
+    def partitions(self) -> list[Path]:
+        with self._lock:
+            return sorted({Path(path).parent for path in self._tables})
+
+    def files_in(self, directory: Path) -> list[Path]:
+        with self._lock:
+            return [Path(p) for p in self._tables if Path(p).parent == directory]
+
+
+WRITTEN = Written()
+
+
+def remember(path: Path, table: pa.Table) -> None:
+    """A segment this process just published (by a writer that compacts: ``SegmentWriter``)."""
+    WRITTEN.add(path, table)
+
+
+def final_merge(partitions: list[Path] | None = None, seconds: float = FINAL_MERGE_S) -> int:
+    """Merge what this process wrote and nobody merged yet into one file per partition (every partition it
+    wrote to by default), from memory, and move the sources aside: a writer that exits leaves its segments
+    merged. Bounded by ``seconds`` (a partition whose lock is not had by then is left for the next
+    compaction or reader, and so are the moves when they no longer fit); never raises. Returns the merges."""
+    deadline = time.monotonic() + seconds
+    pending, merges = Retirements(), 0
+    for directory in WRITTEN.partitions() if partitions is None else partitions:
+        try:
+            merges += _merge_written(directory, deadline, pending)
+        except Exception:
+            log.warning("rollscope: the last merge of %s failed", directory, exc_info=True)
+    if pending.waiting and pending.waiting[-1][0] + RETIRE_AFTER_S <= deadline:
+        try:
+            pending.finish()
+        except Exception:
+            log.warning("rollscope: moving merged segments aside failed", exc_info=True)
+    return merges
+
+
+def _merge_written(directory: Path, deadline: float, pending: Retirements) -> int:
+    """Under the partition's lock: this process's segments still live there, merged into one file."""
+    with lock_within(directory, deadline - time.monotonic()) as held:
+        mine = WRITTEN.files_in(directory)
+        if not held or len(mine) < 2:
+            return 0
+        live = {p.name for p in segments(*_split(directory))}
+        sources = [p for p in mine if p.name in live]  # merged meanwhile by another process: not again
+        WRITTEN.forget(p for p in mine if p.name not in live)
+        if len(sources) < 2:
+            return 0
+        merged = merge(directory, sources)
+        pending.add(directory, merged.name, [p.name for p in sources])
+        WRITTEN.forget(sources)
+        return 1
+
+
+# --- a reader's merge before it derives ----------------------------------------------------------------------
+
+SMALL_BYTES = 4 << 20  # a file under this size is small
+GATHER_WAIT_S = (
+    60.0  # the longest a reader waits for a compactor holding the partition (a tiered step's budget)
+)
+READ_THREADS = min(4, os.cpu_count() or 1)
+
+
+def gather(
+    store: Path | str, run_id: str, live: list[Path], retirements: Retirements, derived: Iterable[str] = ()
+) -> list[Path]:
+    """The run's live span segments, once the small ones (not in ``derived``) are merged, when there are
+    ``GATHER_FILES`` of them or more; ``live`` itself otherwise.
+
+    What a reader does before deriving a run of many small files (writers that exited, or were killed, before
+    their compactors ran): merged, 11,000 segments of a few spans each are read once, several at a time,
+    where a derivation over them read each again for every table it builds (344 s and 11.6 GB for 80,000
+    spans). The merge is a compaction's: under the partition's lock, published with one rename, its sources
+    named in its footer, and moved aside by ``retirements`` (the caller finishes it once it has derived,
+    which takes longer than the second it waits). Memory: one row group and what is read ahead. A store this
+    process cannot write, a file that is not a segment, ``ROLLSCOPE_COMPACT=0``: ``live`` as it is."""
+    derived = frozenset(derived)
+    if len(live) < GATHER_FILES or not _gathering() or len(_small(live, derived)) < GATHER_FILES:
+        return live
+    directory = partition_dir(store, "spans", run_id)
+    try:
+        with lock_within(directory, GATHER_WAIT_S) as held:
+            if not held:
+                return live
+            settle(directory)  # a merged file is never merged again while its sources are listed
+            small = _small(segments(store, "spans", run_id), derived)
+            if len(small) >= GATHER_FILES:
+                _merge_streaming(directory, small, retirements)
+    except (OSError, pa.ArrowInvalid) as e:  # a read-only store, a file that is not a segment
+        log.info("rollscope: run %s's small segments are read as they are: %s", run_id, e)
+    return segments(store, "spans", run_id)
+
+
+def _gathering() -> bool:
+    from rollscope.collectors.settings import Settings
+
+    return Settings.resolve().compact
+
+
+def _small(live: list[Path], derived: frozenset[str]) -> list[Path]:
+    """The live files under ``SMALL_BYTES`` not in ``derived``, in publish order."""
+    small = [p for p in live if p.name not in derived and _size(p) < SMALL_BYTES]
+    return sorted(small, key=lambda p: _publish_order(Part(p.name, 0)))
+
+
+def _merge_streaming(directory: Path, small: list[Path], retirements: Retirements) -> None:
+    """``small`` merged in publish order into files of up to ``COMPACT_TARGET_ROWS`` rows, a new one where a
+    file's columns do not fit the one being written (written by another version)."""
+    out, sources = None, []
+    try:
+        for path, table in read_in_order(small, READ_THREADS):
+            if (
+                out is not None
+                and (path.name not in sources[-1:])
+                and (out.rows >= COMPACT_TARGET_ROWS or not out.fits(table.schema))
+            ):
+                _publish(directory, out, sources, retirements)
+                out, sources = None, []
+            if out is None:
+                out = Output(directory, table.schema)
+            out.add(table)
+            if sources[-1:] != [path.name]:
+                sources.append(path.name)
+    except BaseException:
+        if out is not None:
+            out.abort()
+        raise
+    if out is not None:
+        _publish(directory, out, sources, retirements)
+
+
+def _publish(directory: Path, out: Output, sources: list[str], retirements: Retirements) -> None:
+    if len(sources) < 2:  # one file merged into one: nothing gained
+        out.abort()
+        return
+    retirements.add(directory, out.close(sources).name, sources)
+
+
 # --- the whole store (`rollscope compact`) ------------------------------------------------------------------
 
 
@@ -490,6 +808,7 @@ def compact(
                     target_rows=target_rows,
                     result=result,
                     retirements=retirements,
+                    threads=READ_THREADS,
                 )
             except pa.ArrowInvalid as e:  # a file there that is not a segment: one line naming it
                 unreadable = unreadable_segment(root, [run])
@@ -531,13 +850,16 @@ class AutoCompactor:
                 self._thread = threading.Thread(target=self._loop, name="rollscope-compact", daemon=True)
                 self._thread.start()
 
-    def unwatch(self, owner: object) -> None:
+    def unwatch(self, owner: object) -> list[Path]:
+        """Stop compacting for ``owner``; returns the partitions nobody in this process writes to any more."""
+        left = []
         with self._lock:
             for directory, owners in list(self.partitions.items()):
-                owners.pop(id(owner), None)
-                if not owners:
+                if owners.pop(id(owner), None) is not None and not owners:
                     del self.partitions[directory]
                     self._due.pop(directory, None)
+                    left.append(directory)
+        return left
 
     def _loop(self) -> None:
         _lower_priority()
@@ -624,9 +946,10 @@ def watch(directory: Path, interval: float, owner: object) -> None:
 
 
 def unwatch(owner: object) -> None:
-    """``owner`` stopped writing (exporter shut down): its partitions are no longer compacted for it."""
+    """``owner`` stopped writing (exporter shut down): its partitions are no longer compacted for it, and
+    those nobody else in this process writes to get their last merge (``final_merge``)."""
     if _compactor is not None:
-        _compactor.unwatch(owner)
+        final_merge(_compactor.unwatch(owner))
 
 
 def compactor() -> AutoCompactor | None:
@@ -635,16 +958,19 @@ def compactor() -> AutoCompactor | None:
 
 
 def _forget_in_child() -> None:
-    global _compactor, _compactor_guard, _thread_locks, _thread_locks_guard
+    global _compactor, _compactor_guard, _thread_locks, _thread_locks_guard, WRITTEN
     _compactor = None  # its thread did not survive the fork; the child starts its own when it publishes
+    WRITTEN = Written()  # the parent's segments are the parent's to merge
     _JITTER.seed()  # else the child's writers would pick the parent's moments
     _compactor_guard, _thread_locks, _thread_locks_guard = threading.Lock(), {}, threading.Lock()
 
 
 @atexit.register
 def _stop_at_exit() -> None:
+    """Stop the compactor at its next file boundary, then merge what this process wrote (``final_merge``)."""
     if _compactor is not None:
         _compactor.stop()
+        final_merge()
 
 
 if hasattr(os, "register_at_fork"):
