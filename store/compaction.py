@@ -181,11 +181,13 @@ def compact_partition(
     result: CompactResult | None = None,
     retirements: Retirements | None = None,
     threads: int = 1,
+    patience: float = 0.0,
 ) -> CompactResult | None:
     """Settle and sweep, then merge one run partition's files and move what they replaced aside; None when
     another compactor holds it (``wait=False``). With ``retirements``, the moves are left to its ``finish``.
     ``threads`` read each merge's files ahead (`rollscope compact`; the background compactor reads in turn,
-    beside the job)."""
+    beside the job). ``patience``: tiered, another process's files younger than this are left to it
+    (``_tiered_batches``)."""
     if mode not in ("tiered", "full"):
         raise ValueError(f"mode must be 'tiered' or 'full', not {mode!r}")
     result = result if result is not None else CompactResult()
@@ -199,12 +201,18 @@ def compact_partition(
         if mode == "full":
             batches = plan_full(live, target_rows=target_rows)
         else:
-            batches = _tiered_batches(directory, fanout, target_rows, budget_seconds, stop)
+            batches = _tiered_batches(directory, fanout, target_rows, budget_seconds, stop, patience)
         after = len(live)
         pending = retirements if retirements is not None else Retirements(stop)
         for batch in batches:
             pending.before_merging(directory, (p.name for p in batch))
-            merged = merge(directory, [directory / p.name for p in batch], stop=stop, threads=threads)
+            merged = merge(
+                directory,
+                [directory / p.name for p in batch],
+                stop=stop,
+                threads=threads,
+                keep=mode == "tiered",
+            )
             pending.add(directory, merged.name, [p.name for p in batch])
             WRITTEN.forget(directory / p.name for p in batch)
             result.merges += 1
@@ -264,14 +272,40 @@ def _pause(seconds: float, stop: threading.Event | None) -> bool:
     return not stop.wait(seconds)
 
 
-def _tiered_batches(directory, fanout, target_rows, budget_seconds, stop):
-    """Plans one merge at a time, re-reading the partition, until no tier is full or the budget is spent."""
+def _tiered_batches(directory, fanout, target_rows, budget_seconds, stop, patience=0.0):
+    """Plans one merge at a time, re-reading the partition, until no tier is full or the budget is spent.
+
+    The files this process wrote (``WRITTEN``: merged from memory) are planned first, on their own; another
+    process's only once they are ``patience`` seconds old. A writer that compacts merges its own segments
+    from memory in milliseconds, where reading another's back costs ~1 ms a file, and holding the partition's
+    lock for that long (eight writers publishing as fast as they can leave thousands) kept their own merges,
+    and their last merges at exit, waiting. What a writer that exited, was killed or does not compact leaves
+    is merged once it is older than that."""
     deadline = time.monotonic() + budget_seconds
     while time.monotonic() < deadline and not (stop and stop.is_set()):
-        batch = plan_tiered(_parts(directory), fanout=fanout, target_rows=target_rows)
+        now_ms = time.time() * 1000
+        # A merged file younger than RETIRE_AFTER_S may still have its sources listed: merging it now would
+        # wait for them (``Retirements.before_merging``), holding the lock; the next step takes it.
+        young = now_ms - RETIRE_AFTER_S * 1000
+        parts = [
+            p for p in _parts(directory) if not p.name.startswith("cmp-") or _published_ms(p.name) <= young
+        ]
+        own = [p for p in parts if WRITTEN.get(directory / p.name) is not None]
+        settled = [p for p in parts if _published_ms(p.name) <= now_ms - patience * 1000 or p in own]
+        batch = plan_tiered(own, fanout=fanout, target_rows=target_rows) or plan_tiered(
+            settled, fanout=fanout, target_rows=target_rows
+        )
         if not batch:
             return
         yield batch
+
+
+def _published_ms(name: str) -> int:
+    """When a file was published, from its name (``<prefix>-<ms>-…``); 0 (long ago) for a foreign name."""
+    try:
+        return int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return 0
 
 
 def _parts(directory: Path) -> list[Part]:
@@ -300,12 +334,23 @@ def _facts(path: str) -> tuple[int, pa.Schema]:
 
 
 def merge(
-    directory: Path, sources: list[Path], *, stop: threading.Event | None = None, threads: int = 1
+    directory: Path,
+    sources: list[Path],
+    *,
+    stop: threading.Event | None = None,
+    threads: int = 1,
+    keep: bool = False,
 ) -> Path:
     """Write ``sources`` as one file naming them in its footer, streaming: memory is one row group (and
-    ``threads`` files read ahead). Moving the sources aside is the caller's (``Retirements``)."""
+    ``threads`` files read ahead). Moving the sources aside is the caller's (``Retirements``). ``keep``: a
+    merged file small enough is kept in memory like the segments (``WRITTEN``), so a writer's compactor merges
+    its own output again, tier after tier, without reading it back."""
     schemas = {str(schema): schema for schema in map(_schema, sources)}
-    out = Output(directory, pa.unify_schemas(list(schemas.values()), promote_options="default"))
+    out = Output(
+        directory,
+        pa.unify_schemas(list(schemas.values()), promote_options="default"),
+        keep=WRITTEN.limit // 4 if keep else 0,
+    )
     try:
         for _, table in read_in_order(sources, threads):
             if stop is not None and stop.is_set():
@@ -314,7 +359,10 @@ def merge(
     except BaseException:
         out.abort()
         raise
-    return out.close([p.name for p in sources])
+    merged = out.close([p.name for p in sources])
+    if out.kept is not None:
+        WRITTEN.add(merged, out.kept)
+    return merged
 
 
 class Output:
@@ -322,8 +370,11 @@ class Output:
     which names its sources in the footer; ``abort`` publishes nothing. Pieces are combined every
     ``COMBINE_PIECES``: thousands of tables of a few rows each, kept apart, held 7.5 GB for 80,000 spans."""
 
-    def __init__(self, directory: Path, schema: pa.Schema):
+    def __init__(self, directory: Path, schema: pa.Schema, keep: int = 0):
+        """``keep``: the rows written are also kept (``kept``, a table) while their buffers are under this."""
         self.schema = schema.remove_metadata()
+        self.keep = keep
+        self._kept: list[pa.Table] | None = [] if keep else None
         self.path = (
             directory
             / f"cmp-{time.time_ns() // 1_000_000:013d}-{os.getpid():x}{secrets.token_hex(3)}.parquet"
@@ -366,8 +417,17 @@ class Output:
             self._flush()
 
     def _flush(self) -> None:
-        _write_group(self._out, self._pending)
+        written = _write_group(self._out, self._pending)
         self._pending_rows = self._combined = 0
+        if self._kept is not None and written is not None:
+            self._kept.append(written)
+            if sum(t.get_total_buffer_size() for t in self._kept) > self.keep:
+                self._kept = None
+
+    @property
+    def kept(self) -> pa.Table | None:
+        """Every row written, as written, when ``keep`` allowed it (None otherwise)."""
+        return pa.concat_tables(self._kept) if self._kept else None
 
     def close(self, sources: list[str]) -> Path:
         try:
@@ -457,9 +517,10 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _write_group(out: pq.ParquetWriter, pending: list[pa.Table]) -> None:
+def _write_group(out: pq.ParquetWriter, pending: list[pa.Table]) -> pa.Table | None:
+    """Write ``pending`` as one row group (like spans together, by time); returns it as written."""
     if not pending:
-        return
+        return None
     table = pa.concat_tables(pending)
     pending.clear()
     if (
@@ -467,6 +528,7 @@ def _write_group(out: pq.ParquetWriter, pending: list[pa.Table]) -> None:
     ):  # like spans compress and prune better
         table = table.sort_by([("name", "ascending"), ("start_ns", "ascending")])
     out.write_table(table, row_group_size=max(table.num_rows, 1))
+    return table
 
 
 def retire(directory: Path, names: Iterable[str]) -> int:
@@ -602,6 +664,8 @@ def lock_within(directory: Path, seconds: float):
 
 WRITTEN_BYTES = 32 << 20  # the most a writing process keeps of the segments it published, to merge them
 FINAL_MERGE_S = 2.0  # the longest a writer's last merge (at close or exit) may take, lock and moves included
+EXITING_MERGE_S = 0.2  # ... once the exit hook has had its last merge (a shutdown after it: the SDK's)
+PATIENCE = 3  # compaction intervals another writer's files are left to it (``_tiered_batches``)
 
 
 class Written:
@@ -654,12 +718,13 @@ def remember(path: Path, table: pa.Table) -> None:
     WRITTEN.add(path, table)
 
 
-def final_merge(partitions: list[Path] | None = None, seconds: float = FINAL_MERGE_S) -> int:
+def final_merge(partitions: list[Path] | None = None, seconds: float | None = None) -> int:
     """Merge what this process wrote and nobody merged yet into one file per partition (every partition it
     wrote to by default), from memory, and move the sources aside: a writer that exits leaves its segments
-    merged. Bounded by ``seconds`` (a partition whose lock is not had by then is left for the next
+    merged. Bounded by ``seconds`` (``FINAL_MERGE_S``; a partition whose lock is not had by then is left for the next
     compaction or reader, and so are the moves when they no longer fit); never raises. Returns the merges."""
-    deadline = time.monotonic() + seconds
+    seconds = FINAL_MERGE_S if seconds is None else seconds
+    deadline = time.monotonic() + (min(seconds, EXITING_MERGE_S) if _exiting.is_set() else seconds)
     pending, merges = Retirements(), 0
     for directory in WRITTEN.partitions() if partitions is None else partitions:
         try:
@@ -681,8 +746,8 @@ def _merge_written(directory: Path, deadline: float, pending: Retirements) -> in
         if not held or len(mine) < 2:
             return 0
         live = {p.name for p in segments(*_split(directory))}
-        sources = [p for p in mine if p.name in live]  # merged meanwhile by another process: not again
-        WRITTEN.forget(p for p in mine if p.name not in live)
+        WRITTEN.forget(p for p in mine if p.name not in live)  # merged meanwhile by another process
+        sources = _mergeable(directory, [p for p in mine if p.name in live])
         if len(sources) < 2:
             return 0
         merged = merge(directory, sources)
@@ -721,13 +786,24 @@ def gather(
         with lock_within(directory, GATHER_WAIT_S) as held:
             if not held:
                 return live
-            settle(directory)  # a merged file is never merged again while its sources are listed
-            small = _small(segments(store, "spans", run_id), derived)
+            small = _mergeable(directory, _small(segments(store, "spans", run_id), derived))
             if len(small) >= GATHER_FILES:
                 _merge_streaming(directory, small, retirements)
     except (OSError, pa.ArrowInvalid) as e:  # a read-only store, a file that is not a segment
         log.info("rollscope: run %s's small segments are read as they are: %s", run_id, e)
     return segments(store, "spans", run_id)
+
+
+def _mergeable(directory: Path, files: list[Path]) -> list[Path]:
+    """``files`` but the merged ones whose sources are still listed (moved aside a second after their merged
+    file appeared): a merged file is never merged again while its sources are listed (``settle`` says why).
+    Left for a later merge, rather than waiting for the moves with the partition's lock held."""
+    merged = [p for p in files if p.name.startswith("cmp-")]
+    if not merged:
+        return files
+    listed = {p.name for p in _published(directory)}
+    waiting = {p for p in merged if sources(p) & listed}
+    return [p for p in files if p not in waiting]
 
 
 def _gathering() -> bool:
@@ -875,14 +951,19 @@ class AutoCompactor:
         now = time.monotonic()
         with self._lock:
             partitions = [d for d in sorted(self.partitions) if not only_due or self._due[d] <= now]
+            intervals = {d: min(self.partitions[d].values()) for d in partitions}
             for d in partitions:
-                self._due[d] = now + _jittered(min(self.partitions[d].values()))
+                self._due[d] = now + _jittered(intervals[d])
         for directory in partitions:
             if self._stop.is_set():
                 return
             try:
                 compact_partition(
-                    directory, grace_seconds=self.grace_seconds, stop=self._stop, result=self.result
+                    directory,
+                    grace_seconds=self.grace_seconds,
+                    stop=self._stop,
+                    result=self.result,
+                    patience=PATIENCE * intervals[directory],
                 )
             except Stopped:
                 return
@@ -965,12 +1046,18 @@ def _forget_in_child() -> None:
     _compactor_guard, _thread_locks, _thread_locks_guard = threading.Lock(), {}, threading.Lock()
 
 
+_exiting = threading.Event()
+
+
 @atexit.register
 def _stop_at_exit() -> None:
-    """Stop the compactor at its next file boundary, then merge what this process wrote (``final_merge``)."""
+    """Stop the compactor at its next file boundary, then merge what this process wrote in the partitions it
+    still writes to (``final_merge``: those of writers never closed; a closed one had its last merge). A
+    writer closed after this (the SDK's own exit hook shuts its exporter down later) merges only briefly."""
     if _compactor is not None:
         _compactor.stop()
-        final_merge()
+        final_merge(sorted(_compactor.partitions))
+    _exiting.set()
 
 
 if hasattr(os, "register_at_fork"):

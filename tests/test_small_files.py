@@ -27,6 +27,8 @@ RUN = "samples"
 SHORT_LIVED = """
 import sys
 from rollscope.collectors import attach
+from rollscope.store import compaction
+compaction.FINAL_MERGE_S = 30.0  # a loaded test machine: the bound itself is the next test's
 rl = attach(store=sys.argv[1], run_id="short", segment_seconds=0.001, compact_seconds=3600, set_global=False)
 for i in range(int(sys.argv[2])):
     with rl.rollout(f"{sys.argv[3]}-{i}", task_id=f"t{i % 5}", environment="swe"):
