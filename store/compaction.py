@@ -32,8 +32,12 @@ for longer than the grace period (300 s) lists again.
 
 Who compacts a run: every process whose ``SegmentWriter`` was given ``compact_seconds`` (the exporter and
 the receiver, unless ``ROLLSCOPE_COMPACT=0``) runs one daemon thread that, every ``compact_seconds`` or so,
-takes a non-blocking ``fcntl`` lock on each partition it wrote to and merges what its tiers call for. Of 64
+takes a non-blocking ``fcntl`` lock on each partition it wrote to and merges what its tiers call for: its own
+segments first, from memory (``Written``), another process's once they are ``PATIENCE`` intervals old. Of 64
 writers of a run one compacts at a time and the others skip; nothing ever waits on, or raises into, the job.
+When a writer closes or its process exits, what it wrote and nobody merged is merged then, from memory, within
+``FINAL_MERGE_S`` (``final_merge``). And a reader about to derive a run of many small segments (writers killed
+before that, an older rollscope) merges them first (``gather``), reading several at a time.
 """
 
 from __future__ import annotations
