@@ -12,7 +12,7 @@ import pytest
 from rollscope.queries import Reader
 from rollscope.store import derived, layout
 from tests.conftest import rollscope
-from tests.simulated_runs import simulated
+from tests.simulated_runs import raw_store
 from tests.test_reader_incremental import derived as derived_tables
 
 RUNS = ("samples", "clean")
@@ -20,15 +20,7 @@ RUNS = ("samples", "clean")
 
 @pytest.fixture
 def two_runs(tmp_path):
-    store = tmp_path / "store"
-    for run in RUNS:
-        source, _ = simulated(run)
-        for dataset in ("spans", "collector_stats"):
-            if layout.partition_dir(source, dataset, run).is_dir():
-                shutil.copytree(
-                    layout.partition_dir(source, dataset, run), layout.partition_dir(store, dataset, run)
-                )
-    return store
+    return raw_store(tmp_path / "store", RUNS)
 
 
 def test_derive_all_brings_every_run_up_to_date_as_a_reader_would(two_runs, tmp_path):

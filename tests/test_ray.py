@@ -9,7 +9,6 @@ as rollscope does.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -22,7 +21,7 @@ from rollscope.queries import Reader
 from rollscope.queries.analyses import funnel
 from rollscope.store import compaction, engines, layout
 from tests.ray_cluster import environment, local_cluster
-from tests.simulated_runs import simulated
+from tests.simulated_runs import raw_store, simulated
 from tests.test_reader_incremental import derived, stored_spans
 
 ray = pytest.importorskip("ray")
@@ -39,16 +38,8 @@ def cluster():
 
 
 def runs_store(root: Path, runs=RUNS) -> Path:
-    """A store holding the raw segments of simulated runs, nothing derived."""
-    store = root / f"store-{uuid.uuid4().hex[:6]}"
-    for run in runs:
-        source, _ = simulated(run)
-        for dataset in ("spans", "collector_stats"):
-            if layout.partition_dir(source, dataset, run).is_dir():
-                shutil.copytree(
-                    layout.partition_dir(source, dataset, run), layout.partition_dir(store, dataset, run)
-                )
-    return store
+    """A store of simulated runs' raw segments, nothing derived, under a name of its own."""
+    return raw_store(root / f"store-{uuid.uuid4().hex[:6]}", runs)
 
 
 def derive_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
