@@ -698,9 +698,22 @@ def _gathered(store: Path | str, run_id: str, live: list[Path], previous: Publis
 
     moves = compaction.Retirements()
     try:
-        yield compaction.gather(store, run_id, live, moves, previous.segments if previous else ())
+        yield compaction.gather(store, run_id, live, moves, _derived_from(previous, live))
     finally:
         moves.finish()
+
+
+def _derived_from(previous: Published | None, live: list[Path]) -> set[str]:
+    """The live segments ``previous`` holds: named in it, or merged by a compaction from segments it names."""
+    if previous is None:
+        return set()
+    held = {p.name for p in live if p.name in previous.segments}
+    for path in live:
+        if path.name not in held and path.name.startswith("cmp-"):
+            sources = first_sources(path, previous.segments)
+            if sources and set(sources) <= previous.segments:
+                held.add(path.name)
+    return held
 
 
 def _keep(directory: Path, staging: Path, tables: dict[str, list[Path]]) -> dict[str, list[str]]:

@@ -181,3 +181,22 @@ def test_compact_0_leaves_a_readers_run_of_small_segments_as_it_is(tmp_path):
     Reader(store, run_id=RUN)  # ROLLSCOPE_COMPACT=0 (conftest): a host that must not compact this store
     assert len(layout.segments(store, "spans", RUN)) == published
     assert not list(live_partition(store, RUN).glob("cmp-*"))
+
+
+def test_a_writers_compactor_merges_its_own_segments_and_leaves_anothers_young_ones_to_it(store, monkeypatch):
+    monkeypatch.setattr(compaction, "RETIRE_AFTER_S", 0.0)
+    directory = live_partition(store, "r")
+    spans = pa.table({"span_id": pa.array(range(64), pa.uint64()), "name": pa.array(["s"] * 64)})
+    tiny_segments(spans.slice(0, 32), store, "r", 2, compact_seconds=3600)  # this process's: in memory
+    tiny_segments(spans.slice(32, 32), store, "r", 2)  # as another process's writer would leave them
+    compaction.compact_partition(directory, grace_seconds=0, patience=30.0)
+    live = layout.segments(store, "spans", "r")
+    merged = [f for f in live if f.name.startswith("cmp-")]
+    assert len(merged) == 1 and pq.read_metadata(merged[0]).num_rows == 32  # its own 16, from memory
+    assert len(live) == 1 + 16  # the other's 16 young segments left to their writer
+    compaction.compact_partition(directory, grace_seconds=0, patience=0.0)  # old enough now: merged too
+    assert len(layout.segments(store, "spans", "r")) < 1 + 16
+    ids = sorted(
+        i for f in layout.segments(store, "spans", "r") for i in pq.read_table(f)["span_id"].to_pylist()
+    )
+    assert ids == list(range(64))
