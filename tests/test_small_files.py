@@ -84,7 +84,7 @@ def test_a_writers_last_merge_waits_a_bounded_time_for_the_lock_and_leaves_its_s
         assert compaction.final_merge(seconds=0.5) == 0
         assert time.monotonic() - started < 1.5
     assert len(layout.segments(store, "spans", "short")) == 20
-    assert compaction.final_merge() == 1
+    assert compaction.final_merge(seconds=30) == 1  # room for the moves on a loaded machine
     live = layout.segments(store, "spans", "short")
     assert len(live) == 1 and listed(directory) == 1
     assert sorted(pq.read_table(live[0])["span_id"].to_pylist()) == list(range(40))
