@@ -74,8 +74,10 @@ from rollscope.store.layout import (
     ROW_GROUP_ROWS,
     SOURCES_KEY,
     _published,
+    discard_prepared,
     partition_dir,
-    publishing,
+    preparing,
+    publish_prepared,
     replaced_path,
     require_store,
     run_ids,
@@ -186,27 +188,28 @@ def compact_partition(
     retirements: Retirements | None = None,
     threads: int = 1,
     patience: float = 0.0,
+    fresh_s: float = 0.0,
 ) -> CompactResult | None:
     """Settle and sweep, then merge one run partition's files and move what they replaced aside; None when
     another compactor holds it (``wait=False``). With ``retirements``, the moves are left to its ``finish``.
     ``threads`` read each merge's files ahead (`rollscope compact`; the background compactor reads in turn,
     beside the job). ``patience``: tiered, another process's files younger than this are left to it
-    (``_tiered_batches``)."""
+    (``_tiered_batches``); ``fresh_s``: so are the moves of merges younger than this (``settle``)."""
     if mode not in ("tiered", "full"):
         raise ValueError(f"mode must be 'tiered' or 'full', not {mode!r}")
     result = result if result is not None else CompactResult()
     with partition_lock(directory, wait=wait) as held:
         if not held:
             return None
-        result.settled += settle(directory, stop)
+        result.settled += settle(directory, stop, fresh_s)
         result.deleted += sweep(directory, grace_seconds)
-        live = _parts(directory)
-        result.files_before += len(live)
+        listed = segments(*_split(directory))
+        result.files_before += len(listed)
         if mode == "full":
-            batches = plan_full(live, target_rows=target_rows)
+            batches = plan_full(_parts(listed), target_rows=target_rows)
         else:
             batches = _tiered_batches(directory, fanout, target_rows, budget_seconds, stop, patience)
-        after = len(live)
+        after = len(listed)
         pending = retirements if retirements is not None else Retirements(stop)
         for batch in batches:
             pending.before_merging(directory, (p.name for p in batch))
@@ -222,7 +225,7 @@ def compact_partition(
             result.merges += 1
             result.rows += sum(p.rows for p in batch)
             after -= len(batch) - 1
-        result.files_after += after if mode == "full" else len(_parts(directory))
+        result.files_after += after if mode == "full" else len(segments(*_split(directory)))
     if retirements is None:
         pending.finish()
     return result
@@ -291,14 +294,18 @@ def _tiered_batches(directory, fanout, target_rows, budget_seconds, stop, patien
         # A merged file younger than RETIRE_AFTER_S may still have its sources listed: merging it now would
         # wait for them (``Retirements.before_merging``), holding the lock; the next step takes it.
         young = now_ms - RETIRE_AFTER_S * 1000
-        parts = [
-            p for p in _parts(directory) if not p.name.startswith("cmp-") or _published_ms(p.name) <= young
+        listed = [
+            p
+            for p in segments(*_split(directory))
+            if not p.name.startswith("cmp-") or _published_ms(p.name) <= young
         ]
-        own = [p for p in parts if WRITTEN.get(directory / p.name) is not None]
-        settled = [p for p in parts if _published_ms(p.name) <= now_ms - patience * 1000 or p in own]
-        batch = plan_tiered(own, fanout=fanout, target_rows=target_rows) or plan_tiered(
-            settled, fanout=fanout, target_rows=target_rows
-        )
+        listed = _mergeable(directory, listed)
+        own = [p for p in listed if WRITTEN.get(p) is not None]
+        batch = plan_tiered(_parts(own), fanout=fanout, target_rows=target_rows)
+        if not batch:  # the footers of another's files are read only once they are due: their rows
+            mine = {p.name for p in own}
+            due = [p for p in listed if _published_ms(p.name) <= now_ms - patience * 1000 or p.name in mine]
+            batch = plan_tiered(_parts(due), fanout=fanout, target_rows=target_rows)
         if not batch:
             return
         yield batch
@@ -312,8 +319,8 @@ def _published_ms(name: str) -> int:
         return 0
 
 
-def _parts(directory: Path) -> list[Part]:
-    return [Part(p.name, _rows(p)) for p in segments(*_split(directory))]
+def _parts(files: list[Path]) -> list[Part]:
+    return [Part(p.name, _rows(p)) for p in files]
 
 
 def _split(directory: Path) -> tuple[Path, str, str]:
@@ -349,12 +356,7 @@ def merge(
     ``threads`` files read ahead). Moving the sources aside is the caller's (``Retirements``). ``keep``: a
     merged file small enough is kept in memory like the segments (``WRITTEN``), so a writer's compactor merges
     its own output again, tier after tier, without reading it back."""
-    schemas = {str(schema): schema for schema in map(_schema, sources)}
-    out = Output(
-        directory,
-        pa.unify_schemas(list(schemas.values()), promote_options="default"),
-        keep=WRITTEN.limit // 4 if keep else 0,
-    )
+    out = Output(directory, _unified(sources), keep=WRITTEN.limit // 4 if keep else 0)
     try:
         for _, table in read_in_order(sources, threads):
             if stop is not None and stop.is_set():
@@ -369,10 +371,18 @@ def merge(
     return merged
 
 
+def _unified(sources: list[Path]) -> pa.Schema:
+    """The schema a merge of ``sources`` is written with: every column of any of them."""
+    schemas = {str(schema): schema for schema in map(_schema, sources)}
+    return pa.unify_schemas(list(schemas.values()), promote_options="default")
+
+
 class Output:
     """One merged file being written (``cmp-…``), a sorted row group at a time, published whole by ``close``,
-    which names its sources in the footer; ``abort`` publishes nothing. Pieces are combined every
-    ``COMBINE_PIECES``: thousands of tables of a few rows each, kept apart, held 7.5 GB for 80,000 spans."""
+    which names its sources in the footer; ``abort`` publishes nothing. ``finish`` and ``publish`` are
+    ``close`` in two steps, for a merge that writes its file before it takes the partition's lock. Pieces are
+    combined every ``COMBINE_PIECES``: thousands of tables of a few rows each, kept apart, held 7.5 GB for
+    80,000 spans."""
 
     def __init__(self, directory: Path, schema: pa.Schema, keep: int = 0):
         """``keep``: the rows written are also kept (``kept``, a table) while their buffers are under this."""
@@ -388,7 +398,7 @@ class Output:
         self._pending_rows = self._combined = 0  # rows pending; pieces at the front combined already
         self._fitted = self.schema
         self._stack = ExitStack()
-        sink = self._stack.enter_context(publishing(self.path, durable=True))
+        sink = self._stack.enter_context(preparing(self.path, durable=True))
         try:
             self._out = self._stack.enter_context(
                 pq.ParquetWriter(sink, self.schema, compression=COMPACTED_COMPRESSION)
@@ -434,6 +444,11 @@ class Output:
         return pa.concat_tables(self._kept) if self._kept else None
 
     def close(self, sources: list[str]) -> Path:
+        self.finish(sources)
+        return self.publish()
+
+    def finish(self, sources: list[str]) -> None:
+        """Write the last row group and the footer naming ``sources``: the file is whole, not yet published."""
         try:
             self._flush()
             self._out.add_key_value_metadata({SOURCES_KEY: json.dumps(sources).encode()})
@@ -441,11 +456,15 @@ class Output:
             self.abort()
             raise
         self._stack.close()
+
+    def publish(self) -> Path:
+        publish_prepared(self.path, durable=True)
         return self.path
 
     def abort(self) -> None:
         """Publish nothing: the temporary file is removed."""
         self._stack.__exit__(Stopped, Stopped(), None)
+        discard_prepared(self.path)
 
 
 COMBINE_PIECES = 256
@@ -555,16 +574,23 @@ def retire(directory: Path, names: Iterable[str]) -> int:
     return moved
 
 
-def settle(directory: Path, stop: threading.Event | None = None) -> int:
+def settle(directory: Path, stop: threading.Event | None = None, fresh_s: float = 0.0) -> int:
     """Finish what an interrupted compaction left: move aside every listed file that a listed merged file
     names, each before any merged file that names it (after ``RETIRE_AFTER_S``, as a merge does). Returns the
-    number moved (0: nothing was left, the usual case, which costs one listing and no wait)."""
+    number moved (0: nothing was left, the usual case, which costs one listing and no wait).
+
+    ``fresh_s``: the sources of a merged file published less than that long ago (by its name) are left to its
+    publisher, which moves them a second after publishing, and older ones are moved without waiting: a
+    background step does not hold the partition's lock for a second each time another writer has just merged
+    (eight short-lived writers' last merges queued behind each other's). Their merged files are not merged
+    again meanwhile (``_mergeable``)."""
     files = {p.name: p for p in _published(directory)}
+    settled_before = time.time() * 1000 - fresh_s * 1000
     replaced: set[str] = set()
     for name, path in files.items():
-        if name.startswith("cmp-"):
+        if name.startswith("cmp-") and (not fresh_s or _published_ms(name) <= settled_before):
             replaced |= sources(path) & files.keys()
-    if not replaced or not _pause(RETIRE_AFTER_S, stop):
+    if not replaced or not _pause(0.0 if fresh_s else RETIRE_AFTER_S, stop):
         return 0
     moved = 0
     while replaced:
@@ -670,6 +696,7 @@ WRITTEN_BYTES = 32 << 20  # the most a writing process keeps of the segments it 
 FINAL_MERGE_S = 2.0  # the longest a writer's last merge (at close or exit) may take, lock and moves included
 EXITING_MERGE_S = 0.2  # ... once the exit hook has had its last merge (a shutdown after it: the SDK's)
 PATIENCE = 3  # compaction intervals another writer's files are left to it (``_tiered_batches``)
+FRESH_S = 5.0  # a background step leaves the moves of merges this young to their publisher (``settle``)
 
 
 class Written:
@@ -744,20 +771,40 @@ def final_merge(partitions: list[Path] | None = None, seconds: float | None = No
 
 
 def _merge_written(directory: Path, deadline: float, pending: Retirements) -> int:
-    """Under the partition's lock: this process's segments still live there, merged into one file."""
-    with lock_within(directory, deadline - time.monotonic()) as held:
-        mine = WRITTEN.files_in(directory)
-        if not held or len(mine) < 2:
-            return 0
-        live = {p.name for p in segments(*_split(directory))}
-        WRITTEN.forget(p for p in mine if p.name not in live)  # merged meanwhile by another process
-        sources = _mergeable(directory, [p for p in mine if p.name in live])
+    """This process's segments still live in ``directory``, merged into one file: written first, then
+    published under the partition's lock if every source is still live then (another compactor may have
+    merged some meanwhile: then written again from those left, while time remains). The lock is held for a
+    listing and a rename, not for the merge: on a loaded machine, eight writers' last merges had queued
+    behind each other's writing."""
+    while time.monotonic() < deadline:
+        sources = _still_live(directory, WRITTEN.files_in(directory))
         if len(sources) < 2:
             return 0
-        merged = merge(directory, sources)
-        pending.add(directory, merged.name, [p.name for p in sources])
-        WRITTEN.forget(sources)
-        return 1
+        out = Output(directory, _unified(sources))
+        try:
+            for _, table in read_in_order(sources):
+                if time.monotonic() > deadline:
+                    return 0  # out of time: left as they are
+                out.add(table)
+            out.finish([p.name for p in sources])
+            with lock_within(directory, deadline - time.monotonic()) as held:
+                if held and _still_live(directory, sources) == sources:
+                    pending.add(directory, out.publish().name, [p.name for p in sources])
+                    WRITTEN.forget(sources)
+                    return 1
+        finally:
+            out.abort()  # nothing, once published
+        if not held:
+            return 0
+    return 0
+
+
+def _still_live(directory: Path, files: list[Path]) -> list[Path]:
+    """Those of ``files`` (this process's) still live and mergeable; the others are forgotten (merged by
+    another compactor)."""
+    live = {p.name for p in segments(*_split(directory))} if files else set()
+    WRITTEN.forget(p for p in files if p.name not in live)
+    return _mergeable(directory, [p for p in files if p.name in live])
 
 
 # --- a reader's merge before it derives ----------------------------------------------------------------------
@@ -968,6 +1015,7 @@ class AutoCompactor:
                     stop=self._stop,
                     result=self.result,
                     patience=PATIENCE * intervals[directory],
+                    fresh_s=FRESH_S,
                 )
             except Stopped:
                 return

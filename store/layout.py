@@ -154,19 +154,45 @@ class SegmentWriter:
 @contextmanager
 def publishing(final: Path, durable: bool):
     """Yield a binary file written under a temporary name; on success it appears as ``final`` atomically."""
-    tmp = final.with_name(f".{final.name}.tmp")
+    with preparing(final, durable) as sink:
+        yield sink
+    publish_prepared(final, durable)
+
+
+@contextmanager
+def preparing(final: Path, durable: bool):
+    """Yield a binary file written under ``final``'s temporary name, left there whole on success (removed on
+    failure) for ``publish_prepared`` (or ``discard_prepared``): a merge writes its file before it takes the
+    partition's lock, and only publishes under it."""
+    tmp = _temporary(final)
     try:
         with open(tmp, "wb") as sink:
             yield sink
             if durable:
                 sink.flush()
                 os.fsync(sink.fileno())
-        os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def publish_prepared(final: Path, durable: bool) -> None:
+    """Make a file ``preparing`` wrote appear as ``final``, atomically."""
+    try:
+        os.replace(_temporary(final), final)
+    except BaseException:
+        discard_prepared(final)
+        raise
     if durable:
         _fsync_dir(final.parent)
+
+
+def discard_prepared(final: Path) -> None:
+    _temporary(final).unlink(missing_ok=True)
+
+
+def _temporary(final: Path) -> Path:
+    return final.with_name(f".{final.name}.tmp")
 
 
 def _make_dirs(directory: Path, durable: bool) -> None:
