@@ -14,8 +14,14 @@ Two parts, both driving the real compaction code (``rollscope.store.compaction``
    (``plan_tiered``) deciding every merge and a merge's cost taken from part 1 (a fit of seconds against files
    and rows merged); files are counters, not written. It prints the files a reader of the run opens (live) and
    lists (live plus replaced files kept for the 300 s grace period), and how busy the compactor is.
+3. **Short-lived writers** (``--short-writers``, 8): separate processes, each publishing its share of the sample
+   run's first ``--short-spans`` spans ``--short-per-segment`` at a time (a sandbox or judge worker flushing per
+   rollout), as fast as it can, then exiting, their writers compacting as the exporter's do. Each segment is also
+   hard-linked into a second store that nothing merges (writers killed before they could: the reader's case),
+   and a copy of that one is compacted with `rollscope compact` (the baseline). `rollscope sql` is timed on each,
+   first open and warm, with its peak RSS.
 
-Usage: python -m benchmarks.segments [--copies 10] [--spans-per-segment 50] [--days 7]
+Usage: python -m benchmarks.segments [--copies 10] [--spans-per-segment 50] [--days 7] [--short-only]
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -232,6 +239,116 @@ def simulate_week(args, per_file: float, per_row: float) -> list[tuple]:
     return rows_out
 
 
+# --- part 3: short-lived writers ----------------------------------------------------------------------------
+
+SHORT_RUN = "short"
+SHORT_WRITER = """
+import sys, time
+from benchmarks.segments import short_lived_writer
+short_lived_writer(*sys.argv[1:])
+"""
+
+
+def short_lived_writer(
+    spans_file: str, store: str, unmerged: str, index: str, writers: str, per: str
+) -> None:
+    """One worker: its share of the spans (every ``writers``-th piece of ``per``), published as fast as it can
+    by a writer that compacts (as the exporter's), each segment hard-linked into ``unmerged``; then it exits,
+    closing its writer as the exporter's shutdown does. Prints when it finished publishing."""
+    spans = pq.read_table(spans_file)
+    writer = layout.SegmentWriter(store, "spans", compact_seconds=10.0, dictionary=False)
+    linked = layout.partition_dir(unmerged, "spans", SHORT_RUN)
+    starts = range(int(index) * int(per), spans.num_rows, int(writers) * int(per))
+    for start in starts:
+        piece = spans.take(pa.array(range(start, min(start + int(per), spans.num_rows))))  # its own buffers
+        os.link(path := writer.publish(SHORT_RUN, piece), linked / path.name)
+    print(f"{len(starts)} {time.time()}", flush=True)
+    writer.close()
+
+
+def run_short_lived_writers(args, spans_file: Path, store: Path, unmerged: Path) -> dict:
+    """The writers at once; what each published, how long they took, and how long each took to exit after."""
+    layout.partition_dir(unmerged, "spans", SHORT_RUN).mkdir(parents=True)
+    started = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SHORT_WRITER, str(spans_file), str(store), str(unmerged), str(i)]
+            + [str(args.short_writers), str(args.short_per_segment)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "ROLLSCOPE_COMPACT": "1"},
+        )
+        for i in range(args.short_writers)
+    ]
+    published, exits = 0, []
+    for proc in procs:
+        count, done_at = proc.stdout.read().split()
+        assert proc.wait() == 0
+        published += int(count)
+        exits.append(time.time() - float(done_at))
+    return {"published": published, "seconds": time.perf_counter() - started, "exits": exits}
+
+
+def timed_sql(store: Path) -> tuple[float, float, str]:
+    """`rollscope sql` in a fresh process: wall seconds, peak RSS (GiB) and its answer."""
+    exe = Path(sys.executable).with_name("rollscope")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([exe, "sql", "--store", store, QUERY], stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    assert os.waitstatus_to_exitcode(status) == 0
+    return seconds, usage.ru_maxrss / 2**20, out.split()[-1]
+
+
+def part3(args) -> None:
+    spans = repeated_sample(1).slice(0, args.short_spans)
+    with tempfile.TemporaryDirectory(prefix="rollscope-short-") as tmp:
+        tmp = Path(tmp)
+        spans_file = tmp / "spans.parquet"
+        pq.write_table(spans, spans_file)
+        stores = {"left": tmp / "left", "unmerged": tmp / "unmerged", "compacted": tmp / "compacted"}
+        w = run_short_lived_writers(args, spans_file, stores["left"], stores["unmerged"])
+        shutil.copytree(stores["unmerged"], stores["compacted"])
+        layout.compact(stores["compacted"], SHORT_RUN, grace_seconds=0)
+        files = {k: len(layout.segments(s, "spans", SHORT_RUN)) for k, s in stores.items()}
+        print(
+            f"\n## Part 3: {args.short_writers} short-lived writers, {spans.num_rows:,} spans"
+            f" {args.short_per_segment} at a time: {w['published']:,} segments in {w['seconds']:.1f} s;"
+            f" each exited {statistics.median(w['exits']):.2f} s (median, max {max(w['exits']):.2f} s) after"
+            " its last segment, its last merge included"
+        )
+        results = {}
+        for key in ("compacted", "left", "unmerged"):  # the baseline first
+            first = timed_sql(stores[key])
+            warm = [timed_sql(stores[key]) for _ in range(args.repeats)]
+            results[key] = first, statistics.median(s for s, _, _ in warm), max(r for _, r, _ in warm)
+        answers = {r[0][2] for r in results.values()}
+        assert len(answers) == 1, answers
+        base_first, base_warm = results["compacted"][0][0], results["compacted"][1]
+        print(
+            f'\n`rollscope sql "{QUERY}"` (answer {answers.pop()}), a fresh process each: the first open (no'
+            f" derived state), then warm (median of {args.repeats}); peak RSS of each"
+        )
+        print(
+            f"{'store':<42} {'files':>6} {'first s':>8} {'vs':>6} {'RSS GiB':>8}"
+            f" {'warm s':>7} {'vs':>6} {'RSS GiB':>8}"
+        )
+        for label, key in (
+            ("compacted by `rollscope compact` (baseline)", "compacted"),
+            ("as the writers left it", "left"),
+            ("never merged (writers killed): the reader merges", "unmerged"),
+        ):
+            (first_s, first_rss, _), warm_s, warm_rss = results[key]
+            print(
+                f"{label:<42} {files[key]:>6,} {first_s:>8.2f} {first_s / base_first:>5.2f}x {first_rss:>8.2f}"
+                f" {warm_s:>7.2f} {warm_s / base_warm:>5.2f}x {warm_rss:>8.2f}"
+            )
+        print(
+            "targets (issue 55): first open <= 3x the compacted copy's, peak RSS <= 2 GiB, warm <= 2x compacted"
+        )
+
+
 # --- output ------------------------------------------------------------------------------------------------
 
 
@@ -246,7 +363,14 @@ def main() -> int:
     parser.add_argument(
         "--skip-part1", action="store_true", help="only the simulated week (uses a default cost)"
     )
+    parser.add_argument("--short-writers", type=int, default=8, help="short-lived writer processes (part 3)")
+    parser.add_argument("--short-spans", type=int, default=80_000, help="spans they publish (part 3)")
+    parser.add_argument("--short-per-segment", type=int, default=7, help="spans a segment (part 3)")
+    parser.add_argument("--short-only", action="store_true", help="only part 3, the short-lived writers")
     args = parser.parse_args()
+    if args.short_only:
+        part3(args)
+        return 0
     print(
         f"# {args.writers} writers, each publishing one segment of ~{args.spans_per_segment} spans every 2 s"
     )
@@ -254,6 +378,7 @@ def main() -> int:
     if not args.skip_part1:
         per_file, per_row = part1(args)
     part2(args, per_file, per_row)
+    part3(args)
     return 0
 
 

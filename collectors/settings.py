@@ -28,7 +28,7 @@ ENV = {
     "ROLLSCOPE_SEGMENT_ROWS": "Spans buffered before a segment is published (default 50000).",
     "ROLLSCOPE_SEGMENT_SECONDS": "Longest a finished span waits before it is published (default 2).",
     "ROLLSCOPE_STATS_SECONDS": "How often exporter counters are written to collector_stats (default 10).",
-    "ROLLSCOPE_COMPACT": "0 turns off compacting runs in the background while they are written (default 1: on).",
+    "ROLLSCOPE_COMPACT": "0 turns off compacting runs while they are written, and a reader's merging of a run's many small segments before deriving it (default 1: on).",
     "ROLLSCOPE_COMPACT_SECONDS": "How often each writing process tries to compact its runs (default 10).",
     "ROLLSCOPE_TOKEN": "Bearer token `rollscope collect` requires (instead of --token, which `ps` shows).",
     "ROLLSCOPE_DERIVE_MEMORY": "Memory a run's derivation holds before spilling to disk: 8GB, 512MiB, or a "

@@ -222,11 +222,6 @@ class Reader:
             dataset: {run: [str(p) for p in store.segments(self.store, dataset, run)] for run in runs}
             for dataset in schema.DATASET_NAMES
         }
-        raw = {
-            dataset: sorted(p for files in per_run.values() for p in files)
-            for dataset, per_run in listed.items()
-        }
-        added = len(set(raw["spans"]) - set(self._raw["spans"]))
         states = dict(self._states)
         for run in runs:
             live = [Path(p) for p in listed["spans"][run]]
@@ -237,6 +232,8 @@ class Reader:
                 state, how = derived.catch_up(
                     self.store, run, derive_run, wait=self.wait, definitions=definitions.digests()
                 )
+                if state is not None and state.segments != {p.name for p in live}:  # it merged small files
+                    listed["spans"][run] = [str(p) for p in store.segments(self.store, "spans", run)]
             else:
                 state, how = derived.latest(self.store, run), "read"
             self.derivations[how] += 1
@@ -248,6 +245,11 @@ class Reader:
             if state is not None:
                 states[run] = state
         states = {run: s for run, s in states.items() if run in runs}
+        raw = {
+            dataset: sorted(p for files in per_run.values() for p in files)
+            for dataset, per_run in listed.items()
+        }
+        added = len(set(raw["spans"]) - set(self._raw["spans"]))
         if not self._views_ready or raw != self._raw or states != self._states:
             self._set_views(raw, states)
             self._raw, self._states = raw, states

@@ -32,8 +32,12 @@ for longer than the grace period (300 s) lists again.
 
 Who compacts a run: every process whose ``SegmentWriter`` was given ``compact_seconds`` (the exporter and
 the receiver, unless ``ROLLSCOPE_COMPACT=0``) runs one daemon thread that, every ``compact_seconds`` or so,
-takes a non-blocking ``fcntl`` lock on each partition it wrote to and merges what its tiers call for. Of 64
+takes a non-blocking ``fcntl`` lock on each partition it wrote to and merges what its tiers call for: its own
+segments first, from memory (``Written``), another process's once they are ``PATIENCE`` intervals old. Of 64
 writers of a run one compacts at a time and the others skip; nothing ever waits on, or raises into, the job.
+When a writer closes or its process exits, what it wrote and nobody merged is merged then, from memory, within
+``FINAL_MERGE_S`` (``final_merge``). And a reader about to derive a run of many small segments (writers killed
+before that, an older rollscope) merges them first (``gather``), reading several at a time.
 """
 
 from __future__ import annotations
@@ -49,9 +53,10 @@ import random
 import secrets
 import threading
 import time
-from collections import Counter
-from collections.abc import Iterable
-from contextlib import contextmanager
+from collections import Counter, OrderedDict, deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -62,13 +67,16 @@ import pyarrow.parquet as pq
 from rollscope.store.layout import (
     COMPACT_TARGET_ROWS,
     COMPACTED_COMPRESSION,
+    GATHER_FILES,
     REPLACED_DIR,
     REPLACED_GRACE_S,
     RETIRE_AFTER_S,
     SOURCES_KEY,
     _published,
+    discard_prepared,
     partition_dir,
-    publishing,
+    preparing,
+    publish_prepared,
     replaced_path,
     require_store,
     row_group_rows,
@@ -178,33 +186,46 @@ def compact_partition(
     stop: threading.Event | None = None,
     result: CompactResult | None = None,
     retirements: Retirements | None = None,
+    threads: int = 1,
+    patience: float = 0.0,
+    fresh_s: float = 0.0,
 ) -> CompactResult | None:
     """Settle and sweep, then merge one run partition's files and move what they replaced aside; None when
-    another compactor holds it (``wait=False``). With ``retirements``, the moves are left to its ``finish``."""
+    another compactor holds it (``wait=False``). With ``retirements``, the moves are left to its ``finish``.
+    ``threads`` read each merge's files ahead (`rollscope compact`; the background compactor reads in turn,
+    beside the job). ``patience``: tiered, another process's files younger than this are left to it
+    (``_tiered_batches``); ``fresh_s``: so are the moves of merges younger than this (``settle``)."""
     if mode not in ("tiered", "full"):
         raise ValueError(f"mode must be 'tiered' or 'full', not {mode!r}")
     result = result if result is not None else CompactResult()
     with partition_lock(directory, wait=wait) as held:
         if not held:
             return None
-        result.settled += settle(directory, stop)
+        result.settled += settle(directory, stop, fresh_s)
         result.deleted += sweep(directory, grace_seconds)
-        live = _parts(directory)
-        result.files_before += len(live)
+        listed = segments(*_split(directory))
+        result.files_before += len(listed)
         if mode == "full":
-            batches = plan_full(live, target_rows=target_rows)
+            batches = plan_full(_parts(listed), target_rows=target_rows)
         else:
-            batches = _tiered_batches(directory, fanout, target_rows, budget_seconds, stop)
-        after = len(live)
+            batches = _tiered_batches(directory, fanout, target_rows, budget_seconds, stop, patience)
+        after = len(listed)
         pending = retirements if retirements is not None else Retirements(stop)
         for batch in batches:
             pending.before_merging(directory, (p.name for p in batch))
-            merged = merge(directory, [directory / p.name for p in batch], stop=stop)
+            merged = merge(
+                directory,
+                [directory / p.name for p in batch],
+                stop=stop,
+                threads=threads,
+                keep=mode == "tiered",
+            )
             pending.add(directory, merged.name, [p.name for p in batch])
+            WRITTEN.forget(directory / p.name for p in batch)
             result.merges += 1
             result.rows += sum(p.rows for p in batch)
             after -= len(batch) - 1
-        result.files_after += after if mode == "full" else len(_parts(directory))
+        result.files_after += after if mode == "full" else len(segments(*_split(directory)))
     if retirements is None:
         pending.finish()
     return result
@@ -258,22 +279,62 @@ def _pause(seconds: float, stop: threading.Event | None) -> bool:
     return not stop.wait(seconds)
 
 
-def _tiered_batches(directory, fanout, target_rows, budget_seconds, stop):
-    """Plans one merge at a time, re-reading the partition, until no tier is full or the budget is spent."""
+def _tiered_batches(directory, fanout, target_rows, budget_seconds, stop, patience=0.0):
+    """Plans one merge at a time, re-reading the partition, until no tier is full or the budget is spent.
+
+    The files this process wrote (``WRITTEN``: merged from memory) are planned first, on their own; another
+    process's only once they are ``patience`` seconds old. A writer that compacts merges its own segments
+    from memory in milliseconds, where reading another's back costs ~1 ms a file, and holding the partition's
+    lock for that long (eight writers publishing as fast as they can leave thousands) kept their own merges,
+    and their last merges at exit, waiting. What a writer that exited, was killed or does not compact leaves
+    is merged once it is older than that."""
     deadline = time.monotonic() + budget_seconds
     while time.monotonic() < deadline and not (stop and stop.is_set()):
-        batch = plan_tiered(_parts(directory), fanout=fanout, target_rows=target_rows)
+        now_ms = time.time() * 1000
+        # A merged file younger than RETIRE_AFTER_S may still have its sources listed: merging it now would
+        # wait for them (``Retirements.before_merging``), holding the lock; the next step takes it.
+        young = now_ms - RETIRE_AFTER_S * 1000
+        listed = [
+            p
+            for p in segments(*_split(directory))
+            if not p.name.startswith("cmp-") or _published_ms(p.name) <= young
+        ]
+        listed = _mergeable(directory, listed)
+        own = [p for p in listed if WRITTEN.get(p) is not None]
+        batch = plan_tiered(_parts(own), fanout=fanout, target_rows=target_rows)
+        if not batch:  # the footers of another's files are read only once they are due: their rows
+            mine = {p.name for p in own}
+            due = [p for p in listed if _published_ms(p.name) <= now_ms - patience * 1000 or p.name in mine]
+            batch = plan_tiered(_parts(due), fanout=fanout, target_rows=target_rows)
         if not batch:
             return
         yield batch
 
 
-def _parts(directory: Path) -> list[Part]:
-    return [Part(p.name, _facts(str(p))[0]) for p in segments(*_split(directory))]
+def _published_ms(name: str) -> int:
+    """When a file was published, from its name (``<prefix>-<ms>-…``); 0 (long ago) for a foreign name."""
+    try:
+        return int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _parts(files: list[Path]) -> list[Part]:
+    return [Part(p.name, _rows(p)) for p in files]
 
 
 def _split(directory: Path) -> tuple[Path, str, str]:
     return directory.parent.parent, directory.parent.name, directory.name.split("=", 1)[1]
+
+
+def _rows(path: Path) -> int:
+    table = WRITTEN.get(path)
+    return table.num_rows if table is not None else _facts(str(path))[0]
+
+
+def _schema(path: Path) -> pa.Schema:
+    table = WRITTEN.get(path)
+    return table.schema.remove_metadata() if table is not None else _facts(str(path))[1]
 
 
 @lru_cache(maxsize=8192)
@@ -283,46 +344,197 @@ def _facts(path: str) -> tuple[int, pa.Schema]:
     return meta.num_rows, meta.schema.to_arrow_schema().remove_metadata()
 
 
-def merge(directory: Path, sources: list[Path], *, stop: threading.Event | None = None) -> Path:
-    """Write ``sources`` as one file naming them in its footer, streaming: memory is one row group. Moving
-    the sources aside is the caller's (``Retirements``)."""
-    schemas = {str(schema): schema for schema in (_facts(str(p))[1] for p in sources)}
-    schema = pa.unify_schemas(list(schemas.values()), promote_options="default")
-    schema = schema.with_metadata({SOURCES_KEY: json.dumps([p.name for p in sources]).encode()})
-    name = f"cmp-{time.time_ns() // 1_000_000:013d}-{os.getpid():x}{secrets.token_hex(3)}.parquet"
-    final = directory / name
-    group_rows = row_group_rows(_split(directory)[1])
-    with (
-        publishing(final, durable=True) as sink,
-        pq.ParquetWriter(sink, schema, compression=COMPACTED_COMPRESSION) as out,
-    ):
-        pending: list[pa.Table] = []
-        for source in sources:
+def merge(
+    directory: Path,
+    sources: list[Path],
+    *,
+    stop: threading.Event | None = None,
+    threads: int = 1,
+    keep: bool = False,
+) -> Path:
+    """Write ``sources`` as one file naming them in its footer, streaming: memory is one row group (and
+    ``threads`` files read ahead). Moving the sources aside is the caller's (``Retirements``). ``keep``: a
+    merged file small enough is kept in memory like the segments (``WRITTEN``), so a writer's compactor merges
+    its own output again, tier after tier, without reading it back."""
+    out = Output(directory, _unified(sources), keep=WRITTEN.limit // 4 if keep else 0)
+    try:
+        for _, table in read_in_order(sources, threads):
             if stop is not None and stop.is_set():
                 raise Stopped
-            for table in _pieces(source, group_rows):
-                if stop is not None and stop.is_set():
-                    raise Stopped
-                pending.append(_conform(table, schema))
-                if sum(t.num_rows for t in pending) >= group_rows:
-                    _write_group(out, pending)
-        _write_group(out, pending)
-    return final
+            out.add(table)
+    except BaseException:
+        out.abort()
+        raise
+    merged = out.close([p.name for p in sources])
+    if out.kept is not None:
+        WRITTEN.add(merged, out.kept)
+    return merged
 
 
-def _pieces(source: Path, group_rows: int) -> Iterable[pa.Table]:
-    """A small file in one read (most are), a large one a row group at a time."""
-    if _facts(str(source))[0] <= group_rows:
-        yield pq.ParquetFile(source).read(use_threads=False)
+def _unified(sources: list[Path]) -> pa.Schema:
+    """The schema a merge of ``sources`` is written with: every column of any of them."""
+    schemas = {str(schema): schema for schema in map(_schema, sources)}
+    return pa.unify_schemas(list(schemas.values()), promote_options="default")
+
+
+class Output:
+    """One merged file being written (``cmp-…``), a sorted row group at a time, published whole by ``close``,
+    which names its sources in the footer; ``abort`` publishes nothing. ``finish`` and ``publish`` are
+    ``close`` in two steps, for a merge that writes its file before it takes the partition's lock. Pieces are
+    combined every ``COMBINE_PIECES``: thousands of tables of a few rows each, kept apart, held 7.5 GB for
+    80,000 spans."""
+
+    def __init__(self, directory: Path, schema: pa.Schema, keep: int = 0):
+        """``keep``: the rows written are also kept (``kept``, a table) while their buffers are under this."""
+        self.schema = schema.remove_metadata()
+        self.keep = keep
+        self._kept: list[pa.Table] | None = [] if keep else None
+        self.path = (
+            directory
+            / f"cmp-{time.time_ns() // 1_000_000:013d}-{os.getpid():x}{secrets.token_hex(3)}.parquet"
+        )
+        self.group_rows = row_group_rows(_split(directory)[1])
+        self.rows = 0
+        self._pending: list[pa.Table] = []
+        self._pending_rows = self._combined = 0  # rows pending; pieces at the front combined already
+        self._fitted = self.schema
+        self._stack = ExitStack()
+        sink = self._stack.enter_context(preparing(self.path, durable=True))
+        try:
+            self._out = self._stack.enter_context(
+                pq.ParquetWriter(sink, self.schema, compression=COMPACTED_COMPRESSION)
+            )
+        except BaseException:
+            self.abort()
+            raise
+
+    def fits(self, schema: pa.Schema) -> bool:
+        """Whether a table of ``schema`` can go into this file (its columns are among the file's, same types)."""
+        if schema.equals(self._fitted, check_metadata=False):
+            return True
+        fits = all(
+            self.schema.get_field_index(f.name) >= 0 and self.schema.field(f.name).type == f.type
+            for f in schema
+        )
+        if fits:
+            self._fitted = schema
+        return fits
+
+    def add(self, table: pa.Table) -> None:
+        self._pending.append(_conform(table, self.schema))
+        self._pending_rows += table.num_rows
+        self.rows += table.num_rows
+        if len(self._pending) - self._combined >= COMBINE_PIECES:  # the newest pieces as one table
+            recent = pa.concat_tables(self._pending[self._combined :]).combine_chunks()
+            self._pending[self._combined :] = [recent]
+            self._combined += 1
+        if self._pending_rows >= self.group_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        written = _write_group(self._out, self._pending)
+        self._pending_rows = self._combined = 0
+        if self._kept is not None and written is not None:
+            self._kept.append(written)
+            if sum(t.get_total_buffer_size() for t in self._kept) > self.keep:
+                self._kept = None
+
+    @property
+    def kept(self) -> pa.Table | None:
+        """Every row written, as written, when ``keep`` allowed it (None otherwise)."""
+        return pa.concat_tables(self._kept) if self._kept else None
+
+    def close(self, sources: list[str]) -> Path:
+        self.finish(sources)
+        return self.publish()
+
+    def finish(self, sources: list[str]) -> None:
+        """Write the last row group and the footer naming ``sources``: the file is whole, not yet published."""
+        try:
+            self._flush()
+            self._out.add_key_value_metadata({SOURCES_KEY: json.dumps(sources).encode()})
+        except BaseException:
+            self.abort()
+            raise
+        self._stack.close()
+
+    def publish(self) -> Path:
+        publish_prepared(self.path, durable=True)
+        return self.path
+
+    def abort(self) -> None:
+        """Publish nothing: the temporary file is removed."""
+        self._stack.__exit__(Stopped, Stopped(), None)
+        discard_prepared(self.path)
+
+
+COMBINE_PIECES = 256
+READ_AHEAD_BYTES = 32 << 20  # what the threads of ``read_in_order`` may have read ahead (file sizes)
+
+
+def read_in_order(paths: list[Path], threads: int = 1) -> Iterator[tuple[Path, pa.Table]]:
+    """Each file's rows, in order, ``threads`` reading ahead (pyarrow reads without the GIL).
+
+    A small segment costs ~1 ms to read, most of it its footer (71 columns' metadata for a few rows), so a
+    reader merging thousands reads several at once, up to ``READ_AHEAD_BYTES`` of files ahead; a file too
+    large for that is read in turn, a row group at a time. This process's own segments come from memory
+    (``WRITTEN``)."""
+    if threads <= 1:
+        for path in paths:
+            yield from ((path, table) for table in _pieces(path))
         return
-    for batch in pq.ParquetFile(source).iter_batches(batch_size=group_rows):
+    with ThreadPoolExecutor(threads, thread_name_prefix="rollscope-read") as pool:
+        ahead: deque = deque()  # (path, its future or None: read in turn, its size)
+        held = 0
+        for path in paths:
+            size = _size(path)
+            small = size <= READ_AHEAD_BYTES // (4 * threads)
+            ahead.append((path, pool.submit(_read_whole, path) if small else None, size if small else 0))
+            held += ahead[-1][2]
+            while ahead and (held > READ_AHEAD_BYTES or len(ahead) > 4 * threads or ahead[0][1] is None):
+                held -= ahead[0][2]
+                yield from _taken(ahead.popleft())
+        while ahead:
+            yield from _taken(ahead.popleft())
+
+
+def _taken(entry) -> Iterator[tuple[Path, pa.Table]]:
+    path, future, _ = entry
+    for table in future.result() if future is not None else _pieces(path):
+        yield path, table
+
+
+def _read_whole(path: Path) -> list[pa.Table]:
+    return list(_pieces(path))
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0  # moved aside meanwhile: reading it says so
+
+
+def _pieces(source: Path) -> Iterable[pa.Table]:
+    """A segment this process wrote, from memory; a small file in one read (most are), a large one a row
+    group at a time. The footer is parsed once (it is most of a small segment's read)."""
+    table = WRITTEN.get(source)
+    if table is not None:
+        yield table
+        return
+    file = pq.ParquetFile(source)
+    group_rows = row_group_rows(_split(source.parent)[1])
+    if file.metadata.num_rows <= group_rows:
+        yield file.read(use_threads=False)
+        return
+    for batch in file.iter_batches(batch_size=group_rows):
         yield pa.Table.from_batches([batch])
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """A file written before a column existed gets it as nulls; columns come in the merged file's order."""
-    if table.schema.remove_metadata().equals(schema, check_metadata=False):
-        return table.replace_schema_metadata(schema.metadata)
+    if table.schema.equals(schema, check_metadata=False):
+        return table.replace_schema_metadata(None) if table.schema.metadata else table
     columns = [
         table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(table), f.type)
         for f in schema
@@ -330,9 +542,10 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _write_group(out: pq.ParquetWriter, pending: list[pa.Table]) -> None:
+def _write_group(out: pq.ParquetWriter, pending: list[pa.Table]) -> pa.Table | None:
+    """Write ``pending`` as one row group (like spans together, by time); returns it as written."""
     if not pending:
-        return
+        return None
     table = pa.concat_tables(pending)
     pending.clear()
     if (
@@ -340,6 +553,7 @@ def _write_group(out: pq.ParquetWriter, pending: list[pa.Table]) -> None:
     ):  # like spans compress and prune better
         table = table.sort_by([("name", "ascending"), ("start_ns", "ascending")])
     out.write_table(table, row_group_size=max(table.num_rows, 1))
+    return table
 
 
 def retire(directory: Path, names: Iterable[str]) -> int:
@@ -362,16 +576,23 @@ def retire(directory: Path, names: Iterable[str]) -> int:
     return moved
 
 
-def settle(directory: Path, stop: threading.Event | None = None) -> int:
+def settle(directory: Path, stop: threading.Event | None = None, fresh_s: float = 0.0) -> int:
     """Finish what an interrupted compaction left: move aside every listed file that a listed merged file
     names, each before any merged file that names it (after ``RETIRE_AFTER_S``, as a merge does). Returns the
-    number moved (0: nothing was left, the usual case, which costs one listing and no wait)."""
+    number moved (0: nothing was left, the usual case, which costs one listing and no wait).
+
+    ``fresh_s``: the sources of a merged file published less than that long ago (by its name) are left to its
+    publisher, which moves them a second after publishing, and older ones are moved without waiting: a
+    background step does not hold the partition's lock for a second each time another writer has just merged
+    (eight short-lived writers' last merges queued behind each other's). Their merged files are not merged
+    again meanwhile (``_mergeable``)."""
     files = {p.name: p for p in _published(directory)}
+    settled_before = time.time() * 1000 - fresh_s * 1000
     replaced: set[str] = set()
     for name, path in files.items():
-        if name.startswith("cmp-"):
+        if name.startswith("cmp-") and (not fresh_s or _published_ms(name) <= settled_before):
             replaced |= sources(path) & files.keys()
-    if not replaced or not _pause(RETIRE_AFTER_S, stop):
+    if not replaced or not _pause(0.0 if fresh_s else RETIRE_AFTER_S, stop):
         return 0
     moved = 0
     while replaced:
@@ -458,6 +679,231 @@ def partition_lock(directory: Path, *, wait: bool):
         local.release()
 
 
+@contextmanager
+def lock_within(directory: Path, seconds: float):
+    """``partition_lock``, tried until it is had or ``seconds`` have passed: yields whether it is held. For
+    the few who may wait a while, not forever: a reader about to derive, a writer's last merge at exit."""
+    deadline = time.monotonic() + seconds
+    while True:
+        with partition_lock(directory, wait=False) as held:
+            if held or time.monotonic() >= deadline:
+                yield held
+                return
+        time.sleep(min(0.02, max(deadline - time.monotonic(), 0.0)))
+
+
+# --- what this process wrote, merged from memory ------------------------------------------------------------
+
+WRITTEN_BYTES = 32 << 20  # the most a writing process keeps of the segments it published, to merge them
+FINAL_MERGE_S = 2.0  # the longest a writer's last merge (at close or exit) may take, lock and moves included
+EXITING_MERGE_S = 0.2  # ... once the exit hook has had its last merge (a shutdown after it: the SDK's)
+PATIENCE = 3  # compaction intervals another writer's files are left to it (``_tiered_batches``)
+FRESH_S = 5.0  # a background step leaves the moves of merges this young to their publisher (``settle``)
+
+
+class Written:
+    """The tables this process published as segments, by file, until a merge replaces them (past
+    ``WRITTEN_BYTES``, the oldest are forgotten first): merging them reads nothing.
+
+    A short-lived writer that publishes as often as it can (a sandbox or judge worker flushing per rollout)
+    leaves thousands of small segments when it exits before its compactor has merged them, and each costs a
+    reader ~1 ms to read back, most of it the footer. From memory, its last merge (``final_merge``) of 1,400
+    segments costs tens of milliseconds, where reading them back would cost the job's exit seconds."""
+
+    def __init__(self, limit: int = WRITTEN_BYTES):
+        self.limit = limit
+        self._tables: OrderedDict[str, tuple[pa.Table, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def add(self, path: Path, table: pa.Table) -> None:
+        size = table.get_total_buffer_size()
+        with self._lock:
+            self._tables[str(path)] = (table, size)
+            self._bytes += size
+            while self._bytes > self.limit:
+                self._bytes -= self._tables.popitem(last=False)[1][1]
+
+    def get(self, path: Path) -> pa.Table | None:
+        entry = self._tables.get(str(path))
+        return entry[0] if entry is not None else None
+
+    def forget(self, paths: Iterable[Path]) -> None:
+        with self._lock:
+            for path in paths:
+                entry = self._tables.pop(str(path), None)
+                self._bytes -= entry[1] if entry is not None else 0
+
+    def partitions(self) -> list[Path]:
+        with self._lock:
+            return sorted({Path(path).parent for path in self._tables})
+
+    def files_in(self, directory: Path) -> list[Path]:
+        with self._lock:
+            return [Path(p) for p in self._tables if Path(p).parent == directory]
+
+
+WRITTEN = Written()
+
+
+def remember(path: Path, table: pa.Table) -> None:
+    """A segment this process just published (by a writer that compacts: ``SegmentWriter``)."""
+    WRITTEN.add(path, table)
+
+
+def final_merge(partitions: list[Path] | None = None, seconds: float | None = None) -> int:
+    """Merge what this process wrote and nobody merged yet into one file per partition (every partition it
+    wrote to by default), from memory, and move the sources aside: a writer that exits leaves its segments
+    merged. Bounded by ``seconds`` (``FINAL_MERGE_S``; a partition whose lock is not had by then is left for the next
+    compaction or reader, and so are the moves when they no longer fit); never raises. Returns the merges."""
+    seconds = FINAL_MERGE_S if seconds is None else seconds
+    deadline = time.monotonic() + (min(seconds, EXITING_MERGE_S) if _exiting.is_set() else seconds)
+    pending, merges = Retirements(), 0
+    for directory in WRITTEN.partitions() if partitions is None else partitions:
+        try:
+            merges += _merge_written(directory, deadline, pending)
+        except Exception:
+            log.warning("rollscope: the last merge of %s failed", directory, exc_info=True)
+    if pending.waiting and pending.waiting[-1][0] + RETIRE_AFTER_S <= deadline:
+        try:
+            pending.finish()
+        except Exception:
+            log.warning("rollscope: moving merged segments aside failed", exc_info=True)
+    return merges
+
+
+def _merge_written(directory: Path, deadline: float, pending: Retirements) -> int:
+    """This process's segments still live in ``directory``, merged into one file: written first, then
+    published under the partition's lock if every source is still live then (another compactor may have
+    merged some meanwhile: then written again from those left, while time remains). The lock is held for a
+    listing and a rename, not for the merge: on a loaded machine, eight writers' last merges had queued
+    behind each other's writing."""
+    while time.monotonic() < deadline:
+        sources = _still_live(directory, WRITTEN.files_in(directory))
+        if len(sources) < 2:
+            return 0
+        out = Output(directory, _unified(sources))
+        try:
+            for _, table in read_in_order(sources):
+                if time.monotonic() > deadline:
+                    return 0  # out of time: left as they are
+                out.add(table)
+            out.finish([p.name for p in sources])
+            with lock_within(directory, deadline - time.monotonic()) as held:
+                if held and _still_live(directory, sources) == sources:
+                    pending.add(directory, out.publish().name, [p.name for p in sources])
+                    WRITTEN.forget(sources)
+                    return 1
+        finally:
+            out.abort()  # nothing, once published
+        if not held:
+            return 0
+    return 0
+
+
+def _still_live(directory: Path, files: list[Path]) -> list[Path]:
+    """Those of ``files`` (this process's) still live and mergeable; the others are forgotten (merged by
+    another compactor)."""
+    live = {p.name for p in segments(*_split(directory))} if files else set()
+    WRITTEN.forget(p for p in files if p.name not in live)
+    return _mergeable(directory, [p for p in files if p.name in live])
+
+
+# --- a reader's merge before it derives ----------------------------------------------------------------------
+
+SMALL_BYTES = 4 << 20  # a file under this size is small
+GATHER_WAIT_S = (
+    60.0  # the longest a reader waits for a compactor holding the partition (a tiered step's budget)
+)
+READ_THREADS = min(4, os.cpu_count() or 1)
+
+
+def gather(
+    store: Path | str, run_id: str, live: list[Path], retirements: Retirements, derived: Iterable[str] = ()
+) -> list[Path]:
+    """The run's live span segments, once the small ones (not in ``derived``) are merged, when there are
+    ``GATHER_FILES`` of them or more; ``live`` itself otherwise.
+
+    What a reader does before deriving a run of many small files (writers that exited, or were killed, before
+    their compactors ran): merged, 11,000 segments of a few spans each are read once, several at a time,
+    where a derivation over them read each again for every table it builds (344 s and 11.6 GB for 80,000
+    spans). The merge is a compaction's: under the partition's lock, published with one rename, its sources
+    named in its footer, and moved aside by ``retirements`` (the caller finishes it once it has derived,
+    which takes longer than the second it waits). Memory: one row group and what is read ahead. A store this
+    process cannot write, a file that is not a segment, ``ROLLSCOPE_COMPACT=0``: ``live`` as it is."""
+    derived = frozenset(derived)
+    if len(live) < GATHER_FILES or not _gathering() or len(_small(live, derived)) < GATHER_FILES:
+        return live
+    directory = partition_dir(store, "spans", run_id)
+    try:
+        with lock_within(directory, GATHER_WAIT_S) as held:
+            if not held:
+                return live
+            small = _mergeable(directory, _small(segments(store, "spans", run_id), derived))
+            if len(small) >= GATHER_FILES:
+                _merge_streaming(directory, small, retirements)
+    except (OSError, pa.ArrowInvalid) as e:  # a read-only store, a file that is not a segment
+        log.info("rollscope: run %s's small segments are read as they are: %s", run_id, e)
+    return segments(store, "spans", run_id)
+
+
+def _mergeable(directory: Path, files: list[Path]) -> list[Path]:
+    """``files`` but the merged ones whose sources are still listed (moved aside a second after their merged
+    file appeared): a merged file is never merged again while its sources are listed (``settle`` says why).
+    Left for a later merge, rather than waiting for the moves with the partition's lock held."""
+    merged = [p for p in files if p.name.startswith("cmp-")]
+    if not merged:
+        return files
+    listed = {p.name for p in _published(directory)}
+    waiting = {p for p in merged if sources(p) & listed}
+    return [p for p in files if p not in waiting]
+
+
+def _gathering() -> bool:
+    from rollscope.collectors.settings import Settings
+
+    return Settings.resolve().compact
+
+
+def _small(live: list[Path], derived: frozenset[str]) -> list[Path]:
+    """The live files under ``SMALL_BYTES`` not in ``derived``, in publish order."""
+    small = [p for p in live if p.name not in derived and _size(p) < SMALL_BYTES]
+    return sorted(small, key=lambda p: _publish_order(Part(p.name, 0)))
+
+
+def _merge_streaming(directory: Path, small: list[Path], retirements: Retirements) -> None:
+    """``small`` merged in publish order into files of up to ``COMPACT_TARGET_ROWS`` rows, a new one where a
+    file's columns do not fit the one being written (written by another version)."""
+    out, sources = None, []
+    try:
+        for path, table in read_in_order(small, READ_THREADS):
+            if (
+                out is not None
+                and (path.name not in sources[-1:])
+                and (out.rows >= COMPACT_TARGET_ROWS or not out.fits(table.schema))
+            ):
+                _publish(directory, out, sources, retirements)
+                out, sources = None, []
+            if out is None:
+                out = Output(directory, table.schema)
+            out.add(table)
+            if sources[-1:] != [path.name]:
+                sources.append(path.name)
+    except BaseException:
+        if out is not None:
+            out.abort()
+        raise
+    if out is not None:
+        _publish(directory, out, sources, retirements)
+
+
+def _publish(directory: Path, out: Output, sources: list[str], retirements: Retirements) -> None:
+    if len(sources) < 2:  # one file merged into one: nothing gained
+        out.abort()
+        return
+    retirements.add(directory, out.close(sources).name, sources)
+
+
 # --- the whole store (`rollscope compact`) ------------------------------------------------------------------
 
 
@@ -491,6 +937,7 @@ def compact(
                     target_rows=target_rows,
                     result=result,
                     retirements=retirements,
+                    threads=READ_THREADS,
                 )
             except pa.ArrowInvalid as e:  # a file there that is not a segment: one line naming it
                 unreadable = unreadable_segment(root, [run])
@@ -532,13 +979,16 @@ class AutoCompactor:
                 self._thread = threading.Thread(target=self._loop, name="rollscope-compact", daemon=True)
                 self._thread.start()
 
-    def unwatch(self, owner: object) -> None:
+    def unwatch(self, owner: object) -> list[Path]:
+        """Stop compacting for ``owner``; returns the partitions nobody in this process writes to any more."""
+        left = []
         with self._lock:
             for directory, owners in list(self.partitions.items()):
-                owners.pop(id(owner), None)
-                if not owners:
+                if owners.pop(id(owner), None) is not None and not owners:
                     del self.partitions[directory]
                     self._due.pop(directory, None)
+                    left.append(directory)
+        return left
 
     def _loop(self) -> None:
         _lower_priority()
@@ -554,14 +1004,20 @@ class AutoCompactor:
         now = time.monotonic()
         with self._lock:
             partitions = [d for d in sorted(self.partitions) if not only_due or self._due[d] <= now]
+            intervals = {d: min(self.partitions[d].values()) for d in partitions}
             for d in partitions:
-                self._due[d] = now + _jittered(min(self.partitions[d].values()))
+                self._due[d] = now + _jittered(intervals[d])
         for directory in partitions:
             if self._stop.is_set():
                 return
             try:
                 compact_partition(
-                    directory, grace_seconds=self.grace_seconds, stop=self._stop, result=self.result
+                    directory,
+                    grace_seconds=self.grace_seconds,
+                    stop=self._stop,
+                    result=self.result,
+                    patience=PATIENCE * intervals[directory],
+                    fresh_s=FRESH_S,
                 )
             except Stopped:
                 return
@@ -625,9 +1081,10 @@ def watch(directory: Path, interval: float, owner: object) -> None:
 
 
 def unwatch(owner: object) -> None:
-    """``owner`` stopped writing (exporter shut down): its partitions are no longer compacted for it."""
+    """``owner`` stopped writing (exporter shut down): its partitions are no longer compacted for it, and
+    those nobody else in this process writes to get their last merge (``final_merge``)."""
     if _compactor is not None:
-        _compactor.unwatch(owner)
+        final_merge(_compactor.unwatch(owner))
 
 
 def compactor() -> AutoCompactor | None:
@@ -636,16 +1093,25 @@ def compactor() -> AutoCompactor | None:
 
 
 def _forget_in_child() -> None:
-    global _compactor, _compactor_guard, _thread_locks, _thread_locks_guard
+    global _compactor, _compactor_guard, _thread_locks, _thread_locks_guard, WRITTEN
     _compactor = None  # its thread did not survive the fork; the child starts its own when it publishes
+    WRITTEN = Written()  # the parent's segments are the parent's to merge
     _JITTER.seed()  # else the child's writers would pick the parent's moments
     _compactor_guard, _thread_locks, _thread_locks_guard = threading.Lock(), {}, threading.Lock()
 
 
+_exiting = threading.Event()
+
+
 @atexit.register
 def _stop_at_exit() -> None:
+    """Stop the compactor at its next file boundary, then merge what this process wrote in the partitions it
+    still writes to (``final_merge``: those of writers never closed; a closed one had its last merge). A
+    writer closed after this (the SDK's own exit hook shuts its exporter down later) merges only briefly."""
     if _compactor is not None:
         _compactor.stop()
+        final_merge(sorted(_compactor.partitions))
+    _exiting.set()
 
 
 if hasattr(os, "register_at_fork"):

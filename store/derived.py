@@ -686,17 +686,47 @@ def catch_up(
             return state, "waited" if waited else "current"
         _clean(directory)
         previous = published(root, run_id)
-        staging = directory / f".tmp-{secrets.token_hex(6)}"
-        staging.mkdir()
-        try:
-            result = derive(Job(run_id, live, staging, previous))
-            tables = _keep(directory, staging, result.tables)
-        except BaseException:
+        with _gathered(store, run_id, live, previous) as live:
+            staging = directory / f".tmp-{secrets.token_hex(6)}"
+            staging.mkdir()
+            try:
+                result = derive(Job(run_id, live, staging, previous))
+                tables = _keep(directory, staging, result.tables)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
             shutil.rmtree(staging, ignore_errors=True)
-            raise
-        shutil.rmtree(staging, ignore_errors=True)
-        _publish_manifest(directory, run_id, live, tables, result, previous)
+            _publish_manifest(directory, run_id, live, tables, result, previous)
         return published(root, run_id), "derived"
+
+
+@contextmanager
+def _gathered(store: Path | str, run_id: str, live: list[Path], previous: Published | None):
+    """The run's live segments with its many small ones merged first (``compaction.gather``), their sources
+    moved aside once the body (the derivation) is done."""
+    if len(live) < layout.GATHER_FILES:  # the usual case: nothing to merge, pyarrow not imported
+        yield live
+        return
+    from rollscope.store import compaction
+
+    moves = compaction.Retirements()
+    try:
+        yield compaction.gather(store, run_id, live, moves, _derived_from(previous, live))
+    finally:
+        moves.finish()
+
+
+def _derived_from(previous: Published | None, live: list[Path]) -> set[str]:
+    """The live segments ``previous`` holds: named in it, or merged by a compaction from segments it names."""
+    if previous is None:
+        return set()
+    held = {p.name for p in live if p.name in previous.segments}
+    for path in live:
+        if path.name not in held and path.name.startswith("cmp-"):
+            sources = first_sources(path, previous.segments)
+            if sources and set(sources) <= previous.segments:
+                held.add(path.name)
+    return held
 
 
 def _keep(directory: Path, staging: Path, tables: dict[str, list[Path]]) -> dict[str, list[str]]:

@@ -45,6 +45,9 @@ RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SOURCES_KEY = b"rollscope.sources"
 PARTITION_PREFIX = "run_id="
 COMPACT_TARGET_ROWS = 2_000_000
+# Small files a run may hold (beyond those derived) before the reader that derives it merges them first
+# (``compaction.gather``): the writers' tiers leave about 50.
+GATHER_FILES = 128
 # Rows per Parquet row group in every file the store writes. Row groups keep min/max statistics, so a query
 # bounded in time (one rollout's waterfall) reads the few row groups of that time and skips the rest; a merge
 # buffers and sorts one row group at a time, so this also bounds its memory.
@@ -99,7 +102,8 @@ class SegmentWriter:
         dictionary: bool = True,
     ):
         """``compact_seconds``: when set, each run this writer publishes to is compacted in the background
-        (tier by tier, about that often) by this process's compactor thread; see ``store.compaction``.
+        (tier by tier, about that often) by this process's compactor thread, and what is left unmerged when the
+        writer closes (or the process exits) is merged then, from memory; see ``store.compaction``.
         ``dictionary=False`` writes every column plainly encoded (LZ4 still compresses it): for segments of a
         few thousand rows, written many times a second, dictionary encoding was a quarter of the Parquet
         write's CPU (most of it on columns of distinct numbers) and the files came out no smaller; compaction
@@ -130,6 +134,7 @@ class SegmentWriter:
         if self.compact_seconds:
             from rollscope.store import compaction
 
+            compaction.remember(directory / name, table)  # merged from memory, not read back
             compaction.watch(directory, self.compact_seconds, owner=self)
         return directory / name
 
@@ -148,7 +153,8 @@ class SegmentWriter:
         )
 
     def close(self) -> None:
-        """Stop compacting the runs this writer published to (unless another writer still does)."""
+        """Stop compacting the runs this writer published to (unless another writer still does), after a last
+        merge of what it left unmerged (a second or two at most: ``compaction.final_merge``)."""
         if self.compact_seconds:
             from rollscope.store import compaction
 
@@ -158,19 +164,45 @@ class SegmentWriter:
 @contextmanager
 def publishing(final: Path, durable: bool):
     """Yield a binary file written under a temporary name; on success it appears as ``final`` atomically."""
-    tmp = final.with_name(f".{final.name}.tmp")
+    with preparing(final, durable) as sink:
+        yield sink
+    publish_prepared(final, durable)
+
+
+@contextmanager
+def preparing(final: Path, durable: bool):
+    """Yield a binary file written under ``final``'s temporary name, left there whole on success (removed on
+    failure) for ``publish_prepared`` (or ``discard_prepared``): a merge writes its file before it takes the
+    partition's lock, and only publishes under it."""
+    tmp = _temporary(final)
     try:
         with open(tmp, "wb") as sink:
             yield sink
             if durable:
                 sink.flush()
                 os.fsync(sink.fileno())
-        os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def publish_prepared(final: Path, durable: bool) -> None:
+    """Make a file ``preparing`` wrote appear as ``final``, atomically."""
+    try:
+        os.replace(_temporary(final), final)
+    except BaseException:
+        discard_prepared(final)
+        raise
     if durable:
         _fsync_dir(final.parent)
+
+
+def discard_prepared(final: Path) -> None:
+    _temporary(final).unlink(missing_ok=True)
+
+
+def _temporary(final: Path) -> Path:
+    return final.with_name(f".{final.name}.tmp")
 
 
 def _make_dirs(directory: Path, durable: bool) -> None:

@@ -58,3 +58,16 @@ def simulated(name: str) -> tuple[Path, dict]:
     store = _root() / name
     simulate(store, name, config.resolve(preset, [knobs]), preset=preset, workers=2)
     return store, groundtruth.load(store, name)
+
+
+def raw_store(store: Path, runs) -> Path:
+    """A store at ``store`` holding the raw segments (spans and collector stats) of simulated ``runs``, nothing
+    derived: what `rollscope derive` and a first open start from."""
+    from rollscope.store.layout import partition_dir
+
+    for run in runs:
+        source, _ = simulated(run)
+        for dataset in ("spans", "collector_stats"):
+            if partition_dir(source, dataset, run).is_dir():
+                shutil.copytree(partition_dir(source, dataset, run), partition_dir(store, dataset, run))
+    return store

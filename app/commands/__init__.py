@@ -9,6 +9,7 @@ from rollscope.app.commands import (
     collect,
     compact,
     dashboard,
+    derive,
     import_,
     report,
     rm,
@@ -19,4 +20,18 @@ from rollscope.app.commands import (
 )
 
 # Order is the order of `rollscope --help`; a new command is a module here and one entry below.
-COMMANDS = (dashboard, simulate, collect, import_, report, check, advise, runs, sql, views, compact, rm)
+COMMANDS = (
+    dashboard,
+    simulate,
+    collect,
+    import_,
+    report,
+    check,
+    advise,
+    runs,
+    sql,
+    views,
+    derive,
+    compact,
+    rm,
+)
