@@ -85,7 +85,7 @@ from rollscope.store import layout
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
 FORMAT = (
-    13  # bump when a table's definition or the layout changes: manifests of an older format are derived again
+    14  # bump when a table's definition or the layout changes: manifests of an older format are derived again
 )
 GRACE_S = 300.0  # how long a retired part stays on disk for readers that listed it
 PARTS = "parts"  # parts/<table>/b=<block>/<name>.parquet, immutable, shared by the generations naming them
@@ -445,6 +445,22 @@ TABLES: tuple[Table, ...] = (
         "fully drafting turn groups' sums per step and key, for the advisor",
         scope="step",
     ),
+    # What the transcripts show went wrong (queries/sql/analyses/macros/11_transcript_flags.sql): the only tables
+    # derived from message text (the run's messages, Job.messages), beside its tool spans.
+    Table(
+        "rollout_flags",
+        ("rollout_id",),
+        "_rollout_flags_src($run)",
+        "each rollout's replies cut at the limit, looping, its missing answer and failed tool calls",
+        scope="rollout",
+    ),
+    Table(
+        "flag_sums",
+        ("step", "environment"),
+        "_flag_sums_src($run)",
+        "rollouts with each transcript flag per step and environment",
+        scope="step",
+    ),
 )
 TABLE_NAMES = tuple(t.name for t in TABLES)
 
@@ -602,6 +618,9 @@ class Job:
     live: list[Path]  # the run's live span segments, all of which the result must hold
     staging: Path  # where new parts are written: ``<table>/b=<block>/<name>.parquet``
     previous: Published | None  # the state to build on (None: derive from scratch)
+    # The run's live message segments, listed after ``live``: a writer publishes a span's messages before the
+    # span, so they hold the messages of every span of ``live`` (and perhaps of spans published since).
+    messages: list[Path] = field(default_factory=list)
 
 
 @dataclass
@@ -675,8 +694,9 @@ def catch_up(
         previous = published(root, run_id)
         staging = directory / f".tmp-{secrets.token_hex(6)}"
         staging.mkdir()
+        messages = layout.segments(store, "messages", run_id)
         try:
-            result = derive(Job(run_id, live, staging, previous))
+            result = derive(Job(run_id, live, staging, previous, messages))
             tables = _keep(directory, staging, result.tables)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
