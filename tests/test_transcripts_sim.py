@@ -74,7 +74,9 @@ def test_fast_mode_writes_the_same_messages_as_the_normal_mode(tmp_path, run):
     assert fast["messages_digest"] == truth["messages_digest"]
     assert truth["messages_digest"] == groundtruth.content_digest(store, RUN, dataset="messages")
     # column by column, so a difference names its column
-    normal_rows, fast_rows = (groundtruth._canonical_table(s, RUN, True, "messages") for s in (store, tmp_path))
+    normal_rows, fast_rows = (
+        groundtruth._canonical_table(s, RUN, True, "messages") for s in (store, tmp_path)
+    )
     assert normal_rows.num_rows == fast_rows.num_rows == truth["transcripts"]["messages"] > 0
     columns = normal_rows.column_names
     assert [c for c in columns if not normal_rows.column(c).equals(fast_rows.column(c))] == []
@@ -103,14 +105,18 @@ def test_a_coding_agent_reads_code_runs_tests_and_ends_with_a_patch(run):
     replies = [m for m in said if m["source"] == "output"]
     calls = [m for m in said if m["source"] == "tool_arguments"]
     made = [json.loads(m["tool_calls"])[0] for m in replies if m["tool_calls"]]
-    assert [(c["name"], c["arguments"]) for c in made] == [(m["tool_name"], json.loads(m["content"])) for m in calls]
+    assert [(c["name"], c["arguments"]) for c in made] == [
+        (m["tool_name"], json.loads(m["content"])) for m in calls
+    ]
     assert all(r["finish_reason"] == "tool_call" for r in replies[:-1])
     final = replies[-1]
     assert final["finish_reason"] == "stop" and "```diff" in final["content"]
     # a test run returns pytest's log with its summary; its tokens are the span's observation
     logs = [m for m in said if m["tool_name"] == "run_tests" and m["source"] == "tool_result"]
     assert logs and all(re.search(r"=+ (1 failed, )?\d+ passed in [\d.]+s =+$", m["content"]) for m in logs)
-    observed = rows(con, "SELECT observation_tokens FROM tools WHERE rollout_id = $r", r=rollout["rollout_id"])
+    observed = rows(
+        con, "SELECT observation_tokens FROM tools WHERE rollout_id = $r", r=rollout["rollout_id"]
+    )
     results = [m["tokens"] for m in said if m["source"] == "tool_result"]
     assert sorted(results) == sorted(o["observation_tokens"] for o in observed if o["observation_tokens"])
 
@@ -161,7 +167,9 @@ def test_a_reasoning_rollout_boxes_the_answer_its_reward_says_and_a_judge_explai
 
 
 def test_a_run_without_transcripts_writes_no_message(tmp_path):
-    simulate(tmp_path, RUN, config.resolve("default", [knobs(), {"transcripts": {"enabled": False}}]), workers=1)
+    simulate(
+        tmp_path, RUN, config.resolve("default", [knobs(), {"transcripts": {"enabled": False}}]), workers=1
+    )
     truth = groundtruth.load(tmp_path, RUN)
     assert not layout.segments(tmp_path, "messages", RUN)
     assert truth["transcripts"] is None and truth["messages_digest"] is None
@@ -173,7 +181,15 @@ def test_a_run_without_transcripts_writes_no_message(tmp_path):
 
 def flags_by_step(con, run: str = RUN) -> list[dict]:
     frame = analyses.transcript_flags(con, run, by="step")
-    columns = ["step", "rollouts", "truncated", "answer_missing", "looping", "tool_error_rollouts", "tool_errors"]
+    columns = [
+        "step",
+        "rollouts",
+        "truncated",
+        "answer_missing",
+        "looping",
+        "tool_error_rollouts",
+        "tool_errors",
+    ]
     return [{k: int(v) for k, v in r.items()} for r in frame[columns].to_dict("records")]
 
 
@@ -198,7 +214,11 @@ def test_a_live_reader_catching_up_segment_by_segment_counts_the_same_flags(tmp_
         for p in layout.segments(store, dataset, RUN)
     )  # in publish order; a writer's messages come before its spans
     spans = [i for i, (_, dataset, _) in enumerate(published) if dataset == "spans"]
-    opens = {spans[len(spans) // 2], spans[len(spans) * 3 // 4], spans[-2]}  # a dashboard refreshing now and then
+    opens = {
+        spans[len(spans) // 2],
+        spans[len(spans) * 3 // 4],
+        spans[-2],
+    }  # a dashboard refreshing now and then
     reader = None
     for i, (_, dataset, path) in enumerate(published):
         target = layout.partition_dir(live, dataset, RUN)
@@ -210,3 +230,22 @@ def test_a_live_reader_catching_up_segment_by_segment_counts_the_same_flags(tmp_
     reader.refresh()
     assert reader.derived_how["incremental"] >= 2
     assert flags_by_step(reader.con) == expected(truth)
+
+
+def test_the_learning_page_charts_the_flags_per_step(run):
+    from tests.test_dashboard import assert_clean, figure, open_page, traces
+
+    store, truth = run
+    at = open_page(store, "learning", run=RUN)
+    assert_clean(at)
+    shown = figure(at, "transcript-flags")
+    assert shown["layout"]["xaxis"]["title"]["text"] == "train step"
+    assert shown["layout"]["yaxis"]["title"]["text"] == "rollouts (of those with a transcript)"
+    lines = traces(shown)
+    by_step = expected(truth)
+    assert lines["cut at the token limit"]["y"] == [s["truncated"] for s in by_step]
+    assert lines["a tool call failed"]["y"] == [s["tool_error_rollouts"] for s in by_step]
+    caption = next(c.value for c in at.caption if "consumed rollouts with a transcript" in c.value)
+    assert (
+        f"**{truth['transcripts']['run']['looping']}** looping" in caption and "What to look for" in caption
+    )
