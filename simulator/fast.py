@@ -175,7 +175,8 @@ class _Writer:
         self.resources = resources
         self.segments: Counter = Counter()
         self._writer = SegmentWriter(store, "spans")
-        self._messages_writer = SegmentWriter(store, "messages")
+        # text is not worth a dictionary (distinct values): plain encoding, as compaction rewrites it anyway
+        self._messages_writer = SegmentWriter(store, "messages", dictionary=False)
         self._rows = SpanRows()
         self._tables: list[pa.Table] = []
         self._messages: list[pa.Table] = []

@@ -32,9 +32,22 @@ def strings(values) -> pa.Array:
 
 def concat(*parts: pa.Array | str) -> pa.Array:
     """Row by row, the parts one after the other (a str is the same in every row); a null part reads as ''."""
-    n = next(len(p) for p in parts if not isinstance(p, str))
-    arrays = [pa.array([p] * n, pa.string()) if isinstance(p, str) else p for p in parts]
+    arrays = [pa.scalar(p, pa.string()) if isinstance(p, str) else p for p in parts]
     return pc.binary_join_element_wise(*arrays, "", null_handling="replace", null_replacement="")
+
+
+def assemble(n: int, parts: list[tuple[np.ndarray, pa.Array]]) -> pa.Array:
+    """``n`` rows from parts (the rows each fills, their values), in one take: filling them one by one would copy
+    every text once per part. A row no part fills is null."""
+    rows = np.concatenate([r for r, _ in parts] or [np.zeros(0, dtype=np.int64)])
+    values = [v if v.type == pa.string() else v.cast(pa.string()) for _, v in parts]
+    first = int(rows[0]) if len(rows) else 0
+    if np.array_equal(rows, np.arange(first, first + len(rows))):  # parts in row order, one run: no take
+        edges = [pa.nulls(first, pa.string()), pa.nulls(n - first - len(rows), pa.string())]
+        return pa.concat_arrays([edges[0], *values, edges[1]])
+    index = np.full(n, len(rows), dtype=np.int64)
+    index[rows] = np.arange(len(rows))
+    return pa.concat_arrays([*values, pa.nulls(1, pa.string())]).take(pa.array(index))
 
 
 def joined(pool: pa.Array, codes: np.ndarray, counts: np.ndarray, sep: str = "\n") -> pa.Array:
@@ -45,12 +58,15 @@ def joined(pool: pa.Array, codes: np.ndarray, counts: np.ndarray, sep: str = "\n
     return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), values), sep)
 
 
-def consecutive(size: int, counts: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Flat codes of ``counts[i]`` consecutive pool entries from ``start[i]`` (wrapping at ``size``)."""
+def consecutive(size, counts: np.ndarray, start: np.ndarray, offset=0) -> np.ndarray:
+    """Flat codes of ``counts[i]`` consecutive pool entries from ``start[i]``, wrapping at ``size`` (one for every
+    row, or each row's: a pool of several parts, row i's from ``offset[i]``)."""
     owner = np.repeat(np.arange(len(counts)), counts)
     first = (np.cumsum(counts) - counts).astype(np.int64)
     within = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(first, counts)
-    return (start[owner] + within) % size
+    size = np.asarray(size)[owner] if np.ndim(size) else size
+    offset = np.asarray(offset)[owner] if np.ndim(offset) else offset
+    return offset + (start[owner] + within) % size
 
 
 def lines_for(chars: np.ndarray, fixed: int, pool: Pool | float) -> np.ndarray:
@@ -375,26 +391,13 @@ SEARCH_NOTES = Pool(
 
 def reply_lead(tool: np.ndarray, tools: list[str], task: np.ndarray, variant: np.ndarray) -> pa.Array:
     """A non-final reply's first sentence, per row: about the tool it calls next (its index in ``tools``)."""
-    leads = _leads()
-    out = pa.nulls(len(tool), pa.string())
+    leads, parts = _leads(), []
     for i, name in enumerate(tools):
         rows = np.flatnonzero(tool == i)
         if len(rows):
-            pool = leads.get(name, leads[None])
             codes = (task[rows] % _TASK_VARIANTS) * 3 + variant[rows] % 3
-            out = _scatter(out, rows, pool.take(codes))
-    return out
-
-
-def _scatter(base: pa.Array, rows: np.ndarray, values: pa.Array) -> pa.Array:
-    """``base`` with ``values`` at ``rows``."""
-    if not len(rows):
-        return base
-    mask = np.zeros(len(base), dtype=bool)
-    mask[rows] = True
-    index = np.zeros(len(base), dtype=np.int64)
-    index[rows] = np.arange(len(rows))
-    return pc.if_else(pa.array(mask), values.take(pa.array(index)), base)
+            parts.append((rows, leads.get(name, leads[None]).take(codes)))
+    return assemble(len(tool), parts)
 
 
 def final_coding(task: np.ndarray) -> pa.Array:
@@ -482,15 +485,15 @@ def arguments(tool: str, failing: bool) -> Pool:
 
 def arguments_of(tool: str, failing: np.ndarray, task: np.ndarray, variant: np.ndarray) -> pa.Array:
     """Rows' arguments of calls to ``tool``: per task variant, one of that tool's argument sets."""
-    out = pa.nulls(len(task), pa.string())
+    parts = []
     for flag in (False, True):
         rows = np.flatnonzero(failing == flag)
         if len(rows):
             pool = arguments(tool, flag)
             per_task = len(pool) // _TASK_VARIANTS
             codes = (task[rows] % _TASK_VARIANTS) * per_task + variant[rows] % per_task
-            out = _scatter(out, rows, pool.take(codes))
-    return out
+            parts.append((rows, pool.take(codes)))
+    return assemble(len(task), parts)
 
 
 @cache
@@ -539,14 +542,19 @@ def _source(task: int) -> Pool:
 _CODE_LINE = 27.0  # the mean length of a source line
 
 
+@cache
+def _sources() -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Every task version's module source, one after the other: the lines, each version's first line and length."""
+    pools = [_source(v) for v in range(_TASK_VARIANTS)]
+    sizes = np.asarray([len(p) for p in pools], dtype=np.int64)
+    return strings(line for p in pools for line in p.lines), np.cumsum(sizes) - sizes, sizes
+
+
 def source_lines(task: np.ndarray, counts: np.ndarray, start: np.ndarray) -> pa.Array:
     """Per row, ``counts`` consecutive lines of its task's module from line ``start`` (wrapping)."""
-    out = pa.nulls(len(task), pa.string())
+    lines, first, sizes = _sources()
     variant = task % _TASK_VARIANTS
-    for v in np.unique(variant).tolist():
-        rows = np.flatnonzero(variant == v)
-        out = _scatter(out, rows, _source(v).run(counts[rows], start[rows]))
-    return out
+    return joined(lines, consecutive(sizes[variant], counts, start, first[variant]), counts)
 
 
 def _grep(task: int) -> str:
@@ -671,15 +679,12 @@ def tool_result(
     failed = exit_code != 0
     if name == "run_tests":
         return test_log(task, chars, failed, start)
-    out = pa.nulls(len(task), pa.string())
-    ok = np.flatnonzero(~failed)
-    if len(ok):
-        out = _scatter(out, ok, _output(name, task[ok], chars[ok], variant[ok], start[ok]))
-    bad = np.flatnonzero(failed)
-    if len(bad):
-        keys = np.stack([task[bad] % _TASK_VARIANTS, variant[bad] % 2, exit_code[bad]], axis=1)
-        out = _scatter(out, bad, formatted(lambda t, v, code: _error(name, t, v, code), keys))
-    return out
+    ok, bad = np.flatnonzero(~failed), np.flatnonzero(failed)
+    keys = np.stack([task[bad] % _TASK_VARIANTS, variant[bad] % 2, exit_code[bad]], axis=1)
+    errors = formatted(lambda t, v, code: _error(name, t, v, code), keys)
+    return assemble(
+        len(task), [(ok, _output(name, task[ok], chars[ok], variant[ok], start[ok])), (bad, errors)]
+    )
 
 
 def _output(
@@ -692,13 +697,16 @@ def _output(
         return concat(head, source_lines(task, lines_for(chars, 120, _CODE_LINE), start))
     if name in ("read_file", "bash"):
         which = variant % 4 if name == "bash" else np.full(len(task), 2)  # bash: grep, sed, cat, pytest
-        lines = lines_for(chars, 0, _CODE_LINE)
-        out = source_lines(task, lines, np.where(which == 1, start, 0))
-        grep = np.flatnonzero(which == 0)
-        out = _scatter(out, grep, formatted(_grep, (task[grep] % _TASK_VARIANTS)[:, None]))
-        tests = np.flatnonzero(which == 3)
-        passing = np.zeros(len(tests), dtype=bool)
-        return _scatter(out, tests, test_log(task[tests], chars[tests], passing, start[tests]))
+        grep, code, tests = np.flatnonzero(which == 0), np.flatnonzero((which == 1) | (which == 2)), np.flatnonzero(which == 3)  # fmt: skip
+        lines = lines_for(chars[code], 0, _CODE_LINE)
+        return assemble(
+            len(task),
+            [
+                (grep, formatted(_grep, (task[grep] % _TASK_VARIANTS)[:, None])),
+                (code, source_lines(task[code], lines, np.where(which[code] == 1, start[code], 0))),
+                (tests, test_log(task[tests], chars[tests], np.zeros(len(tests), dtype=bool), start[tests])),
+            ],
+        )
     pool = _SEARCH_RESULTS if name == "web_search" else _PAGE
     return pool.run(lines_for(chars, 0, pool) + 1, start)
 

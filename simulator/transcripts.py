@@ -24,7 +24,7 @@ which the collectors turn into the same rows; ``tests/test_transcripts_sim.py`` 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pyarrow as pa
@@ -298,23 +298,18 @@ def _judge_rows(c, rows: _Rows, p, scorings, task) -> None:
 
 
 class _Column:
-    """A text column filled kind by kind (rows, values), assembled with one take."""
+    """A text column filled kind by kind (rows, values), assembled in one take (``texts.assemble``)."""
 
     def __init__(self, n: int):
         self.n = n
-        self.rows: list[np.ndarray] = []
-        self.values: list[pa.Array] = []
+        self.parts: list[tuple[np.ndarray, pa.Array]] = []
 
     def put(self, rows: np.ndarray, values: pa.Array | None) -> None:
         if values is not None and len(rows):
-            self.rows.append(rows)
-            self.values.append(values.cast(pa.string()))
+            self.parts.append((rows, values))
 
     def array(self) -> pa.Array:
-        rows = np.concatenate(self.rows) if self.rows else np.zeros(0, dtype=np.int64)
-        index = np.full(self.n, len(rows), dtype=np.int64)
-        index[rows] = np.arange(len(rows))
-        return pa.concat_arrays([*self.values, pa.nulls(1, pa.string())]).take(pa.array(index))
+        return texts.assemble(self.n, self.parts)
 
 
 def texts_of(m: Messages) -> dict[str, pa.Array]:
@@ -336,12 +331,13 @@ def texts_of(m: Messages) -> dict[str, pa.Array]:
     for i, name in enumerate(m.names["tools"]):
         rows = np.flatnonzero((m.what == ARGUMENTS) & (m.tool == i))
         content.put(rows, texts.arguments_of(name, m.failing[rows], m.task[rows], m.variant[rows]))
+    for i, name in enumerate(m.names["tools"]):
         rows = np.flatnonzero((m.what == RESULT) & (m.tool == i))
         chosen = (m.task[rows], m.chars[rows], m.ending[rows], m.variant[rows], m.start[rows])
         content.put(rows, texts.tool_result(name, *chosen))
+    content.put(np.flatnonzero(m.what == JUDGE_PROMPT), _judge_prompts(m, replies, said[0]))
     rows = np.flatnonzero(m.what == RATIONALE)
     content.put(rows, texts.rationale(m.value[rows] / 10))
-    content.put(np.flatnonzero(m.what == JUDGE_PROMPT), _judge_prompts(m, replies, said[0]))
     finish = np.where(m.what == REPLY, np.take(_FINISH_OF, m.ending), np.where(m.what == RATIONALE, 2, 0))
     return {
         "content": content.array(),
@@ -481,6 +477,7 @@ def table(m: Messages, max_chars: int = DEFAULT_MAX_CHARS) -> pa.Table:
     (``collectors.content``: one row per message, each text capped at ``max_chars``), built column-wise."""
     from rollscope.store.schema import MESSAGES_SCHEMA
 
+    m = _in_render_order(m)
     n = len(m)
     said = texts_of(m)
     source = pa.array(SOURCES, pa.string()).take(pa.array(m.source))
@@ -514,6 +511,23 @@ def table(m: Messages, max_chars: int = DEFAULT_MAX_CHARS) -> pa.Table:
     out = pa.Table.from_arrays([columns[f.name] for f in MESSAGES_SCHEMA], schema=MESSAGES_SCHEMA)
     long = np.flatnonzero(np.max(lengths, axis=0) > max_chars) if n else []
     return _capped(out, long, max_chars) if len(long) else out
+
+
+def _in_render_order(m: Messages) -> Messages:
+    """The rows grouped as ``texts_of`` renders them (by what, then tool or environment kind; a tool's results by
+    failed or not and argument set), so most of its columns are their parts one after the other, not a take that
+    copies every text again. The order of a table's rows is no one's business (a reader orders a transcript)."""
+    result = m.what == RESULT
+    order = np.lexsort(
+        (
+            np.where(result, m.variant % 4, 0),
+            np.where(result, m.ending != 0, 0),
+            np.where(np.isin(m.what, (ARGUMENTS, RESULT)), m.tool, m.kind),
+            m.what,
+        )
+    )
+    columns = {f.name: getattr(m, f.name)[order] for f in fields(Messages) if f.name != "names"}
+    return Messages(**columns, names=m.names)
 
 
 _CAPPED = ("content", "reasoning", "tool_calls")  # the texts the capture cap applies to (collectors.content)
