@@ -17,6 +17,12 @@ KIND_COLORS = {
     "other_equal_rollouts": "#a855f7",
     "group_too_small_rollouts": "#94a3b8",
 }
+FLAGS = {  # transcript_flags' per-step counts, as the chart names them
+    "truncated": "cut at the token limit",
+    "answer_missing": "no readable final answer",
+    "looping": "reply ending in a loop",
+    "tool_error_rollouts": "a tool call failed",
+}
 
 
 def headline(figures: data.Figures) -> None:
@@ -220,14 +226,6 @@ def mismatch(figures: data.Figures) -> None:
         "What to look for: a step above the dashed line (the mismatch-kl check) means the engine's log-probs "
         "and the trainer's disagree: a kernel, precision or weight-sync problem, not learning."
     )
-
-
-FLAGS = {
-    "truncated": "cut at the token limit",
-    "answer_missing": "no readable final answer",
-    "looping": "reply ending in a loop",
-    "tool_error_rollouts": "a tool call failed",
-}
 
 
 def transcript_flags(figures: data.Figures) -> None:
