@@ -1,5 +1,5 @@
-"""What transcripts cost: bytes per rollout on disk, and a text search over a 10M-span run's content, each against
-a baseline measured in the same run.
+"""What transcripts cost the store: bytes per rollout on disk, and a text search over a 10M-span run's content, each
+against a baseline measured in the same run (the viewer's own costs: ``benchmarks.transcripts``, where it is).
 
 1. **Bytes per rollout.** A run of the `sample` preset and one of the `scale` preset (``--scale-spans``) simulated
    through ``attach()`` (the normal mode: the segments a job's exporters write), its messages' bytes per rollout
@@ -12,7 +12,7 @@ a baseline measured in the same run.
    and the same bounded by that range's time, which lets DuckDB skip the row groups outside it), and a pattern
    found nowhere (the whole content read: the worst case). Each is the median of ``--repeats``. Baseline: the
    least any search reads, a scan of the content column (``sum(strlen(content))``).
-Usage: python -m benchmarks.transcripts [--scale-spans N] [--search-spans N] [--store DIR] [--repeats R]
+Usage: python -m benchmarks.transcript_store [--scale-spans N] [--search-spans N] [--store DIR] [--repeats R]
 """
 
 from __future__ import annotations
