@@ -48,7 +48,8 @@ replies AS (
         count(*) AS replies,
         count(*) FILTER (finish_reason = 'length') AS truncated_replies,
         count(*) FILTER (_loops(content) OR _loops(reasoning)) AS looping_replies,
-        arg_max_null(content, (start_ns, span_id, ordinal)) AS final_reply
+        -- read per reply, so that no text is held per rollout (at 10M spans that spilled gigabytes)
+        arg_max_null(_answer_given(content), (start_ns, span_id, ordinal)) AS answered
     FROM said
     WHERE source = 'output' AND role = 'assistant' AND span_name NOT IN ('rl.judge', 'rl.reward', 'rl.teacher')
     GROUP BY rollout_id
@@ -57,16 +58,16 @@ calls AS (
     SELECT
         t.rollout_id,
         count(*) AS tool_calls,
-        count(*) FILTER (t.status_code = 'error' OR t.error_type IS NOT NULL OR _tool_failed(r.content)) AS tool_errors
+        count(*) FILTER (t.status_code = 'error' OR t.error_type IS NOT NULL OR r.failed) AS tool_errors
     FROM tools AS t
-    LEFT JOIN (SELECT trace_id, span_id, content FROM said WHERE source = 'tool_result') AS r
+    LEFT JOIN (SELECT trace_id, span_id, _tool_failed(content) AS failed FROM said WHERE source = 'tool_result') AS r
         ON r.span_id = t.span_id AND lower(hex(r.trace_id)) = t.trace_id
     WHERE t.run_id = run AND t.rollout_id IN (SELECT rollout_id FROM replies)
     GROUP BY t.rollout_id
 )
 SELECT
     p.rollout_id, p.replies, p.truncated_replies, p.looping_replies,
-    coalesce(o.rollout_status = 'ok' AND NOT _answer_given(p.final_reply), false) AS answer_missing,
+    coalesce(o.rollout_status = 'ok' AND NOT coalesce(p.answered, false), false) AS answer_missing,
     coalesce(c.tool_calls, 0) AS tool_calls, coalesce(c.tool_errors, 0) AS tool_errors
 FROM replies AS p
 LEFT JOIN calls AS c USING (rollout_id)
