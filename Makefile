@@ -56,6 +56,7 @@ bench: $(SLOW_STAMP)
 	$(BIN)/python -m benchmarks.queries
 	$(BIN)/python -m benchmarks.dashboard
 	$(BIN)/python -m benchmarks.trl_overhead
+	$(BIN)/python -m benchmarks.transcript_store
 
 clean:
 	rm -rf $(VENV) *.egg-info

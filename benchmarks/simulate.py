@@ -7,7 +7,8 @@ creation; the extrapolation says how long a 10M-span benchmark store takes on th
 (`rollscope simulate --fast`: the same rows built as Arrow columns, no SDK) is measured too, next to the
 plan alone (planning, spans and ground truth, nothing written): the least fast mode can cost. The CPU
 per span of each stage of fast mode's two processes (the parent plans, builds the step's span tables and
-records and keeps the ground truth; the writer turns them into Arrow and Parquet) says which one bounds it. On a busy machine the fast
+records and keeps the ground truth; the writer turns them into Arrow and Parquet, and renders and publishes the
+step's transcripts) says which one bounds it. On a busy machine the fast
 run's wall rate says more about the load than about fast mode, so its two processes' CPU over the whole
 call is printed too: spans over the larger of the two is the rate on two free cores.
 Usage: python -m benchmarks.simulate [--spans N] [--fast-spans N] [--workers K] [--preset scale]
@@ -27,7 +28,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from rollscope.collectors.rows import ResourceRow
-from rollscope.simulator import config, groundtruth, simulate
+from rollscope.simulator import config, groundtruth, simulate, transcripts
 from rollscope.simulator.dynamics import Planner
 from rollscope.simulator.fast import _Writer, arrow_table
 from rollscope.simulator.records import SpanBuilder, instances
@@ -111,10 +112,17 @@ def writer_side(preset: str, n: int) -> dict[str, float]:
         t2 = time.process_time()
         SegmentWriter(store, "spans").publish("bench", pa.concat_tables(tables))
         t3 = time.process_time()
+        said = [transcripts.table(b.messages) for b in batches if b.messages is not None]
+        t4 = time.process_time()
+        if said:
+            SegmentWriter(store, "messages", dictionary=False).publish("bench", pa.concat_tables(said))
+        t5 = time.process_time()
     return {
         "records to rows (SpanRows)": (t1 - t0) / done * 1e6,
         "Arrow (tables, SpanRows.tables)": (t2 - t1) / done * 1e6,
         "publish (Parquet)": (t3 - t2) / done * 1e6,
+        "messages rendered": (t4 - t3) / done * 1e6,
+        "messages published": (t5 - t4) / done * 1e6,
     }
 
 

@@ -625,6 +625,14 @@ def mismatch_steps(con, run_id: str, steps=None, environment=None, limit: float 
     return record(query(con, "mismatch", require_run(con, run_id), over="mismatch_steps", **filters))
 
 
+def transcript_flags(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+    """Of the consumed rollouts with transcripts, those cut at the token limit, without a readable answer,
+    looping, with a failed tool call (and the failed calls): for the run or per consuming step."""
+    by = _by(by, ("step",))
+    frame = query(con, "transcript_flags", require_run(con, run_id), by=by, **_filters(steps, environment))
+    return _keep_by(frame, by, ("step",))
+
+
 # metric -> (by-step analysis, its column); each analysis takes (con, run, steps, environment, rolling)
 def _funnel_by_step(con, run, s, e, r):
     return funnel(con, run, "step", s, e, r)

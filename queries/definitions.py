@@ -22,8 +22,8 @@ _DEFINED = re.compile(r"CREATE OR REPLACE (?:TEMP )?(?:VIEW|MACRO) (\w+)", re.IG
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
 _NOT_NAMES = re.compile(r"--[^\n]*|'(?:[^']|'')*'")  # comments and string literals
 _FILLS = re.compile(r"INSERT INTO _(\w+)_mat\b")
-# What reads the raw spans, in a derivation (a table whose definition reaches one of these reads segments).
-RAW = frozenset({"raw_spans", "raw_collector_stats"})
+# What reads the raw segments (spans, and messages for the transcript flags), in a derivation (a table whose definition reaches one of these reads segments).
+RAW = frozenset({"raw_spans", "raw_collector_stats", "raw_messages"})
 
 
 @cache

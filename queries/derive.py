@@ -109,7 +109,7 @@ def analysis_macros(*, definitions: bool) -> tuple[str, ...]:
 def raw_views(con, spans: list, collector_stats: list, messages: list | None = None) -> None:
     """The raw views over these segments and the schema files (``reader.hive_path``: read with hive
     partitioning, whatever folders the store itself sits in). ``messages`` (the transcripts) defaults to none:
-    a derivation never reads text."""
+    a derivation reads text only for the transcript flags (``rollout_flags``)."""
     from rollscope.queries.reader import schema_file
 
     text = sqlfiles.load("raw/raw_views")
@@ -164,12 +164,12 @@ def derive(job: Job) -> Result:
         try:
             return _derive(job)
         except (duckdb.IOException, FileNotFoundError):
-            moved = layout.resolve(job.live)
-            if moved is None or moved == job.live:
+            moved, said = layout.resolve(job.live), layout.resolve(job.messages)
+            if moved is None or said is None or (moved, said) == (job.live, job.messages):
                 raise  # gone for good: the caller lists again
             log.info("run %s: a compaction moved listed segments aside: deriving again", job.run_id)
             _clear(job.staging)
-            job = dataclasses.replace(job, live=moved)
+            job = dataclasses.replace(job, live=moved, messages=said)
 
 
 def _derive(job: Job) -> Result:
@@ -711,6 +711,18 @@ def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
     values = {**params, "lo": lo or 0, "hi": hi or 0}
     execute_text(con, text, values)
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
+    _scoped_messages(con, job, values)
+
+
+def _scoped_messages(con, job: Job, values: dict) -> None:
+    """Point raw_messages at the run's messages of the scope's time range (``values``' lo, hi: every scoped
+    trace's spans start in it, and a message starts with its span), read from the segments' row groups of that
+    range alone (their start_ns statistics), for the tables derived from transcripts (rollout_flags)."""
+    from rollscope.queries.reader import schema_file
+
+    files = hive_list([*map(str, job.messages), schema_file("messages")])
+    execute_text(con, sqlfiles.load("raw/scope_messages").replace("@files", files), values)
+    con.execute("CREATE OR REPLACE VIEW raw_messages AS SELECT * FROM _scoped_messages")
 
 
 def _merge(

@@ -93,6 +93,7 @@ class Plan:
     block_steps: int  # derived.BLOCK_STEPS when planned (a worker process is told it)
     workers: int  # processes deriving pieces at once
     memory: int  # DuckDB's memory limit in each of them, in bytes
+    messages: tuple[str, ...] = ()  # the run's live message segments (the transcript flags read them)
 
 
 @dataclass
@@ -153,7 +154,12 @@ def plan(con, job: Job, *, write: bool = True) -> Plan:
 
     settings = Settings.resolve()
     run = job.run_id
-    derive.raw_views(con, [*map(str, job.live), schema_file("spans")], [schema_file("collector_stats")])
+    derive.raw_views(
+        con,
+        [*map(str, job.live), schema_file("spans")],
+        [schema_file("collector_stats")],
+        [*map(str, job.messages), schema_file("messages")],
+    )
     for sql, used, _ in _statements(PLANNED):
         con.execute(sql, {"run": run} if used else None)
     facts = sqlfiles.execute(con, "raw/derive_index", fetch=sqlfiles.first_row, run=run)
@@ -186,6 +192,7 @@ def plan(con, job: Job, *, write: bool = True) -> Plan:
         derived.BLOCK_STEPS,
         workers,
         settings.derive_memory_bytes // workers,
+        tuple(map(str, job.messages)),
     )
     if write:
         planned.tables.update({n: f.result() for n, f in _write_plan_tables(con, planned).items()})
@@ -442,6 +449,9 @@ def _read_spans(con, plan: Plan, piece: Piece) -> None:
     }
     derive.execute_text(con, text, values)
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
+    messages = derive.hive_list([*plan.messages, schema_file("messages")])
+    derive.execute_text(con, sqlfiles.load("raw/scope_messages").replace("@files", messages), values)
+    con.execute("CREATE OR REPLACE VIEW raw_messages AS SELECT * FROM _scoped_messages")
 
 
 def _write_parts(cur, name: str, staging: Path, piece: int | None) -> list[tuple[str, Path]]:

@@ -97,6 +97,18 @@ class Levers:
 
 
 @dataclass
+class Transcripts:
+    """What the simulated agents, tools and judges say (simulator/transcripts.py), and the flags injected into
+    it with known rollouts (docs/metrics.md, "Transcript flags")."""
+
+    enabled: bool = True  # write transcripts: the helpers' content arguments (false: no messages)
+    chars_per_token: float = 4.0  # characters of text per token a span counts ...
+    max_chars: int = 2000  # ... up to this many per text (a 3,200-token test log: 2,000 characters)
+    answer_missing_rate: float = 0.02  # completed rollouts whose final reply is empty or gives no answer
+    loop_rate: float = 0.03  # reasoning replies that fall into repeating one passage
+
+
+@dataclass
 class SimConfig:
     seed: int = 7
     steps: int = 40
@@ -165,6 +177,7 @@ class SimConfig:
     weight_sync_bubbles: list[float] | None = None  # [from, to) positions of steps whose weight sync is slow
     weight_sync_bubble_factor: float = 12.0  # how many times longer those weight syncs take
     environment_on_turns: bool = False  # turns carry rl.environment (in-flight rollouts by environment)
+    transcripts: Transcripts = field(default_factory=Transcripts)
 
 
 def default_environments() -> list[Environment]:
@@ -330,6 +343,7 @@ _NESTED = {
     "teacher": Process,
     "sandbox": Process,
     "levers": Levers,
+    "transcripts": Transcripts,
 }
 
 
@@ -374,6 +388,14 @@ def validate(c: SimConfig) -> None:
         (0 <= c.prefix_cache_hit_rate <= 1, "prefix_cache_hit_rate must be in [0, 1]"),
         (c.staleness_bound >= 0, "staleness_bound must be >= 0"),
         (c.levers.drafter_refresh_every >= 0, "levers.drafter_refresh_every must be >= 0"),
+        (
+            c.transcripts.chars_per_token > 0 and c.transcripts.max_chars >= 16,
+            "transcripts.chars_per_token must be > 0 and transcripts.max_chars >= 16",
+        ),
+        (
+            0 <= c.transcripts.answer_missing_rate <= 1 and 0 <= c.transcripts.loop_rate <= 1,
+            "transcripts.answer_missing_rate and transcripts.loop_rate must be in [0, 1]",
+        ),
         (c.levers.spec_long_extra_k >= 0, "levers.spec_long_extra_k must be >= 0"),
         (c.mismatch_kl >= 0 and c.mismatch_excursion_factor > 0, "mismatch_kl must be >= 0, its factor > 0"),
         (

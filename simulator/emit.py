@@ -3,7 +3,9 @@
 Each worker hosts some of the run's simulated processes (rollout servers, trainer, judges, teachers, sandbox
 hosts). For each it calls ``attach()`` once, with that process's role, devices and model, and then turns
 records into OpenTelemetry spans with the records' simulated timestamps (``start_time`` / ``end_time``)
-and ids. Nothing here writes to the store directly: every span takes the SDK → exporter → segment path.
+and ids, and sets what each span said through the helpers' content arguments (``span.set(output=...)``, as
+a job's code would). Nothing here writes to the store directly: every span takes the SDK → exporter →
+segment path, and its content the exporter → messages path.
 """
 
 from __future__ import annotations
@@ -65,12 +67,14 @@ class Emitter:
         algorithm: str,
         staleness_bound: int,
         segment_seconds: float | None = None,
+        capture: bool = True,
     ):
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 
         from rollscope.collectors import attach
+        from rollscope.collectors.content import DEFAULT_MAX_CHARS
 
         self.ids = PlannedIds()
         provider = TracerProvider(resource=Resource.get_empty(), id_generator=self.ids, sampler=ALWAYS_ON)
@@ -79,15 +83,23 @@ class Emitter:
             tracer_provider=provider,
             set_global=False,
             segment_seconds=segment_seconds,
+            # the run's own capture policy, whatever the environment says (fast mode writes the same rows)
+            capture_content=capture,
+            content_max_chars=DEFAULT_MAX_CHARS,
+            content_sample=1.0,
         )
         self.tracer = self.rl.tracer
         self._parent: tuple | None = None
         self._context = None
 
-    def emit(self, records: list[tuple]) -> None:
+    def emit(self, records: list[tuple], content: dict[int, dict] | None = None) -> None:
+        """The records as spans; ``content``: by span id, the helpers' content arguments of those that said
+        something (``span.set(output=...)``)."""
         from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, set_span_in_context
 
-        tracer, ids = self.tracer, self.ids
+        from rollscope.collectors.spans import RLSpan
+
+        tracer, ids, content = self.tracer, self.ids, content or {}
         for name, start, end, trace_id, span_id, parent, attributes, error in records:
             ids.trace_id, ids.span_id = trace_id, span_id
             context = None
@@ -99,6 +111,8 @@ class Emitter:
                     )
                 context = self._context
             span = tracer.start_span(name, context=context, attributes=attributes, start_time=start)
+            if span_id in content:
+                RLSpan(span, self.rl.capture).set(**content[span_id])
             if error:
                 span.set_status(Status(StatusCode.ERROR, error))
             span.end(end_time=end)
@@ -119,8 +133,8 @@ def work(
         outbox.put(("ready", index, None))
         while (batch := inbox.get()) is not None:
             n = 0
-            for key, records in batch.items():
-                emitters[key].emit(records)
+            for key, (records, content) in batch.items():
+                emitters[key].emit(records, content)
                 n += len(records)
             if flush:  # paced: a step's spans reach the store together, as a live job's would
                 for key in batch:
@@ -162,8 +176,9 @@ class Pool:
     def send(self, spans: StepSpans, tick=None) -> None:
         """Route each process's spans, as records, to the worker hosting it; blocks while workers are behind."""
         batches: list[dict] = [{} for _ in self.workers]
+        content = spans.content()
         for key, recs in spans.all_records().items():
-            batches[self.owner[key]][key] = recs
+            batches[self.owner[key]][key] = (recs, content.get(key, {}))
         for i, batch in enumerate(batches):
             if batch:
                 self._put(i, batch, tick)

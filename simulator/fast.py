@@ -8,7 +8,10 @@ builds the same rows without it: each simulated process gets the resource ``atta
 become Arrow arrays straight from their numpy columns, its few records go through the row builder the
 exporter uses (``collectors.rows.SpanRows``), and segments are published by the store layer's
 ``SegmentWriter``. The rows are the ones the normal mode writes (``tests/test_simulator.py`` compares
-them); only segment boundaries, writer names and ``process.pid`` differ. The parent plans and keeps the
+them); only segment boundaries, writer names and ``process.pid`` differ. What the spans said goes the same
+way: the step's messages are rendered column-wise into ``messages`` rows (``simulator.transcripts.table``,
+the rows the exporter makes of the helpers' content arguments) and published before the spans they belong
+to, as the exporter publishes them. The parent plans and keeps the
 ground truth while one spawned writer process converts and publishes, so the two overlap on two cores.
 """
 
@@ -28,6 +31,7 @@ import pyarrow as pa
 
 from rollscope.collectors.attaching import process_resource
 from rollscope.collectors.rows import ResourceRow, SpanRows, resource_columns
+from rollscope.simulator import transcripts
 from rollscope.simulator.emit import attach_arguments
 from rollscope.simulator.records import SpanTable, StepSpans, Strings
 from rollscope.store.layout import SegmentWriter
@@ -171,8 +175,11 @@ class _Writer:
         self.resources = resources
         self.segments: Counter = Counter()
         self._writer = SegmentWriter(store, "spans")
+        # text is not worth a dictionary (distinct values): plain encoding, as compaction rewrites it anyway
+        self._messages_writer = SegmentWriter(store, "messages", dictionary=False)
         self._rows = SpanRows()
         self._tables: list[pa.Table] = []
+        self._messages: list[pa.Table] = []
         self._table_rows = 0
         self._keys: set[str] = set()
         self._thread: threading.Thread | None = None
@@ -185,6 +192,8 @@ class _Writer:
         for table in spans.tables:
             self._tables.append(arrow_table(table, self.resources))
             self._table_rows += len(table)
+        if spans.messages is not None and len(spans.messages):
+            self._messages.append(transcripts.table(spans.messages))
         self._keys.update(spans.counts())
         if len(self._rows) + self._table_rows >= SEGMENT_ROWS:
             self.publish()
@@ -210,17 +219,21 @@ class _Writer:
         self.join()
         rows, self._rows = self._rows, SpanRows()
         tables, self._tables, self._table_rows = self._tables, [], 0
+        messages, self._messages = self._messages, []
         keys, self._keys = self._keys, set()
         if len(rows):
             tables.extend(rows.tables().values())
         if not tables:
             return
         table = pa.concat_tables(tables)
-        self._thread = threading.Thread(target=self._publish, args=(table, keys), daemon=True)
+        said = pa.concat_tables(messages) if messages else None
+        self._thread = threading.Thread(target=self._publish, args=(table, said, keys), daemon=True)
         self._thread.start()
 
-    def _publish(self, table: pa.Table, keys: set[str]) -> None:
+    def _publish(self, table: pa.Table, messages: pa.Table | None, keys: set[str]) -> None:
         try:
+            if messages is not None:  # first: a span in the store has its content there too
+                self._messages_writer.publish(self.run_id, messages)
             self._writer.publish(self.run_id, table)
             for key in keys:
                 self.segments[key] += 1

@@ -22,6 +22,7 @@ from rollscope.simulator.config import SimConfig, to_dict
 from rollscope.simulator.health import Health
 from rollscope.simulator.plan import StepPlan
 from rollscope.simulator.records import Instance, SpanBuilder, StepSpans, train_loss
+from rollscope.simulator.transcripts import Truth as TranscriptTruth
 
 FORMAT = 1
 
@@ -317,6 +318,7 @@ class Truth:
         )
         self.learning = Learning(c, ns)
         self.health = Health(c, procs, run_id)
+        self.transcripts = TranscriptTruth()
         self.silent_window = None  # the planner's silent worker (simulator.health), set by simulate()
 
     def add_step(self, plan: StepPlan, spans: StepSpans) -> None:
@@ -339,6 +341,7 @@ class Truth:
         self._trainer(plan)
         self.learning.add_step(plan, counts.lengths)
         self.health.add_step(plan, spans)
+        self.transcripts.add_step(plan, spans.flags, spans.messages)
         self.instance_spans.update(spans.counts())
         for recs in spans.records.values():
             for rec in recs:
@@ -401,7 +404,7 @@ class Truth:
 
     # --- the document ---------------------------------------------------------------------------------------
 
-    def document(self, events: dict, digest: str | None) -> dict:
+    def document(self, events: dict, digest: str | None, messages_digest: str | None = None) -> dict:
         return {
             "format": FORMAT,
             "run_id": self.run_id,
@@ -409,6 +412,7 @@ class Truth:
             "preset": self.preset,
             "config": to_dict(self.c),
             "content_digest": digest,
+            "messages_digest": messages_digest,
             "spans": {
                 "total": sum(self.span_counts.values()),
                 "by_name": dict(sorted(self.span_counts.items())),
@@ -425,6 +429,7 @@ class Truth:
             "learning": self.learning.document(),
             "events": events,
             "health": self.health.document(self.silent_window, self.ns),
+            "transcripts": self.transcripts.document(),
         }
 
     def _run(self) -> dict:
@@ -684,14 +689,15 @@ _VOLATILE_RESOURCE = ("process.pid", "telemetry.sdk.version")
 _ID_COLUMNS = ("trace_id", "span_id", "parent_span_id", "instance_id")
 
 
-def content_digest(store: Path | str, run_id: str, *, ids: bool = True) -> str:
-    """sha256 of the run's span rows in canonical order, process ids and SDK versions left out.
+def content_digest(store: Path | str, run_id: str, *, ids: bool = True, dataset: str = "spans") -> str:
+    """sha256 of the run's span rows (or ``dataset``'s: its messages) in canonical order, process ids and SDK
+    versions left out.
 
     Two runs of the same seed and config give the same digest on any machine, with any number of workers,
     compacted or not. With ``ids=False`` span, trace and instance ids are left out too, so two runs of
     the same seed under different run ids (whose ids differ) compare equal.
     """
-    table = _canonical_table(store, run_id, ids)
+    table = _canonical_table(store, run_id, ids, dataset)
     digest = hashlib.sha256()
     for name in table.column_names:
         values = table.column(name).to_pylist()
@@ -702,20 +708,23 @@ def content_digest(store: Path | str, run_id: str, *, ids: bool = True) -> str:
     return digest.hexdigest()
 
 
-def _canonical_table(store: Path | str, run_id: str, ids: bool):
-    """All span rows of the run, columns by name, rows sorted by ids (or by every column without them)."""
+def _canonical_table(store: Path | str, run_id: str, ids: bool, dataset: str = "spans"):
+    """All span (or message) rows of the run, columns by name, rows sorted by ids (or by every column without
+    them)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from rollscope.store.layout import segments
-    from rollscope.store.schema import SPAN_SCHEMA
+    from rollscope.store.schema import DATASETS
 
-    tables = [pq.read_table(f) for f in segments(store, "spans", run_id)]
-    table = pa.concat_tables(tables, promote_options="default") if tables else SPAN_SCHEMA.empty_table()
+    tables = [pq.read_table(f) for f in segments(store, dataset, run_id)]
+    table = pa.concat_tables(tables, promote_options="default") if tables else DATASETS[dataset].empty_table()
     if not ids:
         table = table.drop_columns([c for c in _ID_COLUMNS if c in table.column_names])
     table = table.select(sorted(table.column_names))
-    keys = ["trace_id", "span_id"] if ids else [n for n in table.column_names if n != "resource_attributes"]
+    keys = ["trace_id", "span_id"] + (["ordinal"] if dataset == "messages" else [])
+    if not ids:
+        keys = [n for n in table.column_names if n != "resource_attributes"]
     return table.sort_by([(k, "ascending") for k in keys])
 
 

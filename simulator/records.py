@@ -26,6 +26,7 @@ from datetime import datetime
 import numpy as np
 
 from rollscope.collectors import semconv
+from rollscope.simulator import transcripts
 from rollscope.simulator.config import SimConfig
 from rollscope.simulator.plan import Rollout, StepPlan, TurnColumns
 from rollscope.simulator.sampling import derive_seed
@@ -198,10 +199,14 @@ class SpanTable:
 
 @dataclass
 class StepSpans:
-    """A step's spans: tables (turns, tool calls) and records (the rest), by the process that emits them."""
+    """A step's spans: tables (turns, tool calls) and records (the rest), by the process that emits them; and
+    what their turns, tool calls and judges said (``messages``, none when the run writes no transcripts), with
+    each rollout's transcript flags (``flags``: the ground truth, ``simulator.transcripts``)."""
 
     records: dict[str, list[tuple]]
     tables: list[SpanTable]
+    messages: transcripts.Messages | None = None
+    flags: dict[str, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return sum(len(r) for r in self.records.values()) + sum(len(t) for t in self.tables)
@@ -220,6 +225,11 @@ class StepSpans:
             for key, recs in table.records().items():
                 out.setdefault(key, []).extend(recs)
         return out
+
+    def content(self) -> dict[str, dict[int, dict]]:
+        """The content arguments of each span that has any, by process and span id (the normal mode sets
+        them through the helpers: ``span.set(output=...)``)."""
+        return transcripts.helper_arguments(self.messages) if self.messages is not None else {}
 
 
 def instances(c: SimConfig) -> list[Instance]:
@@ -276,19 +286,18 @@ class SpanBuilder:
         self._ids = iter(_random_ids(ids, 8).tolist())
         out: dict[str, list[tuple]] = {}
         trainer = self._trainer(plan, out)
-        tables = [
-            self._rollouts(plan.rollouts, traces[:R], roots),
-            self._turns(plan.rollouts, plan.turns, ids, traces[:R], roots),
-            self._tools(plan, ids, traces[:R], roots),
-            self._scorings(plan.rollouts, ids, traces[:R], roots),
-        ]
+        turns = self._turns(plan.rollouts, plan.turns, ids, traces[:R], roots)
+        tools = self._tools(plan, ids, traces[:R], roots)
+        scorings = self._scorings(plan.rollouts, ids, traces[:R], roots)
+        tables = [self._rollouts(plan.rollouts, traces[:R], roots), turns, tools, scorings]
         if self.c.emit_samples:
             tables.append(self._samples(plan, ids, *trainer))
         for r in plan.hung_started:
             tables.append(self._hung_turn(r, ids))
         for r in plan.hung_ended:
             self._hung_end(r, out)
-        return StepSpans(out, [t for t in tables if len(t)])
+        said = transcripts.plan(self.c, plan, turns, tools, scorings) if self.c.transcripts.enabled else None
+        return StepSpans(out, [t for t in tables if len(t)], *(said or (None, None)))
 
     # --- a silent worker's hung rollout (simulator/health.py) -------------------------------------------------
 

@@ -92,8 +92,10 @@ def simulate(
     _check_delivery(stats, written)
     want_digest = digest if digest is not None else spans_target is None and written <= DIGEST_MAX_SPANS
     content = groundtruth.content_digest(store, run_id) if want_digest else None
+    said = want_digest and config.transcripts.enabled
+    messages = groundtruth.content_digest(store, run_id, dataset="messages") if said else None
     truth.silent_window = planner.silent_window()
-    path = groundtruth.write(store, run_id, truth.document(_events(planner, truth), content))
+    path = groundtruth.write(store, run_id, truth.document(_events(planner, truth), content, messages))
     return Result(run_id, written, len(truth.steps), seconds, path, content)
 
 
@@ -161,6 +163,7 @@ def _pool(
         from rollscope.simulator.fast import FastPool
 
         return FastPool(str(store), run_id, assignment, settings)
+    settings["capture"] = config.transcripts.enabled
     from rollscope.simulator.emit import Pool
 
     settings["segment_seconds"] = SCALE_SEGMENT_SECONDS if scale else None

@@ -449,6 +449,22 @@ TABLES: tuple[Table, ...] = (
         "fully drafting turn groups' sums per step and key, for the advisor",
         scope="step",
     ),
+    # What the transcripts show went wrong (queries/sql/analyses/macros/11_transcript_flags.sql): the only tables
+    # derived from message text (the run's messages, Job.messages), beside its tool spans.
+    Table(
+        "rollout_flags",
+        ("rollout_id",),
+        "_rollout_flags_src($run)",
+        "each rollout's replies cut at the limit, looping, its missing answer and failed tool calls",
+        scope="rollout",
+    ),
+    Table(
+        "flag_sums",
+        ("step", "environment"),
+        "_flag_sums_src($run)",
+        "rollouts with each transcript flag per step and environment",
+        scope="step",
+    ),
 )
 TABLE_NAMES = tuple(t.name for t in TABLES)
 
@@ -613,6 +629,9 @@ class Job:
     live: list[Path]  # the run's live span segments, all of which the result must hold
     staging: Path  # where new parts are written: ``<table>/b=<block>/<name>.parquet``
     previous: Published | None  # the state to build on (None: derive from scratch)
+    # The run's live message segments, listed after ``live``: a writer publishes a span's messages before the
+    # span, so they hold the messages of every span of ``live`` (and perhaps of spans published since).
+    messages: list[Path] = field(default_factory=list)
 
 
 @dataclass
@@ -690,7 +709,8 @@ def catch_up(
             staging = directory / f".tmp-{secrets.token_hex(6)}"
             staging.mkdir()
             try:
-                result = derive(Job(run_id, live, staging, previous))
+                messages = layout.segments(store, "messages", run_id)
+                result = derive(Job(run_id, live, staging, previous, messages))
                 tables = _keep(directory, staging, result.tables)
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)

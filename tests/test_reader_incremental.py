@@ -89,6 +89,8 @@ DERIVED = {
         "SELECT * REPLACE (round(duration_s_sum, 6) AS duration_s_sum) FROM _stale_bias_sums($run)"
     ),
     "advice_spec_sums": "SELECT * REPLACE (round(weighted_s, 6) AS weighted_s) FROM _advice_spec_sums($run)",
+    # What the transcripts show (macros/11_transcript_flags.sql), from the run's messages.
+    **{name: f"SELECT * FROM _{name}($run)" for name in ("rollout_flags", "flag_sums")},
 }
 
 

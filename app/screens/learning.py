@@ -17,6 +17,12 @@ KIND_COLORS = {
     "other_equal_rollouts": "#a855f7",
     "group_too_small_rollouts": "#94a3b8",
 }
+FLAGS = {  # transcript_flags' per-step counts, as the chart names them
+    "truncated": "cut at the token limit",
+    "answer_missing": "no readable final answer",
+    "looping": "reply ending in a loop",
+    "tool_error_rollouts": "a tool call failed",
+}
 
 
 def headline(figures: data.Figures) -> None:
@@ -222,6 +228,41 @@ def mismatch(figures: data.Figures) -> None:
     )
 
 
+def transcript_flags(figures: data.Figures) -> None:
+    st.subheader("What the transcripts show")
+    by_step = figures["transcript_flags_by_step"]
+    if by_step.empty:
+        st.info(
+            "No consumed rollout has a transcript in this selection (content capture off, or nothing consumed "
+            'yet; docs/store.md, "Transcripts").'
+        )
+        return
+    st.plotly_chart(
+        charts.lines(
+            by_step,
+            "step",
+            list(FLAGS),
+            "Rollouts flagged by their transcripts, per step",
+            "train step",
+            "rollouts (of those with a transcript)",
+            names=list(FLAGS.values()),
+        ),
+        key="transcript-flags",
+    )
+    run = analyses_record(figures["transcript_flags"])
+    st.caption(
+        f"Of **{charts.count(run.get('rollouts'))}** consumed rollouts with a transcript: "
+        f"**{charts.count(run.get('truncated'))}** cut at the token limit, "
+        f"**{charts.count(run.get('answer_missing'))}** without a readable answer, "
+        f"**{charts.count(run.get('looping'))}** looping, **{charts.count(run.get('tool_error_rollouts'))}** "
+        f"with a failed tool call ({charts.count(run.get('tool_errors'))} calls). What to look for: cut-off "
+        "replies rising with the mean length (the policy is outgrowing its limit, and a cut-off answer scores 0); "
+        "loops rising with them (a degenerate policy); missing answers rising while rewards fall (a format the "
+        "verifier cannot read, not a wrong answer); tool errors rising (a broken sandbox or tool, not the policy). "
+        'Definitions: docs/metrics.md, "Transcript flags".'
+    )
+
+
 def body(filters: data.Filters) -> None:
     # Every figure of the page asked for at once; each section is drawn when its own are ready (data.at_once).
     analysis = partial(data.analysis, filters=filters)
@@ -247,6 +288,8 @@ def body(filters: data.Filters) -> None:
             "zero_signal_by_environment": partial(analysis, analyses.zero_signal, by="environment"),
             "task_solve_rates": partial(analysis, analyses.task_solve_rates),
             "mismatch_by_step": partial(analysis, analyses.mismatch, by="step"),
+            "transcript_flags": partial(analysis, analyses.transcript_flags),
+            "transcript_flags_by_step": partial(analysis, analyses.transcript_flags, by="step"),
         }
     )
     headline(figures)
@@ -255,6 +298,7 @@ def body(filters: data.Filters) -> None:
     zero_signal(figures)
     tasks(figures)
     mismatch(figures)
+    transcript_flags(figures)
 
 
 data.live(

@@ -45,3 +45,6 @@ INSERT INTO _stale_bias_sums_mat SELECT $run, * FROM _stale_bias_sums_src($run);
 INSERT INTO _advice_group_sums_mat SELECT $run, * FROM _advice_group_sums_src($run);
 INSERT INTO _judge_sums_mat SELECT $run, * FROM _judge_sums_src($run);
 INSERT INTO _advice_spec_sums_mat SELECT $run, * FROM _advice_spec_sums_src($run);
+-- Transcript flags (macros/11_transcript_flags.sql) read the run's messages beside its tool spans.
+INSERT INTO _rollout_flags_mat SELECT $run, * FROM _rollout_flags_src($run);
+INSERT INTO _flag_sums_mat SELECT $run, * FROM _flag_sums_src($run);

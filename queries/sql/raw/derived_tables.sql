@@ -51,3 +51,7 @@ CREATE TABLE _stale_bias_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _sta
 CREATE TABLE _advice_group_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _advice_group_sums_src('') LIMIT 0;
 CREATE TABLE _judge_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _judge_sums_src('') LIMIT 0;
 CREATE TABLE _advice_spec_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _advice_spec_sums_src('') LIMIT 0;
+-- Transcript flags (queries/sql/analyses/macros/11_transcript_flags.sql): per rollout, from its messages, and
+-- per step; the only tables a derivation reads message text for.
+CREATE TABLE _rollout_flags_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_flags_src('') LIMIT 0;
+CREATE TABLE _flag_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _flag_sums_src('') LIMIT 0;

@@ -74,3 +74,7 @@ CREATE OR REPLACE MACRO _judge_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _judge_sums_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _advice_spec_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _advice_spec_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _rollout_flags(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _rollout_flags_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _flag_sums(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _flag_sums_mat WHERE run_id = run;
