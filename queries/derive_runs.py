@@ -25,7 +25,7 @@ from rollscope.queries import definitions
 from rollscope.queries.derive import derive
 from rollscope.store import derived, layout
 
-TASK_CPUS = 4  # CPUs a run's task asks for by default (a derivation's DuckDB threads: ROLLSCOPE_DERIVE_THREADS)
+TASK_CPUS = 4  # CPUs a run's task asks for by default (ROLLSCOPE_DERIVE_THREADS there)
 REACH_S = 5.0  # how long the head's port may take to answer before the address is called wrong
 
 
