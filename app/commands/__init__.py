@@ -13,10 +13,11 @@ from rollscope.app.commands import (
     report,
     rm,
     runs,
+    show,
     simulate,
     sql,
     views,
 )
 
 # Order is the order of `rollscope --help`; a new command is a module here and one entry below.
-COMMANDS = (dashboard, simulate, collect, import_, report, check, advise, runs, sql, views, compact, rm)
+COMMANDS = (dashboard, simulate, collect, import_, report, check, advise, show, runs, sql, views, compact, rm)
