@@ -645,6 +645,12 @@ def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object, obj
     return found["rollout"], found["spans"], found["group"]
 
 
+def window(filters: Filters, rollout_id: str) -> dict:
+    """Where in time the rollout's spans and messages can be (``trace.window``): what each of its lookups
+    reads within, looked up once per rollout and run version."""
+    return call(filters.store, trace.window, filters.run_id, rollout_id)
+
+
 def sql_example() -> str:
     """The explorer's first query (``queries/sql/sandbox/example.sql``)."""
     from rollscope.queries import sqlfiles

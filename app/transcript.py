@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rollscope.app import formats
@@ -98,18 +99,24 @@ def turns(found: list[Block]) -> list[Turn]:
     return gathered
 
 
-def label(block: Block, message: dict) -> str:
-    """What a message is: "system prompt", "user", "assistant", "tool result", "judge rationale" …"""
+def label(block: Block, message: dict, quote: Callable[[str], str] | None = None) -> str:
+    """What a message is: "system prompt", "user", "assistant", "tool result", "judge rationale" … (a role
+    the job named otherwise written by ``quote``, as in ``header``)."""
     known = LABELS.get((block.kind, message.get("source")))
     role = str(message.get("role") or "message")
-    return known or SOURCE_LABELS.get(message.get("source")) or ROLE_LABELS.get(role) or plain(role)
+    if known or message.get("source") in SOURCE_LABELS or role in ROLE_LABELS:
+        return known or SOURCE_LABELS.get(message.get("source")) or ROLE_LABELS[role]
+    return role if role in ("user", "assistant", "system") else (quote or plain)(role)
 
 
-def header(block: Block) -> str:
+def header(block: Block, quote: Callable[[str], str] | None = None) -> str:
     """The span's one-line accounting: ``turn 3 · 2,345 in (2,000 cached) · 312 out · prefill 120 ms ·
-    decode 2.3 s · speculative 78.0 % accepted`` (a tool call's exit code and time, a judge's score)."""
+    decode 2.3 s · speculative 78.0 % accepted`` (a tool call's exit code and time, a judge's score).
+    ``quote`` writes the names the job gave (tool, verifier, judge model): ``plain`` for a terminal, a code
+    span for a page's markdown."""
+    quote = quote or plain
     s = block.span
-    parts = [title(block)]
+    parts = [title(block, quote)]
     if block.kind == "turn":
         parts += _turn_parts(s)
     elif block.kind == "tool":
@@ -120,7 +127,7 @@ def header(block: Block) -> str:
     elif block.kind in ("judge", "reward"):
         parts.append(f"reward {formats.number(s.get('reward'))}")
         if s.get("judge_status") not in (None, "ok"):
-            parts.append(plain(str(s["judge_status"])))
+            parts.append(quote(str(s["judge_status"])))
     if s.get("duration_s") is not None:
         parts.append(f"{formats.seconds(s['duration_s'])}")
     if s.get("status_code") == "error":
@@ -128,17 +135,18 @@ def header(block: Block) -> str:
     return " · ".join(parts)
 
 
-def title(block: Block) -> str:
+def title(block: Block, quote: Callable[[str], str] | None = None) -> str:
+    quote = quote or plain
     s = block.span
     if block.kind == "turn":
         return f"turn {s['turn_index']}" if s.get("turn_index") is not None else "turn"
     if block.kind == "tool":
-        return f"tool {plain(str(s.get('tool_name') or 'call'))}"
+        return f"tool {quote(str(s.get('tool_name') or 'call'))}"
     if block.kind == "reward":
-        return f"verifier {plain(str(s.get('reward_name') or ''))}".rstrip()
+        return "verifier" + (f" {quote(str(s['reward_name']))}" if s.get("reward_name") else "")
     if block.kind == "judge":
-        return "judge" + (f" {plain(str(s['request_model']))}" if s.get("request_model") else "")
-    return plain(str(s.get("span_name") or "span"))
+        return "judge" + (f" {quote(str(s['request_model']))}" if s.get("request_model") else "")
+    return quote(str(s.get("span_name") or "span"))
 
 
 def _turn_parts(s: dict) -> list[str]:

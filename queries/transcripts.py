@@ -51,10 +51,11 @@ def conversations(
 
 
 def group_conversations(
-    con, run_id: str, attempts: pd.DataFrame, max_chars: int | None = SHOWN_CHARS
+    con, run_id: str, rollout_id: str, bounds: dict | None = None, max_chars: int | None = SHOWN_CHARS
 ) -> pd.DataFrame:
-    """The conversations of a group's attempts (``trace.group``'s rows), read in one window from the first
-    attempt's start to the last one's end (a minute each side, as ``window.sql``)."""
+    """The conversations of the rollout's group (its attempts, ``trace.group``), read at once in one window
+    from the first attempt's start to the last one's end (a minute each side, as ``window.sql``)."""
+    attempts = trace.group(con, run_id, rollout_id, _window(con, run_id, rollout_id, bounds))
     if attempts.empty:
         return conversations(con, run_id, [], None, None, max_chars)
     lo, hi = int(attempts["start_ns"].min()) - SKEW_NS, int(attempts["end_ns"].max()) + SKEW_NS
@@ -109,6 +110,8 @@ def search(
     pattern: str | None = None,
     *,
     regex: bool = False,
+    text: str | None = None,
+    status: str | None = None,
     environment: str | None = None,
     steps: tuple[int, int] | None = None,
     reward: tuple[float | None, float | None] | None = None,
@@ -118,7 +121,8 @@ def search(
     limit: int = SEARCH_LIMIT,
 ) -> pd.DataFrame:
     """Rollouts of ``run_id`` with a message matching ``pattern`` (a substring, or with ``regex`` a regular
-    expression; either case-insensitive) and every filter given, newest first, one row per rollout with its
+    expression; either case-insensitive) and every filter given (``text``: in the rollout or task id, as
+    ``trace.search``), newest first, one row per rollout with its
     first hit's snippet (``search.sql``). A bad regular expression raises QueryError."""
     step_lo, step_hi = steps if steps is not None else (None, None)
     reward_min, reward_max = reward if reward is not None else (None, None)
@@ -128,6 +132,8 @@ def search(
         run_id=run_id,
         pattern=pattern or None,
         regex=bool(regex),
+        text=text or None,
+        status=status,
         environment=environment,
         step_lo=step_lo,
         step_hi=step_hi,

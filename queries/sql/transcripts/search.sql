@@ -2,17 +2,20 @@
 -- reasoning or tool calls contain $pattern (case-insensitive; a regular expression, RE2's syntax, with $regex),
 -- one row per rollout, newest first, at most $limit: its hits, the first hit's turn, role and a snippet around
 -- it, and the rollout's step, environment, status, reward and where the funnel lost it. The Rollouts page's
--- filters apply: environment, consuming step range ($step_lo .. $step_hi: consumed rollouts only), reward
--- range, the stage lost at ('usable': not lost) and why ($lost_reason, as funnel_losses.sql names it), and a
--- finish reason one of the rollout's messages ended with ('length': a generation cut at the token limit).
--- A NULL $pattern matches every message (the filters alone). The per-rollout filters are applied first
--- (rollout_stages, one row per rollout), so only their rollouts' messages are searched.
+-- filters apply: rollout or task id containing $text, status, environment, consuming step range ($step_lo ..
+-- $step_hi: consumed rollouts only), reward range, the stage lost at ('usable': not lost) and why
+-- ($lost_reason, as funnel_losses.sql names it), and a finish reason one of the rollout's messages ended with
+-- ('length': a generation cut at the token limit). A NULL $pattern matches every message (the filters alone).
+-- The per-rollout filters are applied first (rollout_stages, one row per rollout), so only their rollouts'
+-- messages are searched.
 WITH chosen AS MATERIALIZED (
     SELECT
         rollout_id, environment, task_id, step, rollout_status, reward, lost_at,
         _loss_reason(lost_reason, group_id) AS lost_reason
     FROM rollout_stages($run_id)
     WHERE ($environment IS NULL OR environment = $environment)
+      AND ($status IS NULL OR rollout_status = $status)
+      AND ($text IS NULL OR rollout_id ILIKE '%' || $text || '%' OR task_id ILIKE '%' || $text || '%')
       AND ($step_lo IS NULL OR step >= $step_lo)
       AND ($step_hi IS NULL OR step <= $step_hi)
       AND ($reward_min IS NULL OR reward >= $reward_min)
