@@ -4,19 +4,18 @@ attempts across training.
 
 Transcript text is untrusted data, and is drawn as text only: ``st.text`` and ``st.code`` (which never read
 markup), never ``st.markdown``; a name the job gave (a tool, a role, a judge model) that goes into a markdown
-line does so as a code span (``code``), where neither markdown nor Streamlit's ``:color[…]`` directives apply. A
+line does so as a code span (``links.code``), where neither markdown nor Streamlit's ``:color[…]`` directives apply. A
 long transcript is drawn a page of turns at a time, each text cut past ``transcripts.SHOWN_CHARS`` with its
 whole a click away, and reasoning folded.
 """
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import pandas as pd
 import streamlit as st
 
 from rollscope.app import charts, data, transcript
+from rollscope.app.links import code, viewer
 from rollscope.queries import transcripts
 
 TURNS_PER_PAGE = 20
@@ -30,16 +29,6 @@ AVATARS = {
 }
 JUDGE_AVATAR = ":material/gavel:"
 SIDE_BY_SIDE = 4  # attempts drawn next to each other at most
-
-
-def code(text: str) -> str:
-    """Untrusted text for a markdown line: one line, in a code span (no markdown or directive applies there)."""
-    return "`" + " ".join(str(text).replace("`", "ˋ").split())[:120] + "`"
-
-
-def viewer_link(run_id: str, rollout_id: str) -> str:
-    """The Rollouts page's address opening one rollout (relative, so it works under any base path)."""
-    return "./rollouts?" + urlencode({"run": run_id, "rollout": rollout_id})
 
 
 # --- one rollout ---------------------------------------------------------------------------------------------
@@ -240,7 +229,7 @@ def history(run_id: str, rollout_id: str, attempts: pd.DataFrame | None) -> None
             "usable" if u else f"lost at {s}: {r}"
             for u, s, r in zip(attempts["usable"], attempts["lost_at"], attempts["lost_reason"], strict=True)
         ],  # noqa: E501
-        open=[viewer_link(run_id, r) for r in attempts["rollout_id"]],
+        open=[viewer(run_id, r) for r in attempts["rollout_id"]],
     )
     table = pd.concat([shown[["rollout_id"]], readable(shown, HISTORY_COLUMNS), shown[["open"]]], axis=1)
     table.insert(0, "", ["▶" if r == rollout_id else "" for r in attempts["rollout_id"]])

@@ -6,10 +6,11 @@ from functools import partial
 
 import streamlit as st
 
-from rollscope.app import charts, conversation, data
-from rollscope.app.conversation import code, readable, viewer_link
+from rollscope.app import charts, conversation, data, links
+from rollscope.app.conversation import readable
+from rollscope.app.links import code, viewer
 from rollscope.collectors.semconv import ROLLOUT_STATUSES
-from rollscope.queries import analyses, transcripts
+from rollscope.queries import analyses, examples, transcripts
 from rollscope.queries.funnel_stages import RATES
 from rollscope.queries.trace import SEARCH_LIMIT
 
@@ -98,9 +99,7 @@ def search(filters: data.Filters):
         f"{charts.count(len(found))} rollouts (newest first, at most {SEARCH_LIMIT}); the sidebar's "
         "environment and step range apply."
     )
-    shown = readable(found, COLUMNS).assign(
-        open=[viewer_link(filters.run_id, r) for r in found["rollout_id"]]
-    )
+    shown = readable(found, COLUMNS).assign(open=[viewer(filters.run_id, r) for r in found["rollout_id"]])
     st.dataframe(shown, hide_index=True, height=240, width="stretch", key="found", column_config=OPEN)
     return found
 
@@ -139,11 +138,41 @@ def hits(filters: data.Filters, pattern: str, regex: bool, finish, wanted: dict)
         f"{transcripts.SEARCH_LIMIT}), with their first match; the sidebar's environment and step range apply. "
         "`rollscope sql` searches the `messages` view the same way (docs/transcripts.md)."
     )
-    shown = readable(found, HIT_COLUMNS).assign(
-        open=[viewer_link(filters.run_id, r) for r in found["rollout_id"]]
-    )
+    shown = readable(found, HIT_COLUMNS).assign(open=[viewer(filters.run_id, r) for r in found["rollout_id"]])
     st.dataframe(shown, hide_index=True, height=240, width="stretch", key="hits", column_config=OPEN)
     return found
+
+
+EXAMPLE_COLUMNS = {
+    "rollout_id": None,
+    "environment": None,
+    "step": charts.count,
+    "reward": charts.number,
+    "lost_at": None,
+    "lost_reason": None,
+    "value": lambda v: charts.count(v) if not charts.missing(v) and abs(v) >= 100 else charts.number(v, 3),
+}
+
+
+def listed(filters: data.Filters, key: str):
+    """The rollouts a check or lever rests on (``?examples=check:nonzero-signal``), as its link promised."""
+    selection = examples.named(key)
+    if selection is None:
+        st.warning(
+            f"No such selection of rollouts: {code(key)}. [Search all rollouts]({links.rollouts(filters.run_id)})"
+        )
+        return []
+    found = data.examples(filters, selection, limit=examples.LIST_LIMIT)
+    st.markdown(
+        f"**{examples.count_line(found, selection).capitalize()}** (as the link named them; the "
+        f"sidebar's filters apply). [Search all rollouts instead]({links.rollouts(filters.run_id)})"
+    )
+    shown = readable(found, EXAMPLE_COLUMNS).rename(
+        columns={"value": examples.VALUES.get(selection.kind, "value")}
+    )
+    shown["open"] = [viewer(filters.run_id, r) for r in found["rollout_id"]]
+    st.dataframe(shown, hide_index=True, height=240, width="stretch", key="listed", column_config=OPEN)
+    return found["rollout_id"].tolist()
 
 
 def outcome(rollout: dict, stage: dict, scores) -> None:
@@ -213,7 +242,7 @@ def group(filters: data.Filters, rollout_id: str, attempts) -> None:
     st.markdown(f"**Its group: {len(attempts)} attempts** (this rollout marked ▶)")
     shown = readable(attempts, GROUP_COLUMNS)
     shown.insert(0, "", ["▶" if this else "" for this in attempts["this_rollout"]])
-    shown["open"] = [viewer_link(filters.run_id, r) for r in attempts["rollout_id"]]
+    shown["open"] = [viewer(filters.run_id, r) for r in attempts["rollout_id"]]
     st.dataframe(shown, hide_index=True, width="stretch", key="group", column_config=OPEN)
     st.caption(
         "advantage = reward − the group's mean reward; advantage z = that over the rewards' standard deviation "
@@ -270,9 +299,9 @@ def trace(filters: data.Filters, rollout_id: str) -> None:
 def body(filters: data.Filters) -> None:
     from_link()
     linked = st.query_params.get("rollout")
+    selection = st.query_params.get("examples")
     with st.expander("Find rollouts", expanded=not linked):
-        found = search(filters)
-    options = found["rollout_id"].tolist()
+        options = listed(filters, selection) if selection else search(filters)["rollout_id"].tolist()
     if linked and linked not in options:
         options.insert(0, linked)
     if not options:
