@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rollscope.collectors import attach
+from rollscope.collectors.content import encode_text
 
 NS = 1_000_000_000
 T0 = 1_750_000_000 * NS
@@ -37,7 +38,8 @@ def _tool_s(index: int) -> int:
 HOSTILE = (
     "<script>window.__rollscope_pwned = 1</script>\n"
     '<img src=x onerror="window.__rollscope_pwned = 2">\n'
-    "# not a heading\n**not bold** [not a link](javascript:alert(1)) :red[not red]"
+    "# not a heading\n**not bold** [not a link](javascript:alert(1)) :red[not red]\n"
+    "\x1b]0;terminal title\x07\x1b[31mnot red in a terminal\x1b[0m"
 )
 TASKS = (
     ("calc-add", "test_calc.py::test_add", "calc.py", "return a - b", "return a + b"),
@@ -63,7 +65,7 @@ class Attempt:
     step: int
     reward: float
     turns: int
-    texts: list[str] = field(default_factory=list)  # every message's content, in order
+    texts: list[str] = field(default_factory=list)  # every message's content (None: none), in reading order
     finish_reasons: list[str] = field(default_factory=list)
 
 
@@ -167,9 +169,10 @@ class AgentWriter:
         content = {"system": SYSTEM} if index == 0 else {}
         if new_input is not None:
             content["input"] = new_input
-            attempt.texts.append(new_input)
+            attempt.texts += [SYSTEM, new_input]
         with rl.turn(index, start_time=t, end_time=end, output=output, **content, **fields):
             pass
+        attempt.texts.append(None)  # the reply: reasoning and a tool call, no text
         attempt.finish_reasons.append("tool_calls")
         log = _test_log(test, failing=index % 2 == 0, pad=pad, hostile=hostile and index == 0)
         tool_end = end + _tool_s(index) * NS
@@ -184,7 +187,7 @@ class AgentWriter:
             end_time=tool_end,
         ):
             pass
-        attempt.texts.append(log)
+        attempt.texts += [encode_text(call["arguments"]), log]
         return tool_end
 
     def _answer(self, attempt, index, t, path, wrong, right, solved, hostile) -> int:
@@ -298,8 +301,10 @@ def write_agent_run(
         writer.write_step()
     task = TASKS[0]
     writer.attempt(task, "hostile", 0, turns=1, hostile=True)
+    writer.clock += NS  # each later, so the task's attempts have an order
     if long_turns:
         writer.attempt(task, "long", 0, turns=long_turns)
+        writer.clock += NS
     if big_output:
         writer.attempt(task, "big", 0, turns=1, tool_output_chars=big_output)
     return writer.finish()
