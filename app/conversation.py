@@ -18,7 +18,7 @@ from rollscope.app import charts, data, transcript
 from rollscope.app.links import code, viewer
 from rollscope.queries import transcripts
 
-TURNS_PER_PAGE = 20
+TURNS_PER_PAGE = 10
 WHOLE_CHARS = 250_000  # a text expanded whole is drawn up to this; `rollscope show --json` prints all of it
 TALL_LINES = 24  # a text of more lines is drawn in a box of fixed height that scrolls
 AVATARS = {

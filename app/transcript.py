@@ -75,8 +75,8 @@ def value(x):
 def blocks(frame) -> list[Block]:
     """The conversation's rows (one rollout's) grouped by span, in reading order."""
     found: list[Block] = []
-    for row in frame.to_dict("records"):
-        row = {k: value(v) for k, v in row.items()}
+    plain_rows = frame.astype(object).where(frame.notna(), None)  # NULL, NaN and NA as None, at once
+    for row in plain_rows.to_dict("records"):
         if not found or found[-1].span_id != row["span_id"]:
             found.append(Block(row["span_id"], {k: row.get(k) for k in SPAN_COLUMNS}))
         if row.get("source") is not None:

@@ -11,6 +11,7 @@ from rollscope.app.conversation import readable
 from rollscope.app.links import code, viewer
 from rollscope.collectors.semconv import ROLLOUT_STATUSES
 from rollscope.queries import analyses, examples, transcripts
+from rollscope.queries import trace as trace_queries
 from rollscope.queries.funnel_stages import RATES
 from rollscope.queries.trace import SEARCH_LIMIT
 
@@ -271,37 +272,44 @@ def timeline(spans) -> None:
 
 
 def trace(filters: data.Filters, rollout_id: str) -> None:
-    rollout, spans, attempts = data.rollout(filters, rollout_id)
-    if rollout is None:
-        st.warning(f"Rollout {rollout_id!r} is not in run {filters.run_id}.")
-        return
+    """The rollout's outcome, then the view chosen: each view reads only what it shows, in the rollout's
+    time window."""
     bounds, store, run = data.window(filters, rollout_id), filters.store, filters.run_id
     figures = data.at_once(
         {
+            "rollout": partial(data.call, store, trace_queries.rollout, run, rollout_id, bounds),
             "stage": partial(data.call, store, transcripts.stage, run, rollout_id),
             "scores": partial(data.call, store, transcripts.scores, run, rollout_id, bounds),
         }
     )
+    rollout = figures["rollout"]
+    if rollout is None:
+        st.warning(f"Rollout {code(rollout_id)} is not in run {code(filters.run_id)}.")
+        return
     outcome(rollout, figures["stage"], figures["scores"])
     view = st.segmented_control("View", VIEWS, default=VIEWS[0], key="rollout-view", required=True)
     if view == "Conversation":
         frame = data.call(store, transcripts.conversation, run, rollout_id, bounds)
         conversation.conversation(filters, rollout_id, frame)
     elif view == "Group":
-        group(filters, rollout_id, attempts)
+        group(filters, rollout_id, data.call(store, trace_queries.group, run, rollout_id, bounds))
     elif view == "Task history":
         found = data.call(store, transcripts.history, run, rollout["task_id"]) if rollout["task_id"] else None
         conversation.history(run, rollout_id, found)
     else:
-        timeline(spans)
+        timeline(data.call(store, trace_queries.spans, run, rollout_id, bounds))
 
 
 def body(filters: data.Filters) -> None:
     from_link()
     linked = st.query_params.get("rollout")
     selection = st.query_params.get("examples")
-    with st.expander("Find rollouts", expanded=not linked):
-        options = listed(filters, selection) if selection else search(filters)["rollout_id"].tolist()
+    # Searched only while open: a linked rollout's page does not wait for a search nobody looks at.
+    finder = st.expander("Find rollouts", expanded=not linked, key="find-rollouts", on_change="rerun")
+    options = []
+    if finder.open:
+        with finder:
+            options = listed(filters, selection) if selection else search(filters)["rollout_id"].tolist()
     if linked and linked not in options:
         options.insert(0, linked)
     if not options:
