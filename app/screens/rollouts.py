@@ -199,17 +199,13 @@ def outcome(rollout: dict, stage: dict, scores) -> None:
         )
     funnel(stage)
     if not scores.empty:
-        shown = readable(
-            scores,
-            {
-                "kind": None,
-                "name": None,
-                "reward": charts.number,
-                "status": None,
-                "duration_s": charts.seconds,
-            },
-        )  # noqa: E501
-        st.dataframe(shown, hide_index=True, key="scores")
+        st.markdown("Scores: " + " · ".join(score(row) for row in scores.to_dict("records")))
+
+
+def score(row: dict) -> str:
+    """One reward function's or judge's score, its name (the job's) as a code span: `unit_tests` **1.00**."""
+    status = "" if row["status"] == "ok" else f" ({code(row['status'])})"
+    return f"{code(row['name'])} **{charts.number(row['reward'])}**{status} in {charts.seconds(row['duration_s'])}"
 
 
 def funnel(stage: dict) -> None:
