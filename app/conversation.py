@@ -34,8 +34,12 @@ SIDE_BY_SIDE = 4  # attempts drawn next to each other at most
 # --- one rollout ---------------------------------------------------------------------------------------------
 
 
-def conversation(filters: data.Filters, rollout_id: str, frame: pd.DataFrame) -> None:
-    """The rollout turn by turn, a page of ``TURNS_PER_PAGE`` turns at a time."""
+def conversation(
+    filters: data.Filters, rollout_id: str, frame: pd.DataFrame, marks: pd.DataFrame | None = None
+) -> None:
+    """The rollout turn by turn, a page of ``TURNS_PER_PAGE`` turns at a time. ``marks``: its turns' prefix
+    continuity and compaction (``turn_index``, ``continuity_break``, ``compaction_tokens_before`` / ``_after``:
+    issue 57's per-turn query), marked on each turn's header; None where the store cannot say."""
     gathered = transcript.turns(transcript.blocks(frame))
     messages = int(frame["source"].notna().sum())
     turns = sum(t.turn for t in gathered)
@@ -50,10 +54,11 @@ def conversation(filters: data.Filters, rollout_id: str, frame: pd.DataFrame) ->
         st.info(
             f"No transcript recorded for this rollout {transcript.NO_CONTENT[1:-1]}; its turns' accounting:"
         )
+    marked = _marks(marks)
     for turn in _page(gathered, rollout_id):
         with st.container(border=True):
             for block in turn.blocks:
-                _block(filters, rollout_id, block)
+                _block(filters, rollout_id, block, marked.get(turn.index) if turn.turn else None)
 
 
 def _page(gathered: list, rollout_id: str) -> list:
@@ -75,8 +80,29 @@ def _page(gathered: list, rollout_id: str) -> list:
     return gathered[lo:hi]
 
 
-def _block(filters: data.Filters, rollout_id: str, block: transcript.Block) -> None:
-    st.markdown(f"**{transcript.header(block, code)}**")
+def _marks(marks: pd.DataFrame | None) -> dict:
+    """Each marked turn's note: ``⟲ history prefilled again (why)``, ``✂ from a compacted context (N → M
+    tokens)``."""
+    if marks is None or marks.empty:
+        return {}
+    notes: dict = {}
+    for row in marks.to_dict("records"):
+        found = []
+        if not charts.missing(row.get("continuity_break")):
+            found.append(f"⟲ history prefilled again ({code(row['continuity_break'])})")
+        if not charts.missing(row.get("compaction_tokens_before")):
+            found.append(
+                f"✂ from a compacted context ({charts.count(row['compaction_tokens_before'])} → "
+                f"{charts.count(row.get('compaction_tokens_after'))} tokens)"
+            )
+        if found:
+            notes[row["turn_index"]] = " · ".join(found)
+    return notes
+
+
+def _block(filters: data.Filters, rollout_id: str, block: transcript.Block, mark: str | None = None) -> None:
+    header = f"**{transcript.header(block, code)}**"
+    st.markdown(header + (f"  \n{mark}" if mark and block.kind == "turn" else ""))
     for message in block.messages:
         _message(filters, rollout_id, block, message)
     if not block.messages and block.kind != "reward":

@@ -276,6 +276,26 @@ def test_a_200_turn_rollout_is_drawn_a_page_of_turns_at_a_time(agent):
     assert any(m.value.startswith("**judge") for m in at.markdown)  # the scoring after the last turn
 
 
+def test_a_turns_continuity_and_compaction_marks_read_on_its_header():
+    """The hook for issue 57's per-turn query: a turn that prefilled its history again, or starts from a
+    compacted context, says so (the reason as the job's text, in a code span)."""
+    import pandas as pd
+
+    marks = pd.DataFrame(
+        {
+            "turn_index": [0, 1, 2],
+            "continuity_break": [None, "re-rendered", None],
+            "compaction_tokens_before": [None, None, 9000],
+            "compaction_tokens_after": [None, None, 2000],
+        }
+    )
+    assert conversation._marks(marks) == {
+        1: "⟲ history prefilled again (`re-rendered`)",
+        2: "✂ from a compacted context (9,000 → 2,000 tokens)",
+    }
+    assert conversation._marks(None) == {}
+
+
 def test_a_cut_text_is_shown_whole_on_a_switch(agent):
     store, run = agent
     at = open_viewer(store, "big-0")

@@ -286,7 +286,9 @@ def trace(filters: data.Filters, rollout_id: str) -> None:
     view = st.segmented_control("View", VIEWS, default=VIEWS[0], key="rollout-view", required=True)
     if view == "Conversation":
         frame = data.call(store, transcripts.conversation, run, rollout_id, bounds)
-        conversation.conversation(filters, rollout_id, frame)
+        # Hook: where prefix continuity broke and compaction happened, per turn (issue 57's trace.continuity,
+        # not on main yet), goes here as marks=...: conversation.conversation marks each turn's header.
+        conversation.conversation(filters, rollout_id, frame, marks=None)
     elif view == "Group":
         group(filters, rollout_id, data.call(store, trace_queries.group, run, rollout_id, bounds))
     elif view == "Task history":
