@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from rollscope.queries import sqlfiles
-from rollscope.queries.analyses import ADVICE_DEFAULTS
+from rollscope.queries.analyses import ADVICE_DEFAULTS, _filters
 from rollscope.queries.funnel_stages import RATES
 
 EXAMPLES = 5  # examples a figure links to
@@ -27,6 +27,7 @@ SOURCES = {  # kind -> the SQL file that finds it
     **dict.fromkeys(("drafter_logprobs", "low_acceptance"), "turns"),
     "clipped": "clipped",
 }
+ASCENDING = frozenset({"low_acceptance"})  # kinds whose smallest value is the example worth opening first
 VALUES = {  # kind -> what its value column is (None: it has none)
     "reprefilled": "history tokens prefilled again",
     "long": "decoded tokens",
@@ -98,18 +99,17 @@ def rollouts(
     """Up to ``limit`` rollouts of the selection (one per group first, the largest ``value`` first, else the
     newest), with ``total`` (the selection's rollouts) and ``groups`` on every row; ``params`` add to the
     selection's (``min_tokens`` for long rollouts)."""
-    step_lo, step_hi = steps if steps is not None else (None, None)
     return sqlfiles.run(
         con,
         f"examples/{SOURCES[selection.kind]}",
         title="Example query failed",
+        over=("examples/ranked", None),  # its rows, picked (ranked.sql reads them as ``analysis``)
         run_id=run_id,
         kind=selection.kind,
-        step_lo=step_lo,
-        step_hi=step_hi,
-        environment=environment,
+        ascending=selection.kind in ASCENDING,
         limit=limit,
         finish_reason="length",
+        **_filters(steps, environment),
         **{**selection.params, **params},
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rollscope.queries import sqlfiles, trace
+from rollscope.queries.analyses import _filters
 
 SHOWN_CHARS = 2_000  # a text longer than this is shown cut at first (head and tail), whole on demand
 SEARCH_LIMIT = 200
@@ -124,7 +125,6 @@ def search(
     expression; either case-insensitive) and every filter given (``text``: in the rollout or task id, as
     ``trace.search``), newest first, one row per rollout with its
     first hit's snippet (``search.sql``). A bad regular expression raises QueryError."""
-    step_lo, step_hi = steps if steps is not None else (None, None)
     reward_min, reward_max = reward if reward is not None else (None, None)
     return _query(
         con,
@@ -134,9 +134,7 @@ def search(
         regex=bool(regex),
         text=text or None,
         status=status,
-        environment=environment,
-        step_lo=step_lo,
-        step_hi=step_hi,
+        **_filters(steps, environment),
         reward_min=reward_min,
         reward_max=reward_max,
         lost_at=lost_at,

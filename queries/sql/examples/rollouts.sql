@@ -9,16 +9,9 @@
 --   new_prefill  new prefill tokens, most first
 --   tool_wait    time in tool calls, most first
 --   mismatch     the train-inference KL its sample recorded, largest first
--- Filters: consuming steps $step_lo .. $step_hi, $environment. At most $limit rows, from as many groups as
--- there are (a group's attempts share a task and a story: one each first), the largest figure (value) first,
--- else the newest. total counts the selection's rollouts and groups its groups.
-WITH stages AS (
-    SELECT * FROM rollout_stages($run_id)
-    WHERE ($step_lo IS NULL OR step >= $step_lo)
-      AND ($step_hi IS NULL OR step <= $step_hi)
-      AND ($environment IS NULL OR environment = $environment)
-),
-scored_groups AS (  -- each group's scored rewards, over the whole run (as rollout_stages judges signal)
+-- One row per rollout of the selection, with the figure it ranks by (value; NULL for the unranked);
+-- examples/ranked.sql filters and picks the examples.
+WITH scored_groups AS (  -- each group's scored rewards, over the whole run (as rollout_stages judges signal)
     SELECT group_id, min(reward) AS lo, max(reward) AS hi
     FROM rollout_stages($run_id)
     WHERE $kind IN ('all_wrong', 'all_right') AND scored AND reward IS NOT NULL AND group_id IS NOT NULL
@@ -29,44 +22,27 @@ work AS (
     SELECT rollout_id, reprefilled, generated, new_prefill, tool_ns, first_turn_ns
     FROM _rollout_work($run_id)
     WHERE $kind IN ('reprefilled', 'long', 'new_prefill', 'tool_wait')
-),
-chosen AS (
-    SELECT
-        s.rollout_id, s.group_id, s.step, s.environment, s.reward, s.lost_at,
-        _loss_reason(s.lost_reason, s.group_id) AS lost_reason,
-        CASE $kind
-            WHEN 'reprefilled' THEN w.reprefilled
-            WHEN 'long' THEN w.generated
-            WHEN 'new_prefill' THEN w.new_prefill
-            WHEN 'tool_wait' THEN w.tool_ns / 1e9
-            WHEN 'mismatch' THEN s.mismatch_kl
-        END AS value
-    FROM stages AS s
-    LEFT JOIN work AS w USING (rollout_id)
-    LEFT JOIN scored_groups AS g USING (group_id)
-    WHERE CASE $kind
-        WHEN 'lost' THEN coalesce(s.lost_at, 'usable') = $lost_at
-            AND ($lost_reason IS NULL OR _loss_reason(s.lost_reason, s.group_id) = $lost_reason)
-        WHEN 'all_wrong' THEN s.lost_at = 'nonzero_signal' AND g.lo = g.hi AND g.hi <= 0
-        WHEN 'all_right' THEN s.lost_at = 'nonzero_signal' AND g.lo = g.hi AND g.lo >= 1
-        WHEN 'reprefilled' THEN w.reprefilled > 0
-        WHEN 'long' THEN w.generated >= $min_tokens
-        WHEN 'new_prefill' THEN w.new_prefill > 0
-        WHEN 'tool_wait' THEN w.tool_ns > 0
-        WHEN 'mismatch' THEN s.mismatch_kl IS NOT NULL
-    END
-),
-ranked AS (
-    SELECT
-        *,
-        row_number() OVER (
-            PARTITION BY coalesce(group_id, rollout_id) ORDER BY value DESC NULLS LAST, rollout_id
-        ) AS in_group,
-        count(*) OVER () AS total,
-        count(DISTINCT coalesce(group_id, rollout_id)) OVER () AS groups
-    FROM chosen
 )
-SELECT rollout_id, group_id, step, environment, reward, lost_at, lost_reason, value, total, groups
-FROM ranked
-ORDER BY in_group, value DESC NULLS LAST, step DESC NULLS FIRST, rollout_id
-LIMIT $limit
+SELECT
+    s.rollout_id,
+    CASE $kind
+        WHEN 'reprefilled' THEN w.reprefilled
+        WHEN 'long' THEN w.generated
+        WHEN 'new_prefill' THEN w.new_prefill
+        WHEN 'tool_wait' THEN w.tool_ns / 1e9
+        WHEN 'mismatch' THEN s.mismatch_kl
+    END AS value
+FROM rollout_stages($run_id) AS s
+LEFT JOIN work AS w USING (rollout_id)
+LEFT JOIN scored_groups AS g USING (group_id)
+WHERE CASE $kind
+    WHEN 'lost' THEN coalesce(s.lost_at, 'usable') = $lost_at
+        AND ($lost_reason IS NULL OR _loss_reason(s.lost_reason, s.group_id) = $lost_reason)
+    WHEN 'all_wrong' THEN s.lost_at = 'nonzero_signal' AND g.lo = g.hi AND g.hi <= 0
+    WHEN 'all_right' THEN s.lost_at = 'nonzero_signal' AND g.lo = g.hi AND g.lo >= 1
+    WHEN 'reprefilled' THEN w.reprefilled > 0
+    WHEN 'long' THEN w.generated >= $min_tokens
+    WHEN 'new_prefill' THEN w.new_prefill > 0
+    WHEN 'tool_wait' THEN w.tool_ns > 0
+    WHEN 'mismatch' THEN s.mismatch_kl IS NOT NULL
+END
