@@ -357,6 +357,16 @@ def test_the_search_finds_rollouts_by_transcript_text_and_links_each(agent, con)
     assert at.selectbox(key="open-rollout").options == hits["rollout_id"].tolist()
 
 
+def test_a_bad_regular_expression_is_said_on_the_page_which_goes_on(agent):
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.session_state["store"] = str(agent[0])
+    at.query_params.update({"run": RUN, "q": "(unclosed", "regex": "1"})
+    at.run()
+    at.switch_page("screens/rollouts.py").run()
+    assert not at.exception and len(at.error) == 1 and "Transcript query failed" in at.error[0].value
+    assert "No rollout matches these filters." in [i.value for i in at.info]
+
+
 def test_a_funnel_loss_link_lists_its_rollouts(agent, con):
     at = open_viewer(agent[0], stage="nonzero_signal", reason="only scored attempt in its group")
     listed = table(at, "sample_decision")["rollout_id"]

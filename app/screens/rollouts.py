@@ -4,12 +4,14 @@ training, and its spans as a waterfall."""
 
 from functools import partial
 
+import pandas as pd
 import streamlit as st
 
 from rollscope.app import charts, conversation, data, links
 from rollscope.app.conversation import readable
 from rollscope.app.links import code, viewer
 from rollscope.collectors.semconv import ROLLOUT_STATUSES
+from rollscope.errors import RollscopeError
 from rollscope.queries import analyses, examples, transcripts
 from rollscope.queries import trace as trace_queries
 from rollscope.queries.funnel_stages import RATES
@@ -123,17 +125,21 @@ def _reasons(filters: data.Filters, stage) -> list:
 
 
 def hits(filters: data.Filters, pattern: str, regex: bool, finish, wanted: dict):
-    found = data.call(
-        filters.store,
-        transcripts.search,
-        filters.run_id,
-        pattern or None,
-        regex=regex,
-        finish_reason=finish,
-        environment=filters.environment,
-        steps=filters.steps,
-        **wanted,
-    )
+    try:
+        found = data.call(
+            filters.store,
+            transcripts.search,
+            filters.run_id,
+            pattern or None,
+            regex=regex,
+            finish_reason=finish,
+            environment=filters.environment,
+            steps=filters.steps,
+            **wanted,
+        )
+    except RollscopeError as e:  # a regular expression that does not parse: say so, keep the page
+        data.show_error(e)
+        return pd.DataFrame({"rollout_id": []})
     st.caption(
         f"{charts.count(len(found))} rollouts whose transcripts match (newest first, at most "
         f"{transcripts.SEARCH_LIMIT}), with their first match; the sidebar's environment and step range apply. "
