@@ -55,6 +55,7 @@ bench: $(SLOW_STAMP)
 	$(BIN)/python -m benchmarks.ingest
 	$(BIN)/python -m benchmarks.queries
 	$(BIN)/python -m benchmarks.dashboard
+	$(BIN)/python -m benchmarks.transcripts
 	$(BIN)/python -m benchmarks.trl_overhead
 	$(BIN)/python -m benchmarks.transcript_store
 

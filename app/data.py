@@ -658,6 +658,21 @@ def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object, obj
     return found["rollout"], found["spans"], found["group"]
 
 
+def window(filters: Filters, rollout_id: str) -> dict:
+    """Where in time the rollout's spans and messages can be (``trace.window``): what each of its lookups
+    reads within, looked up once per rollout and run version."""
+    return call(filters.store, trace.window, filters.run_id, rollout_id)
+
+
+def examples(filters: Filters, selection, *, scoped: bool = True, **options):
+    """``queries.examples.rollouts`` of ``selection`` for the page's run, in its step range and environment
+    (``scoped``; else the whole run, as the checks read it)."""
+    from rollscope.queries import examples as queries_examples
+
+    scope = {"steps": filters.steps, "environment": filters.environment} if scoped else {}
+    return call(filters.store, queries_examples.rollouts, filters.run_id, selection, **scope, **options)
+
+
 def sql_example() -> str:
     """The explorer's first query (``queries/sql/sandbox/example.sql``)."""
     from rollscope.queries import sqlfiles

@@ -111,10 +111,16 @@ def main() -> None:
     parser.add_argument("--store", type=Path, default=None, help="keep (or reuse) the search run here")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-sizes", action="store_true", help="measure the search only")
+    parser.add_argument("--skip-search", action="store_true", help="measure the bytes per rollout only")
     args = parser.parse_args()
     if not args.skip_sizes:
         for preset, spans in (("sample", None), ("scale", args.scale_spans)):
             _print_sizes(preset, bytes_per_rollout(preset, spans))
+    if not args.skip_search:
+        search(args)
+
+
+def search(args) -> None:
     store, built = search_store(args.store, args.search_spans)
     started = time.perf_counter()
     con = queries.connect(store, run_id=RUN)

@@ -27,9 +27,12 @@ def search(
     text: str | None = None,
     reward: tuple[float, float] | None = None,
     steps: tuple[int, int] | None = None,
+    lost_at: str | None = None,
+    lost_reason: str | None = None,
     limit: int = SEARCH_LIMIT,
 ) -> pd.DataFrame:
-    """Rollouts of ``run_id`` matching every filter given (``text`` matches rollout or task id), newest first."""
+    """Rollouts of ``run_id`` matching every filter given (``text`` matches rollout or task id; ``lost_at`` and
+    ``lost_reason`` the funnel stage it was lost at, "usable" for none, and why), newest first."""
     reward_min, reward_max = reward if reward is not None else (None, None)
     step_lo, step_hi = steps if steps is not None else (None, None)
     return _query(
@@ -43,6 +46,8 @@ def search(
         reward_max=reward_max,
         step_lo=step_lo,
         step_hi=step_hi,
+        lost_at=lost_at,
+        lost_reason=lost_reason,
         limit=limit,
     )
 

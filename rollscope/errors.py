@@ -28,3 +28,7 @@ class QueryError(RollscopeError):
 
 class UnknownRunError(RollscopeError):
     """A run id that the store does not hold."""
+
+
+class UnknownRolloutError(RollscopeError):
+    """A rollout id that the run does not hold."""

@@ -295,3 +295,39 @@ def test_every_deep_link_works_as_the_first_request_to_a_new_server(writer, brow
 def test_no_pages_folder_beside_the_entry_point():
     """Streamlit's old multipage mode, which broke first requests to deep links, is keyed on this folder."""
     assert not (ROOT / "app" / "pages").exists()
+
+
+@pytest.fixture(scope="module")
+def agent_store(tmp_path_factory):
+    """An agent run with transcripts, one of whose rollouts (hostile-0) holds markup and script in its texts."""
+    from tests.transcript_fixtures import write_agent_run
+
+    store = tmp_path_factory.mktemp("browser-agent") / "store"
+    write_agent_run(store, "agent", steps=1)
+    return store
+
+
+def test_a_transcript_holding_markup_and_script_is_shown_as_text(agent_store, browser):
+    """An agent's tool output and answer may hold HTML, JavaScript and markdown: the viewer shows them as the
+    characters they are, and nothing in them runs, loads or renders."""
+    url, stop = fresh_dashboard(agent_store, "transcript.log")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(f"{url}/rollouts?run=agent&rollout=hostile-0")
+        settle(page, "Rollouts")
+        main = page.locator('[data-testid="stMain"]')
+        main.get_by_text("not red in a terminal").first.wait_for(timeout=30_000)
+        text = main.inner_text()  # what a reader sees: in the tool's output and in the final answer
+        assert text.count('<img src=x onerror="window.__rollscope_pwned = 2">') == 2
+        assert text.count("<script>window.__rollscope_pwned = 1</script>") == 2
+        assert text.count("**not bold** [not a link](javascript:alert(1)) :red[not red]") == 2
+        assert page.evaluate("window.__rollscope_pwned") is None  # neither the script nor the onerror ran
+        assert main.locator('img[src="x"]').count() == 0 and main.locator("script").count() == 0
+        assert main.locator("h1, h2, h3", has_text="not a heading").count() == 0
+        assert main.locator("strong, b", has_text="not bold").count() == 0
+        assert main.locator("a", has_text="not a link").count() == 0
+        assert page.locator(ERRORS).count() == 0
+        full_screenshot(page, ARTIFACTS / "transcript-hostile.png")
+    finally:
+        page.close()
+        stop()

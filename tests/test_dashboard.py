@@ -288,6 +288,7 @@ def test_rollouts_page_finds_rollouts_and_opens_one_as_a_waterfall(sample_store,
         == trace.search(con, RUN, text="s1-g0")["rollout_id"].tolist()
     )
     at.selectbox(key="open-rollout").set_value("s1-g0-0").run()
+    at.segmented_control(key="rollout-view").set_value("Timeline").run()
     spans = trace.spans(con, RUN, "s1-g0-0")
     bars = sum(len(t["y"]) for t in figure(at, "waterfall")["data"])
     assert bars == len(spans)
@@ -302,7 +303,8 @@ def test_rollouts_page_finds_rollouts_and_opens_one_as_a_waterfall(sample_store,
     )
     assert listed["duration"] == charts.seconds(row["duration_s"]) and listed["duration"].endswith("s")
     # the group view: its sibling attempts' rewards and advantages (reward − the group's mean)
-    group = at.dataframe[1].value
+    at.segmented_control(key="rollout-view").set_value("Group").run()
+    group = next(d.value for d in at.dataframe if "advantage" in d.value.columns)
     siblings = con.execute(
         "SELECT rollout_id, reward FROM rollouts WHERE run_id = $run AND group_id = (SELECT group_id FROM "
         "rollouts WHERE run_id = $run AND rollout_id = 's1-g0-0') ORDER BY start_ns, rollout_id",

@@ -99,10 +99,11 @@ def test_docs_list_every_analysis_and_only_real_ones():
     assert named == (analyses_ - {"require_run"}) | {"what_if"}  # require_run: a guard, what_if: no run
 
 
-def test_readme_shows_the_overview_and_says_what_a_bare_machine_needs():
+def test_readme_shows_the_overview_and_a_transcript_and_says_what_a_bare_machine_needs():
     images = re.findall(r"!\[[^\]]+\]\(([^)]+\.png)\)", README)
-    assert images == ["docs/overview.png"]
-    assert (ROOT / images[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert images == ["docs/overview.png", "docs/rollout.png"]  # the Overview, and a rollout's transcript
+    for image in images:
+        assert (ROOT / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for needed in ("python3-venv", "`make`", "chromium"):
         assert needed in README
     after = README[README.index("## Attach to a job") : README.index("## Commands")]

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from rollscope.app import charts, data
+from rollscope.app import charts, data, links
 from rollscope.app.pages import TITLES
-from rollscope.queries import analyses
+from rollscope.queries import analyses, examples
 from rollscope.queries.analyses import ADVICE_DEFAULTS
 
 
@@ -71,6 +71,21 @@ def lever(filters: data.Filters, row: dict) -> None:
     else:
         st.caption(f"Why not: {row['why_not']}.")
     st.markdown(f"Evidence: [{TITLES[row['page']]}](./{row['page']}?run={filters.run_id})")
+    selection = examples.LEVERS.get(row["lever"])
+    if selection is not None:
+        found = data.examples(filters, selection, scoped=False, steps=filters.steps, **lever_options(row))
+        st.caption(
+            links.example_line(filters.run_id, f"lever:{row['lever']}", selection, found, steps=filters.steps)
+        )
+
+
+def lever_options(row: dict) -> dict:
+    """What-if settings a lever's examples follow: long rollouts start where the lever's setting says."""
+    return (
+        {"min_tokens": int(row["long_tokens"])}
+        if row["lever"] == "spec_budget" and row.get("long_tokens")
+        else {}
+    )
 
 
 filters = data.page(

@@ -1,9 +1,12 @@
 """Funnel: how much generated experience reaches the trainer, where the rest is lost, and what-ifs."""
 
+from functools import partial
+
 import streamlit as st
 
-from rollscope.app import charts, data
+from rollscope.app import charts, data, links
 from rollscope.queries import analyses
+from rollscope.queries import examples as queries_examples
 from rollscope.queries.funnel_stages import STAGE_RATES
 
 WHAT_IF_STEP_POINTS = 20  # the first view raises the weakest stage by this many points (README: 60 % → 80 %)
@@ -70,6 +73,28 @@ def losses(filters: data.Filters) -> None:
         key="losses",
     )
     st.caption("What to look for: the largest bar is the cheapest experience to win back.")
+    examples(filters, frame)
+
+
+def examples(filters: data.Filters, losses) -> None:
+    """Each loss's example rollouts, a link each to its transcript: what the lost experience looked like."""
+    selections = [
+        queries_examples.lost(stage, reason)
+        for stage, reason in zip(losses["stage"], losses["reason"], strict=True)
+    ]  # noqa: E501
+    found = data.at_once({i: partial(data.examples, filters, sel) for i, sel in enumerate(selections)})
+    lines = [
+        f"- **{charts.label(stage)} · {reason}**: "
+        + links.example_line(
+            filters.run_id, "", sel, found[i], steps=filters.steps, environment=filters.environment
+        )  # noqa: E501
+        for i, (stage, reason, sel) in enumerate(
+            zip(losses["stage"], losses["reason"], selections, strict=True)
+        )
+    ]
+    st.markdown(
+        "**What the lost rollouts did**, a few of each loss (from distinct groups):\n" + "\n".join(lines)
+    )
 
 
 def what_if(row: dict) -> None:

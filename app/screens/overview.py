@@ -6,8 +6,8 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from rollscope.app import charts, data
-from rollscope.queries import analyses, report
+from rollscope.app import charts, data, links
+from rollscope.queries import analyses, examples, report
 from rollscope.queries.funnel_stages import RATES
 
 PERCENT = {"nonzero_signal_rate", "acceptance_rate", "trainer_idle_fraction"}
@@ -54,7 +54,7 @@ def funnel_line(funnel: dict) -> str:
     return " → ".join(stages) + f" = **{charts.count(funnel['usable'])}** usable"
 
 
-def checks(results: pd.DataFrame) -> None:
+def checks(filters: data.Filters, results: pd.DataFrame) -> None:
     st.subheader("Checks")
     failing = results[results[""] == "✗"]
     st.caption(
@@ -62,6 +62,8 @@ def checks(results: pd.DataFrame) -> None:
         if len(failing)
         else f"All {len(results)} checks pass (`rollscope check`; thresholds in docs/report.md)."
     )
+    selections = {c: examples.CHECKS[c] for c in results["check"] if c in examples.CHECKS}
+    found = data.at_once({c: partial(data.examples, filters, s, scoped=False) for c, s in selections.items()})
     for row in results.itertuples(index=False):  # failing first, in red (an st.error means the page broke)
         if row[0] == "✗":
             st.markdown(
@@ -70,6 +72,9 @@ def checks(results: pd.DataFrame) -> None:
             )
         else:
             st.markdown(f":green[:material/check_circle: **{row.check}**]: {row.message}")
+        if row.check in selections:
+            key, selection = f"check:{row.check}", selections[row.check]
+            st.caption(links.example_line(filters.run_id, key, selection, found[row.check]))
 
 
 def trends(series_by_metric: Iterable[tuple[str, pd.DataFrame]]) -> None:
@@ -107,7 +112,7 @@ def body(filters: data.Filters) -> None:
     headline(figures)
     st.markdown(funnel_line(figures["funnel"]))
     st.caption("What to look for: the stage with the lowest rate is where experience is lost (see Funnel).")
-    checks(next(ready)[1])
+    checks(filters, next(ready)[1])
     trends(ready)
 
 

@@ -1,12 +1,26 @@
-"""Rollouts: find rollouts, and open one as a waterfall of its turns, tools, rewards and judges."""
+"""Rollouts: find rollouts (by id, outcome or the text of their transcripts), and open one: what the agent said
+and did turn by turn beside each turn's accounting, its group's attempts side by side, its task's attempts across
+training, and its spans as a waterfall."""
 
+from functools import partial
+
+import pandas as pd
 import streamlit as st
 
-from rollscope.app import charts, data
+from rollscope.app import charts, conversation, data, links
+from rollscope.app.conversation import readable
+from rollscope.app.links import code, viewer
 from rollscope.collectors.semconv import ROLLOUT_STATUSES
+from rollscope.errors import RollscopeError
+from rollscope.queries import analyses, examples, transcripts
+from rollscope.queries import trace as trace_queries
+from rollscope.queries.funnel_stages import RATES
 from rollscope.queries.trace import SEARCH_LIMIT
 
 STATUSES = [None, *ROLLOUT_STATUSES]
+STAGES = [None, "usable", *(stage for stage in RATES if stage != "usable")]  # the stage a rollout was lost at
+FINISH_REASONS = [None, "stop", "length", "tool_calls", "content_filter"]
+VIEWS = ["Conversation", "Group", "Task history", "Timeline"]
 COLUMNS = {  # column: how it reads (None: as it is)
     "rollout_id": None,
     "environment": None,
@@ -23,18 +37,38 @@ COLUMNS = {  # column: how it reads (None: as it is)
     "duration_s": charts.seconds,
     "start_time": lambda t: "—" if charts.missing(t) else t.strftime("%Y-%m-%d %H:%M:%S"),
 }
+HIT_COLUMNS = {
+    "rollout_id": None,
+    "environment": None,
+    "step": charts.count,
+    "rollout_status": None,
+    "reward": charts.number,
+    "stage": None,
+    "lost_reason": None,
+    "hits": charts.count,
+    "role": None,
+    "snippet": None,
+}
+LINKED = {  # the page's address parameters (a link from another page) and the filter each sets
+    "rollout-stage": "stage",
+    "rollout-reason": "reason",
+    "transcript-text": "q",
+    "transcript-finish": "finish",
+}
 
 
-def readable(frame, columns: dict):
-    """The frame's columns as the page shows them: counts with separators, durations with units."""
-    shown = frame[list(columns)].copy()
-    for column, form in columns.items():
-        if form is not None:
-            shown[column] = [form(v) for v in shown[column]]
-    return shown.rename(columns={"duration_s": "duration", "start_time": "started"})
+def from_link() -> None:
+    """A link's filters (``?stage=nonzero_signal&reason=all-equal group``, ``?q=Traceback``) set the search's
+    widgets when the page opens; the user's choices win after that."""
+    for key, param in LINKED.items():
+        if key not in st.session_state and st.query_params.get(param):
+            st.session_state[key] = st.query_params[param]
+    if "transcript-regex" not in st.session_state and st.query_params.get("regex") == "1":
+        st.session_state["transcript-regex"] = True
 
 
 def search(filters: data.Filters):
+    """The rollouts the filters find: by id, status, reward and funnel stage, or by their transcripts' text."""
     cols = st.columns([3, 2, 1, 1])
     text = cols[0].text_input("Rollout or task id contains", key="rollout-text")
     status = cols[1].selectbox(
@@ -42,20 +76,116 @@ def search(filters: data.Filters):
     )
     low = cols[2].number_input("Reward ≥", value=None, key="rollout-reward-min")
     high = cols[3].number_input("Reward ≤", value=None, key="rollout-reward-max")
-    reward = None if low is None and high is None else (low, high)
-    found = data.rollouts(filters, text=text or None, status=status, reward=reward)
+    cols = st.columns([3, 1, 2, 2, 2])
+    pattern = cols[0].text_input(
+        "Text in transcripts",
+        key="transcript-text",
+        help="Case-insensitive; a regular expression (RE2) with regex",
+    )
+    regex = cols[1].toggle("regex", key="transcript-regex")
+    stage = cols[2].selectbox(
+        "Stage lost at", STAGES, key="rollout-stage", format_func=lambda s: "any stage" if s is None else s
+    )
+    reason = cols[3].selectbox("Why lost", _reasons(filters, stage), key="rollout-reason", format_func=_any)
+    finish = cols[4].selectbox("Finish reason", FINISH_REASONS, key="transcript-finish", format_func=_any)
+    wanted = {
+        "text": text or None,
+        "status": status,
+        "reward": None if low is None and high is None else (low, high),
+        "lost_at": stage,
+        "lost_reason": reason,
+    }
+    if pattern or finish:
+        return hits(filters, pattern, regex, finish, wanted)
+    found = data.rollouts(filters, **wanted)
     st.caption(
         f"{charts.count(len(found))} rollouts (newest first, at most {SEARCH_LIMIT}); the sidebar's "
         "environment and step range apply."
     )
-    st.dataframe(readable(found, COLUMNS), hide_index=True, height=240, width="stretch", key="found")
+    shown = readable(found, COLUMNS).assign(open=[viewer(filters.run_id, r) for r in found["rollout_id"]])
+    st.dataframe(shown, hide_index=True, height=240, width="stretch", key="found", column_config=OPEN)
     return found
 
 
-def outcome(rollout: dict) -> None:
+OPEN = {"open": st.column_config.LinkColumn("open", display_text="open", width="small")}
+
+
+def _any(value) -> str:
+    return "any" if value is None else value
+
+
+def _reasons(filters: data.Filters, stage) -> list:
+    """The reasons the funnel lost rollouts for at ``stage`` in this selection (and a link's, if another)."""
+    if stage in (None, "usable"):
+        return [None]
+    losses = data.analysis(analyses.funnel_losses, filters)
+    reasons = losses.loc[losses["stage"] == stage, "reason"].tolist()
+    linked = st.session_state.get("rollout-reason")
+    return [None, *reasons, *([linked] if linked and linked not in reasons else [])]
+
+
+def hits(filters: data.Filters, pattern: str, regex: bool, finish, wanted: dict):
+    try:
+        found = data.call(
+            filters.store,
+            transcripts.search,
+            filters.run_id,
+            pattern or None,
+            regex=regex,
+            finish_reason=finish,
+            environment=filters.environment,
+            steps=filters.steps,
+            **wanted,
+        )
+    except RollscopeError as e:  # a regular expression that does not parse: say so, keep the page
+        data.show_error(e)
+        return pd.DataFrame({"rollout_id": []})
+    st.caption(
+        f"{charts.count(len(found))} rollouts whose transcripts match (newest first, at most "
+        f"{transcripts.SEARCH_LIMIT}), with their first match; the sidebar's environment and step range apply. "
+        "`rollscope sql` searches the `messages` view the same way (docs/transcripts.md)."
+    )
+    shown = readable(found, HIT_COLUMNS).assign(open=[viewer(filters.run_id, r) for r in found["rollout_id"]])
+    st.dataframe(shown, hide_index=True, height=240, width="stretch", key="hits", column_config=OPEN)
+    return found
+
+
+EXAMPLE_COLUMNS = {
+    "rollout_id": None,
+    "environment": None,
+    "step": charts.count,
+    "reward": charts.number,
+    "lost_at": None,
+    "lost_reason": None,
+    "value": lambda v: charts.count(v) if not charts.missing(v) and abs(v) >= 100 else charts.number(v, 3),
+}
+
+
+def listed(filters: data.Filters, key: str):
+    """The rollouts a check or lever rests on (``?examples=check:nonzero-signal``), as its link promised."""
+    selection = examples.named(key)
+    if selection is None:
+        st.warning(
+            f"No such selection of rollouts: {code(key)}. [Search all rollouts]({links.rollouts(filters.run_id)})"
+        )
+        return []
+    found = data.examples(filters, selection, limit=examples.LIST_LIMIT)
     st.markdown(
-        f"Environment **{rollout['environment'] or '—'}** · task `{rollout['task_id']}` · group "
-        f"`{rollout['group_id']}`"
+        f"**{examples.count_line(found, selection).capitalize()}** (as the link named them; the "
+        f"sidebar's filters apply). [Search all rollouts instead]({links.rollouts(filters.run_id)})"
+    )
+    shown = readable(found, EXAMPLE_COLUMNS).rename(
+        columns={"value": examples.VALUES.get(selection.kind, "value")}
+    )
+    shown["open"] = [viewer(filters.run_id, r) for r in found["rollout_id"]]
+    st.dataframe(shown, hide_index=True, height=240, width="stretch", key="listed", column_config=OPEN)
+    return found["rollout_id"].tolist()
+
+
+def outcome(rollout: dict, stage: dict, scores) -> None:
+    st.markdown(
+        f"Environment {code(rollout['environment'] or '—')} · task {code(rollout['task_id'])} · group "
+        f"{code(rollout['group_id'])}"
     )
     cols = st.columns(4)
     cols[0].metric("Status", rollout["rollout_status"])
@@ -73,6 +203,27 @@ def outcome(rollout: dict) -> None:
             f"**{rollout['sample_decision']}**, staleness {charts.count(rollout['sample_staleness'])} "
             "versions."
         )
+    funnel(stage)
+    if not scores.empty:
+        st.markdown("Scores: " + " · ".join(score(row) for row in scores.to_dict("records")))
+
+
+def score(row: dict) -> str:
+    """One reward function's or judge's score, its name (the job's) as a code span: `unit_tests` **1.00**."""
+    status = "" if row["status"] == "ok" else f" ({code(row['status'])})"
+    return f"{code(row['name'])} **{charts.number(row['reward'])}**{status} in {charts.seconds(row['duration_s'])}"
+
+
+def funnel(stage: dict) -> None:
+    if not stage:
+        st.caption("Funnel stage: not known yet (its rl.rollout span has not been taken in).")
+    elif stage["usable"]:
+        st.markdown("Funnel: **usable**: it reached the trainer and counted.")
+    else:
+        st.warning(
+            f"Funnel: lost at **{charts.label(stage['lost_at'])}**, because: **{stage['lost_reason']}** "
+            "(docs/metrics.md, the funnel)."
+        )
 
 
 GROUP_COLUMNS = {
@@ -87,27 +238,32 @@ GROUP_COLUMNS = {
 }
 
 
-def group(attempts) -> None:
+def group(filters: data.Filters, rollout_id: str, attempts) -> None:
     if attempts.empty:
         st.caption("This rollout records no group_id: no sibling attempts to compare its reward with.")
         return
     st.markdown(f"**Its group: {len(attempts)} attempts** (this rollout marked ▶)")
     shown = readable(attempts, GROUP_COLUMNS)
     shown.insert(0, "", ["▶" if this else "" for this in attempts["this_rollout"]])
-    st.dataframe(shown, hide_index=True, width="stretch", key="group")
+    shown["open"] = [viewer(filters.run_id, r) for r in attempts["rollout_id"]]
+    st.dataframe(shown, hide_index=True, width="stretch", key="group", column_config=OPEN)
     st.caption(
         "advantage = reward − the group's mean reward; advantage z = that over the rewards' standard deviation "
-        "(— when all rewards are equal: the group gives no signal)."
+        "(— when all rewards are equal: the group gives no signal). What to look for: what the best attempt did "
+        "that the worst did not."
     )
+    frames = data.call(
+        filters.store,
+        transcripts.group_conversations,
+        filters.run_id,
+        rollout_id,
+        data.window(filters, rollout_id),
+    )
+    conversation.side_by_side(attempts, frames)
+    conversation.diff(attempts, frames)
 
 
-def trace(filters: data.Filters, rollout_id: str) -> None:
-    rollout, spans, attempts = data.rollout(filters, rollout_id)
-    if rollout is None:
-        st.warning(f"Rollout {rollout_id!r} is not in run {filters.run_id}.")
-        return
-    outcome(rollout)
-    group(attempts)
+def timeline(spans) -> None:
     st.plotly_chart(charts.waterfall(spans), key="waterfall")
     st.caption(
         "What to look for: gaps between turns (tool or queue waits), a judge or reward long after the "
@@ -117,13 +273,57 @@ def trace(filters: data.Filters, rollout_id: str) -> None:
         st.dataframe(spans, hide_index=True, width="stretch")
 
 
+def trace(filters: data.Filters, rollout_id: str) -> None:
+    """The rollout's outcome, then the view chosen: each view reads only what it shows, in the rollout's
+    time window."""
+    bounds, store, run = data.window(filters, rollout_id), filters.store, filters.run_id
+    figures = data.at_once(
+        {
+            "rollout": partial(data.call, store, trace_queries.rollout, run, rollout_id, bounds),
+            "stage": partial(data.call, store, transcripts.stage, run, rollout_id),
+            "scores": partial(data.call, store, transcripts.scores, run, rollout_id, bounds),
+        }
+    )
+    rollout = figures["rollout"]
+    if rollout is None:
+        st.warning(f"Rollout {code(rollout_id)} is not in run {code(filters.run_id)}.")
+        return
+    outcome(rollout, figures["stage"], figures["scores"])
+    view = st.segmented_control("View", VIEWS, default=VIEWS[0], key="rollout-view", required=True)
+    if view == "Conversation":
+        frame = data.call(store, transcripts.conversation, run, rollout_id, bounds)
+        # Hook: where prefix continuity broke and compaction happened, per turn (issue 57's trace.continuity,
+        # not on main yet), goes here as marks=...: conversation.conversation marks each turn's header.
+        conversation.conversation(filters, rollout_id, frame, marks=None)
+    elif view == "Group":
+        group(filters, rollout_id, data.call(store, trace_queries.group, run, rollout_id, bounds))
+    elif view == "Task history":
+        found = data.call(store, transcripts.history, run, rollout["task_id"]) if rollout["task_id"] else None
+        conversation.history(run, rollout_id, found)
+    else:
+        timeline(data.call(store, trace_queries.spans, run, rollout_id, bounds))
+
+
 def body(filters: data.Filters) -> None:
-    found = search(filters)
-    if found.empty:
+    from_link()
+    linked = st.query_params.get("rollout")
+    selection = st.query_params.get("examples")
+    # Searched only while open: a linked rollout's page does not wait for a search nobody looks at.
+    finder = st.expander("Find rollouts", expanded=not linked, key="find-rollouts", on_change="rerun")
+    options = []
+    if finder.open:
+        with finder:
+            options = listed(filters, selection) if selection else search(filters)["rollout_id"].tolist()
+    if linked and linked not in options:
+        options.insert(0, linked)
+    if not options:
         st.info("No rollout matches these filters.")
         return
     st.subheader("One rollout")
-    rollout_id = st.selectbox("Open rollout", found["rollout_id"].tolist(), key="open-rollout")
+    if linked and st.session_state.get("open-rollout") not in options:
+        st.session_state["open-rollout"] = linked
+    rollout_id = st.selectbox("Open rollout", options, key="open-rollout")
+    st.query_params["rollout"] = rollout_id
     trace(filters, rollout_id)
 
 
@@ -131,7 +331,8 @@ data.live(
     body,
     data.page(
         "Rollouts",
-        "Search the run's rollouts and open one: every span of it on one time "
-        "axis, and the train step that consumed it.",
+        "Search the run's rollouts, by outcome or by what their transcripts say, and open one: what the agent "
+        "said and did turn by turn beside each turn's tokens and time, its group's attempts side by side, its "
+        "task's attempts across training, and its spans on one time axis.",
     ),
 )

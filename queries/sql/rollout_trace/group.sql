@@ -1,7 +1,8 @@
 -- The attempts of one rollout's group (its siblings and itself): status, reward and advantage, with their
 -- turns and decoded tokens. advantage = reward - the mean reward of the group's scored attempts (what GRPO
 -- centres on); advantage_z divides that by the rewards' population standard deviation (NULL when the rewards
--- are all equal: no signal). this_rollout marks the one asked for.
+-- are all equal: no signal). this_rollout marks the one asked for; start_ns and end_ns bound the group's time
+-- window (its conversations are read in it: queries/transcripts.py).
 WITH target AS (
     SELECT group_id FROM rollouts
     WHERE run_id = $run_id AND rollout_id = $rollout_id AND group_id IS NOT NULL
@@ -34,7 +35,8 @@ SELECT
     m.policy_version,
     coalesce(w.turns, 0) AS turns,
     w.decoded_tokens,
-    m.duration_s
+    m.duration_s,
+    m.start_ns, m.end_ns
 FROM members AS m
 CROSS JOIN stats AS s
 LEFT JOIN work AS w USING (rollout_id)

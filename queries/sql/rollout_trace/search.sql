@@ -3,7 +3,8 @@
 -- in a run that records none; NULL = not consumed yet). NULL filters match everything; a step filter keeps
 -- only consumed rollouts, as the analyses do. Without a step filter only the newest $limit rollouts are
 -- looked up in samples. turns, decoded_tokens and new_prefill_tokens sum the rollout's turns (as the per-rollout
--- work, _rollout_work, keeps them).
+-- work, _rollout_work, keeps them). $lost_at / $lost_reason keep the rollouts the funnel lost at that stage and
+-- for that reason, as funnel_losses.sql names them (the Funnel page's examples link here).
 WITH filtered AS NOT MATERIALIZED (
     SELECT *
     FROM rollouts AS r
@@ -13,6 +14,11 @@ WITH filtered AS NOT MATERIALIZED (
       AND ($text IS NULL OR r.rollout_id ILIKE '%' || $text || '%' OR r.task_id ILIKE '%' || $text || '%')
       AND ($reward_min IS NULL OR r.reward >= $reward_min)
       AND ($reward_max IS NULL OR r.reward <= $reward_max)
+      AND (($lost_at IS NULL AND $lost_reason IS NULL) OR r.rollout_id IN (
+          SELECT rollout_id FROM rollout_stages($run_id)  -- the stage it was lost at ('usable': none) and why
+          WHERE ($lost_at IS NULL OR coalesce(lost_at, 'usable') = $lost_at)
+            AND ($lost_reason IS NULL OR _loss_reason(lost_reason, group_id) = $lost_reason)
+      ))
 ),
 -- Without a step filter, the newest $limit matches start at or after this: found from start_ns (and the filters'
 -- columns) alone, so the rows below are read only from the row groups that can hold them (the per-rollout
