@@ -645,6 +645,13 @@ def rollout(filters: Filters, rollout_id: str) -> tuple[dict | None, object, obj
     return found["rollout"], found["spans"], found["group"]
 
 
+def continuity(filters: Filters, rollout_id: str):
+    """The rollout's turns with where prefix continuity broke and where compaction happened (``trace.continuity``),
+    read in its time window (``trace.window``, cached with the rollout's other lookups)."""
+    bounds = call(filters.store, trace.window, filters.run_id, rollout_id)
+    return call(filters.store, trace.continuity, filters.run_id, rollout_id, bounds)
+
+
 def sql_example() -> str:
     """The explorer's first query (``queries/sql/sandbox/example.sql``)."""
     from rollscope.queries import sqlfiles

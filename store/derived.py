@@ -85,7 +85,7 @@ from rollscope.store import layout
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
 FORMAT = (
-    13  # bump when a table's definition or the layout changes: manifests of an older format are derived again
+    14  # bump when a table's definition or the layout changes: manifests of an older format are derived again
 )
 GRACE_S = 300.0  # how long a retired part stays on disk for readers that listed it
 PARTS = "parts"  # parts/<table>/b=<block>/<name>.parquet, immutable, shared by the generations naming them
@@ -276,6 +276,14 @@ TABLES: tuple[Table, ...] = (
         ("step", "environment", "turn_index", "per_turn_index"),
         "_prefill_sums_src($run)",
         "turn tokens and times per step, environment (and turn index)",
+        scope="step",
+        order=("per_turn_index",),
+    ),
+    Table(
+        "prefill_split",
+        ("step", "environment", "turn_index", "per_turn_index"),
+        "_prefill_split_src($run)",
+        "prefill split by remedy per step, environment (and turn index)",
         scope="step",
         order=("per_turn_index",),
     ),

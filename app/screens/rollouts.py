@@ -108,13 +108,41 @@ def trace(filters: data.Filters, rollout_id: str) -> None:
         return
     outcome(rollout)
     group(attempts)
-    st.plotly_chart(charts.waterfall(spans), key="waterfall")
+    marks = data.continuity(filters, rollout_id)
+    st.plotly_chart(charts.waterfall(spans, marks), key="waterfall")
     st.caption(
         "What to look for: gaps between turns (tool or queue waits), a judge or reward long after the "
-        "last turn, and how long the rollout waited before a train step consumed it."
+        "last turn, and how long the rollout waited before a train step consumed it. ⟲ marks a turn that "
+        "prefilled its history again (and why), ✂ one that starts from a compacted context."
     )
+    continuity(marks)
     with st.expander("Spans"):
         st.dataframe(spans, hide_index=True, width="stretch")
+
+
+CONTINUITY_COLUMNS = {
+    "turn_index": charts.count,
+    "context_tokens": charts.count,
+    "history_cached_tokens": charts.count,
+    "reprefill_tokens": charts.count,
+    "continuity_break": None,
+    "compaction_tokens_before": charts.count,
+    "compaction_tokens_after": charts.count,
+    "sample": charts.count,
+}
+
+
+def continuity(marks) -> None:
+    """The turns where continuity broke or compaction happened, with their history's tokens."""
+    marked = marks[marks["continuity_break"].notna() | marks["compaction_tokens_before"].notna()]
+    if marked.empty:
+        return
+    samples = int(marks["sample"].max()) + 1
+    st.markdown(
+        f"**Prefix continuity and compaction**: {len(marked)} of {len(marks)} turns marked"
+        + (f"; compaction made it {samples} training samples" if samples > 1 else "")
+    )
+    st.dataframe(readable(marked, CONTINUITY_COLUMNS), hide_index=True, width="stretch", key="continuity")
 
 
 def body(filters: data.Filters) -> None:
