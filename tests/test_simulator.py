@@ -299,7 +299,9 @@ def test_worked_example_presets_reproduce_the_reference(tmp_path, preset, usable
     assert funnel["rates"] == pytest.approx(nominal, abs=0.01)
     con = queries.connect(tmp_path)
     assert (
-        con.execute("SELECT count(DISTINCT rollout_id) FROM samples WHERE sample_decision = 'used'").fetchone()[0]
+        con.execute(
+            "SELECT count(DISTINCT rollout_id) FROM samples WHERE sample_decision = 'used'"
+        ).fetchone()[0]
         == funnel["usable"]
     )
 
