@@ -8,6 +8,7 @@ Screenshots land in tests/artifacts/ (git-ignored) for a person to look at.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -84,11 +85,15 @@ def writer(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def dashboard(writer):
-    """`rollscope dashboard --store DIR --port P`, as a user starts it; stopped by its pid afterwards."""
+    yield from serve(writer.rollout.settings.store, "dashboard.log")
+
+
+def serve(store, log_name: str):
+    """`rollscope dashboard --store DIR --port P`, as a user starts it, yielding its URL; stopped by its pid
+    afterwards."""
     port = free_port()
-    store = writer.rollout.settings.store
     ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "dashboard.log", "w")  # noqa: SIM115 (closed below, after the server)
+    log = open(ARTIFACTS / log_name, "w")  # noqa: SIM115 (closed below, after the server)
     server = subprocess.Popen(
         [sys.executable, "-m", "rollscope.app.cli", "dashboard", "--store", str(store), "--port", str(port)],
         cwd=ROOT,
@@ -146,6 +151,40 @@ def test_every_page_renders_without_an_error(dashboard, browser):
             points = page.evaluate(DRAWN)
             assert points and all(n > 0 for n in points), (title, points)  # each chart drew data
         full_screenshot(page, ARTIFACTS / f"{path or 'overview'}.png")
+    page.close()
+
+
+# Each Plotly chart's title and axis titles as plotly.js laid them out.
+AXES = """Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')).map(
+    el => [el._fullLayout.title.text, el._fullLayout.xaxis.title.text, el._fullLayout.yaxis.title.text])"""
+
+
+@pytest.fixture(scope="module")
+def simulated_dashboard():
+    """The dashboard on a simulated run of the sample preset: re-rendered, evicted and moved turns, group members
+    prefilling their task prompt again, compacted contexts."""
+    from tests.simulated_runs import simulated
+
+    store, _ = simulated("sample-preset")
+    yield from serve(store, "simulated-dashboard.log")
+
+
+def test_the_prefill_page_draws_the_split_by_remedy_with_labelled_axes(simulated_dashboard, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{simulated_dashboard}/prefill_decode?run=sample-preset")
+    settle(page, "Prefill / decode")
+    page.get_by_text("Repeated prefill, by remedy").wait_for(timeout=30_000)
+    page.wait_for_function(f"() => {DRAWN}.length >= 6 && {DRAWN}.every(n => n > 0)", timeout=30_000)
+    assert page.locator(ERRORS).count() == 0
+    axes = {
+        re.sub("<[^>]+>", "", title): (x, y) for title, x, y in page.evaluate(AXES)
+    }  # Streamlit bolds titles
+    assert axes["Prompt tokens per step, by what prefilled them"] == ("train step", "prompt tokens")
+    assert axes["Prompt tokens per turn, by what prefilled them"] == ("turn index", "prompt tokens")
+    assert all(x and y for x, y in axes.values()), axes  # every chart on the page says what its axes are
+    for remedy in ("Exact continuity", "The group shares its task prompt", "Compaction off"):
+        page.get_by_text(remedy).first.wait_for(timeout=10_000)
+    full_screenshot(page, ARTIFACTS / "prefill_decode-split.png")
     page.close()
 
 

@@ -124,9 +124,10 @@ def remedies(filters: data.Filters) -> None:
         help="A group's task prompt, prefilled by members after the one that had to.",
     )
     cols[2].metric("Extra samples from compaction", charts.count(row.get("extra_samples")))
+    effect = row.get("compaction_usable_tokens_per_device_s_change")
     cols[3].metric(
         "Compaction's effect",
-        charts.rate(row.get("compaction_usable_tokens_per_device_s_change")),
+        ("+" if not charts.missing(effect) and effect >= 0 else "") + charts.rate(effect),
         help="On usable tokens per device-second: its saved prefill against its compacted turns' prefill "
         "and the tokens its extra samples train on again.",
     )
@@ -149,8 +150,9 @@ def split_chart(filters: data.Filters, by: str, title: str, key: str) -> None:
     if frame.empty:
         st.caption("No consumed turns in this selection yet.")
         return
-    x_title = "consuming train step" if by == "step" else "turn index"
+    x_title = "train step" if by == "step" else "turn index"
     chart = charts.bars(frame, by, list(SPLIT), title, x_title, "prompt tokens", colors=SPLIT)
+    chart.update_layout(height=560, legend={"orientation": "h", "y": -0.28})  # nine parts: clear of the axis
     st.plotly_chart(chart, key=key)
 
 
