@@ -268,6 +268,13 @@ def test_a_group_prefills_its_task_prompt_once_and_members_without_the_cache_aga
             ("d", "h", {}, member(0)),  # no task_prompt_tokens: the first turn's input is the prompt
             ("e", "h", {}, member(400)),
             ("f", None, {}, member(0)),  # no group: nothing to share
+            (
+                "i",
+                "k",
+                prompt,
+                [{"input_tokens": 1000}],
+            ),  # no cached count reported: the engine may have shared it
+            ("j", "k", prompt, [{"input_tokens": 1000}]),
         ],
     )
     row = _split(tmp_path)

@@ -19,6 +19,11 @@ attributes: vLLM's opt-in ``metrics.speculative_decoding`` (``--per-request-spec
 the last chunk of a stream) and SGLang's ``meta_info`` (``spec_draft_token_num``, ``spec_accept_token_num``,
 ``spec_verify_ct``; its native ``/generate`` answer). ``record_spec(span, response)`` sets them on a span.
 
+``cache_attributes(response)`` reads the prompt tokens the engine served from its prefix cache into
+``gen_ai.usage.cache_read.input_tokens`` (what the Prefill / decode page splits by remedy): the OpenAI-compatible
+``usage.prompt_tokens_details.cached_tokens`` (vLLM with ``--enable-prompt-tokens-details``, SGLang) and SGLang's
+``meta_info.cached_tokens``. ``record_cache(span, response)`` sets it on a span.
+
 Nothing here raises into the job: a response of an unknown shape gives no attributes, a failure is logged.
 """
 
@@ -30,6 +35,8 @@ from collections.abc import Mapping
 
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from rollscope.collectors import semconv
 
 log = logging.getLogger("rollscope.integrations")
 
@@ -88,12 +95,39 @@ def spec_attributes(response) -> dict[str, int]:
 
 def record_spec(span, response) -> dict[str, int]:
     """Set ``spec_attributes(response)`` on ``span`` (an ``RLSpan`` or OpenTelemetry span); returns them."""
-    attributes = spec_attributes(response)
+    return _record(span, spec_attributes(response), "speculative decoding")
+
+
+def cache_attributes(response) -> dict[str, int]:
+    """``gen_ai.usage.cache_read.input_tokens`` from a vLLM or SGLang response (a dict, an ``openai`` response
+    object, or the JSON text); empty when it reports no cached count."""
+    try:
+        body = _as_dict(response)
+        if not body:
+            return {}
+        usage = body.get("usage")
+        details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else None
+        source = details if isinstance(details, Mapping) else body.get("meta_info")
+        if isinstance(source, Mapping):
+            return _counts(source, {"cached_tokens": semconv.CACHED_INPUT_TOKENS})
+    except ValueError as e:
+        log.warning("rollscope: no cached tokens read: the response is not JSON (%s)", e)
+    except Exception:
+        log.exception("rollscope: could not read cached tokens from the response")
+    return {}
+
+
+def record_cache(span, response) -> dict[str, int]:
+    """Set ``cache_attributes(response)`` on ``span`` (an ``RLSpan`` or OpenTelemetry span); returns them."""
+    return _record(span, cache_attributes(response), "cached tokens")
+
+
+def _record(span, attributes: dict, what: str) -> dict:
     if attributes:
         try:
             getattr(span, "span", span).set_attributes(attributes)
         except Exception:
-            log.exception("rollscope: could not set speculative decoding attributes")
+            log.exception("rollscope: could not set %s attributes", what)
     return attributes
 
 

@@ -25,7 +25,8 @@ CREATE OR REPLACE MACRO _history_reprefill(input_tokens, cached_input_tokens, co
 -- _prefill_split_src(run): per turn, input_tokens = cached (from the cache: history, or the group's task prompt
 -- on a first turn) + history prefilled again (context − cached, up to the prompt's uncached rest; by reason) +
 -- the task prompt prefilled again (a first turn's prompt less its cached part, for every member of a group but
--- the one that prefilled the most: it had to) + new (the rest); and the compaction a turn starts from (history
+-- the one that prefilled the most: it had to; not on a first turn whose engine reported no cached count, which
+-- may well have shared it: vLLM's n samples of one prompt do) + new (the rest); and the compaction a turn starts from (history
 -- before − after removed, after trained on again by the sample it starts: compaction_trained_tokens, of the
 -- usable rollouts the trainer trains on). For the compaction what-if, per turn
 -- of a rollout that compacted, cut = the tokens removed so far: a later turn would have prefilled them again in
@@ -48,7 +49,7 @@ WITH t AS (
         coalesce(s.usable, false) AS usable,
         _continuity_reason(compaction_tokens_before IS NOT NULL, continuity_break, prefix_tokens, context_tokens)
             AS reason,
-        CASE WHEN turn_index = 0 AND group_id IS NOT NULL THEN
+        CASE WHEN turn_index = 0 AND group_id IS NOT NULL AND cached_input_tokens IS NOT NULL THEN
             greatest(0, least(coalesce(task_prompt_tokens, input_tokens), input_tokens)
                         - least(coalesce(cached_input_tokens, 0), input_tokens))
         END AS own_prompt
