@@ -48,6 +48,21 @@ def _rate(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
+# docs/metrics.md, "Repeated prefill by remedy": a turn's prefill split by what would remove it, and the
+# compaction it starts from (each an extra training sample)
+PREFILL_SPLIT = (
+    "new_tokens",
+    "cached_tokens",
+    "reprefill_retokenized_tokens",
+    "reprefill_evicted_tokens",
+    "reprefill_server_changed_tokens",
+    "reprefill_compacted_tokens",
+    "reprefill_unattributed_tokens",
+    "prompt_reprefill_tokens",
+    "compactions",
+    "compaction_removed_tokens",
+    "compaction_after_tokens",
+)
 _GROUPS = {
     "funnel": _STAGES,
     "decisions": _DECISIONS,
@@ -59,20 +74,7 @@ _GROUPS = {
         "context_tokens",
         "reprefill_waste_tokens",
     ),
-    # docs/metrics.md, "Repeated prefill by remedy": a turn's prefill split by what would remove it
-    "prefill_split": (
-        "new_tokens",
-        "cached_tokens",
-        "reprefill_retokenized_tokens",
-        "reprefill_evicted_tokens",
-        "reprefill_server_changed_tokens",
-        "reprefill_compacted_tokens",
-        "reprefill_unattributed_tokens",
-        "prompt_reprefill_tokens",
-        "compactions",
-        "compaction_removed_tokens",
-        "compaction_after_tokens",
-    ),
+    "prefill_split": PREFILL_SPLIT,
     "tools": ("calls", "observation_tokens", "failed", "cpu_ns"),
     "spec_decode": ("turns", "draft_tokens", "accepted_tokens", "verify_steps", "drafter_logprob_turns"),
     "judge": ("spans", "input_tokens", "output_tokens", "timeouts"),

@@ -74,23 +74,16 @@ def traceparent_headers(headers: Mapping[str, str] | None = None, span=None) -> 
 def spec_attributes(response) -> dict[str, int]:
     """``rl.spec.*`` attributes from a vLLM or SGLang response (a dict, an ``openai`` response object, or
     the JSON text); empty when it carries no speculative-decoding counts."""
-    try:
-        body = _as_dict(response)
-        if not body:
-            return {}
-        metrics = body.get("metrics")
-        spec = metrics.get("speculative_decoding") if isinstance(metrics, Mapping) else None
-        if isinstance(spec, Mapping):
-            return _counts(spec, VLLM_SPEC)
-        meta = body.get("meta_info")
-        if isinstance(meta, Mapping):
-            return _counts(meta, SGLANG_SPEC)
-    except ValueError as e:
-        # text that is not JSON (a truncated stream chunk): bad input, not a bug, so one line
-        log.warning("rollscope: no speculative decoding read: the response is not JSON (%s)", e)
-    except Exception:
-        log.exception("rollscope: could not read speculative decoding from the response")
-    return {}
+    return _read(response, _spec, "speculative decoding")
+
+
+def _spec(body: Mapping) -> dict[str, int]:
+    metrics = body.get("metrics")
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, Mapping) else None
+    if isinstance(spec, Mapping):
+        return _counts(spec, VLLM_SPEC)
+    meta = body.get("meta_info")
+    return _counts(meta, SGLANG_SPEC) if isinstance(meta, Mapping) else {}
 
 
 def record_spec(span, response) -> dict[str, int]:
@@ -101,19 +94,29 @@ def record_spec(span, response) -> dict[str, int]:
 def cache_attributes(response) -> dict[str, int]:
     """``gen_ai.usage.cache_read.input_tokens`` from a vLLM or SGLang response (a dict, an ``openai`` response
     object, or the JSON text); empty when it reports no cached count."""
+    return _read(response, _cached, "cached tokens")
+
+
+def _cached(body: Mapping) -> dict[str, int]:
+    usage = body.get("usage")
+    details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else None
+    source = details if isinstance(details, Mapping) else body.get("meta_info")
+    return (
+        _counts(source, {"cached_tokens": semconv.CACHED_INPUT_TOKENS}) if isinstance(source, Mapping) else {}
+    )
+
+
+def _read(response, pick, what: str) -> dict[str, int]:
+    """``pick(body)`` of a response (a dict, an ``openai`` response object, or the JSON text); nothing for any
+    other shape, and never an error into the job."""
     try:
         body = _as_dict(response)
-        if not body:
-            return {}
-        usage = body.get("usage")
-        details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else None
-        source = details if isinstance(details, Mapping) else body.get("meta_info")
-        if isinstance(source, Mapping):
-            return _counts(source, {"cached_tokens": semconv.CACHED_INPUT_TOKENS})
+        return pick(body) if body else {}
     except ValueError as e:
-        log.warning("rollscope: no cached tokens read: the response is not JSON (%s)", e)
+        # text that is not JSON (a truncated stream chunk): bad input, not a bug, so one line
+        log.warning("rollscope: no %s read: the response is not JSON (%s)", what, e)
     except Exception:
-        log.exception("rollscope: could not read cached tokens from the response")
+        log.exception("rollscope: could not read %s from the response", what)
     return {}
 
 
