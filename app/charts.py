@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 # one number format for every face (app/formats.py), re-exported for the pages
 from rollscope.app.formats import (  # noqa: F401
+    change,
     count,
     device_seconds,
     flops,

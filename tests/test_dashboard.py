@@ -255,7 +255,7 @@ def test_prefill_decode_page_splits_prefill_by_remedy_per_step_and_turn_with_the
     listed = next(md.value for md in at.markdown if md.value.startswith("- **Exact continuity")).split("\n")
     assert len(listed) == len(what_if) == 3
     for line, row in zip(listed, what_if.values(), strict=True):
-        assert f"+{charts.rate(row['gain'])}" in line or f"{charts.rate(row['gain'])}" in line
+        assert f"**: {charts.change(row['gain'])} usable rollouts per device-second" in line
         assert f"→ {charts.count(row['device_seconds_after'])}" in line and line.endswith(
             f"{row['evidence']}."
         )

@@ -124,10 +124,9 @@ def remedies(filters: data.Filters) -> None:
         help="A group's task prompt, prefilled by members after the one that had to.",
     )
     cols[2].metric("Extra samples from compaction", charts.count(row.get("extra_samples")))
-    effect = row.get("compaction_usable_tokens_per_device_s_change")
     cols[3].metric(
         "Compaction's effect",
-        ("+" if not charts.missing(effect) and effect >= 0 else "") + charts.rate(effect),
+        charts.change(row.get("compaction_usable_tokens_per_device_s_change")),
         help="On usable tokens per device-second: its saved prefill against its compacted turns' prefill "
         "and the tokens its extra samples train on again.",
     )
@@ -178,8 +177,7 @@ def what_if_line(lever: str, row: dict) -> str:
     if not row["applies"]:
         return f"- **{WHAT_IFS[lever]}**: does not apply ({row['why_not']})."
     return (
-        f"- **{WHAT_IFS[lever]}**: {'+' if row['gain'] >= 0 else ''}{charts.rate(row['gain'])} usable rollouts "
-        "per device-second "
+        f"- **{WHAT_IFS[lever]}**: {charts.change(row['gain'])} usable rollouts per device-second "
         f"(device-seconds {charts.count(row['device_seconds'])} → {charts.count(row['device_seconds_after'])}). "
         f"{row['evidence']}."
     )
