@@ -337,7 +337,9 @@ def prefill_split(con, run_id: str, by: str | None = None, steps=None, environme
     a group's task prompt prefilled again, removed by compaction; compaction's extra samples; each part's
     device-seconds and compaction's net effect (docs/metrics.md, "Repeated prefill by remedy")."""
     by = _by(by, _PREFILL_KEYS)
-    frame = query(con, "prefill_split", require_run(con, run_id), by=by, **_filters(steps, environment))
+    con = memo(con)  # the advisor's starting point once for every grain asked (a page asks three)
+    base = advice_base(con, require_run(con, run_id), steps)
+    frame = query(con, "prefill_split", run_id, by=by, base=base, **_filters(steps, environment))
     return _keep_by(frame, by, _PREFILL_KEYS)
 
 

@@ -9,8 +9,9 @@
 -- compacted turns' history, less what the tokens it removed would have cost later turns) plus its repeated
 -- training tokens at the trainer's measured seconds per token × u; its net effect on usable tokens per
 -- device-second is −net / D, D the selection's device-seconds (the tokens usable rollouts decoded are as they
--- were). u, the trainer's seconds per token and D are the advisor's starting point (_advice_base, macros/10).
-WITH b AS (SELECT * FROM _advice_base($run_id, $step_lo, $step_hi)),
+-- were). u, the trainer's seconds per token and D are the advisor's starting point ($base: advice_base.sql's row
+-- for the step range, _advice_base in macros/10).
+WITH b AS (SELECT unnest($base)),
 u AS (
     SELECT
         rollout_device_s / nullif(rollout_work_s, 0) AS u_rollout,
