@@ -17,6 +17,7 @@ from rollscope.app.formats import (  # noqa: F401
     change,
     count,
     device_seconds,
+    device_time,
     flops,
     missing,
     number,
