@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 
 # one number format for every face (app/formats.py), re-exported for the pages
 from rollscope.app.formats import (  # noqa: F401
+    change,
     count,
     device_seconds,
     device_time,
@@ -373,10 +374,12 @@ def sparkline(frame: pd.DataFrame, x: str, y: str, title: str, percent: bool = F
     return go.Figure(data=traces, layout=layout)
 
 
-def waterfall(spans: pd.DataFrame) -> go.Figure:
-    """One rollout's spans as horizontal bars on a time axis (seconds from the rollout's start)."""
+def waterfall(spans: pd.DataFrame, marks: pd.DataFrame | None = None) -> go.Figure:
+    """One rollout's spans as horizontal bars on a time axis (seconds from the rollout's start); ``marks``
+    (``trace.continuity``) name on its turns where continuity broke and where compaction happened."""
     rows = spans.reset_index(drop=True)
-    names = [_span_label(r) for r in rows.itertuples()]
+    marked = _turn_marks(marks)
+    names = [_span_label(r, marked) for r in rows.itertuples()]
     # Instantaneous spans (a sample decision) get a sliver of width so they stay visible; hover shows the truth.
     sliver = max(float(rows["end_s"].max() - rows["start_s"].min()), 1.0) / 300 if len(rows) else 0.0
     fig = _figure("Rollout waterfall", "seconds from the rollout's start", "", height=120 + 28 * len(rows))
@@ -395,10 +398,33 @@ def waterfall(spans: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _span_label(row) -> str:
-    """A readable, unique row label: what the span is, then its position."""
+def _turn_marks(marks: pd.DataFrame | None) -> dict[int, str]:
+    """Turn index -> what a waterfall row says after it: a compaction before the turn, or why it prefilled its
+    history again."""
+    out: dict[int, str] = {}
+    if marks is None:
+        return out
+    for m in marks.itertuples():
+        if missing(m.turn_index):
+            continue
+        if not missing(m.compaction_tokens_before):
+            out[int(m.turn_index)] = (
+                f"✂ compacted {count(m.compaction_tokens_before)} → {count(m.compaction_tokens_after)}"
+            )
+        elif not missing(m.continuity_break):
+            out[int(m.turn_index)] = f"⟲ {label(m.continuity_break)} ({count(m.reprefill_tokens)} again)"
+    return out
+
+
+def _span_label(row, marks: dict[int, str] | None = None) -> str:
+    """A readable, unique row label: what the span is, then its position (and a turn's continuity mark)."""
+    mark = (
+        (marks or {}).get(None if missing(row.turn_index) else int(row.turn_index))
+        if row.kind == "turn"
+        else None
+    )
     detail = {
-        "turn": f"turn {_int(row.turn_index)}",
+        "turn": f"turn {_int(row.turn_index)}" + (f" {mark}" if mark else ""),
         "tool": f"tool {row.tool_name}",
         "reward": f"reward {row.reward_name or ''}".strip(),
         "train_step": f"train step {_int(row.train_step)}",

@@ -673,6 +673,12 @@ def examples(filters: Filters, selection, *, scoped: bool = True, **options):
     return call(filters.store, queries_examples.rollouts, filters.run_id, selection, **scope, **options)
 
 
+def continuity(filters: Filters, rollout_id: str):
+    """The rollout's turns with where prefix continuity broke and where compaction happened (``trace.continuity``),
+    read in its time window (``trace.window``, cached with the rollout's other lookups)."""
+    return call(filters.store, trace.continuity, filters.run_id, rollout_id, window(filters, rollout_id))
+
+
 def sql_example() -> str:
     """The explorer's first query (``queries/sql/sandbox/example.sql``)."""
     from rollscope.queries import sqlfiles

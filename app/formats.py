@@ -35,6 +35,11 @@ def rate(value) -> str:
     return MISSING if missing(value) else f"{100 * value:.1f} %"
 
 
+def change(value) -> str:
+    """A relative change (0.024) as a signed percentage (+2.4 %)."""
+    return MISSING if missing(value) else f"{'+' if value >= 0 else ''}{rate(value)}"
+
+
 def points(value) -> str:
     """A difference of two percentages, in percentage points."""
     return MISSING if missing(value) else f"{value:.1f} points"

@@ -62,6 +62,7 @@ SELECT s.* REPLACE (  -- s.*: the copy number k is no column of the spans
     CASE WHEN drafter_version IS NULL THEN NULL ELSE drafter_version || '~' || c.k END AS drafter_version,
     train_step + c.k * $steps AS train_step,
     CASE WHEN rollout_id IS NULL THEN NULL ELSE rollout_id || '~' || c.k END AS rollout_id,
+    CASE WHEN sample_id IS NULL THEN NULL ELSE sample_id || '~' || c.k END AS sample_id,
     CASE WHEN group_id IS NULL THEN NULL ELSE group_id || '~' || c.k END AS group_id
 )
 FROM read_parquet($files, hive_partitioning = false) AS s, range($lo, $hi) AS c(k)
@@ -165,6 +166,10 @@ elif kind == "analyses":
         "token_work": lambda: analyses.token_work(con, run),
         "prefill_decode": lambda: analyses.prefill_decode(con, run),
         "disaggregation": lambda: analyses.disaggregation(con, run),
+        "prefill_split": lambda: analyses.prefill_split(con, run),
+        "prefill_split by step": lambda: analyses.prefill_split(con, run, by="step"),
+        "prefill_split by turn_index": lambda: analyses.prefill_split(con, run, by="turn_index"),
+        "prefill_what_if": lambda: analyses.prefill_what_if(con, run),
         "spec_decode": lambda: analyses.spec_decode(con, run),
         "spec_drift": lambda: analyses.spec_drift(con, run),
         "logprob_lint": lambda: analyses.logprob_lint(con, run),

@@ -45,6 +45,8 @@ ROLLOUT_STATUSES = ("ok", "infra_error", "aborted")
 SAMPLE_DECISIONS = ("used", "stale", "zero_signal", "invalid", "unscored")
 LOGPROB_SOURCES = ("policy", "drafter")
 JUDGE_STATUSES = ("ok", "timeout", "error")
+# Why a turn prefilled its history again (docs/metrics.md, "Repeated prefill by remedy").
+CONTINUITY_BREAKS = ("retokenized", "evicted", "server_changed", "compacted")
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,14 @@ SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
     Attribute("rl.task.id", "task_id", "str", "rl.rollout", "The task (prompt) attempted."),
     Attribute("rl.group.id", "group_id", "str", "rl.rollout", "The group of G attempts at one task."),
     Attribute("rl.environment.name", "environment", "str", "rl.rollout", "The environment, e.g. swe, math."),
+    Attribute(
+        "rl.task.prompt_tokens",
+        "task_prompt_tokens",
+        "int",
+        "rl.rollout",
+        "Tokens of the task prompt (system + task) every attempt of the group starts from, which a prefix "
+        "cache lets the group share; absent: the rollout's first turn's input_tokens. No OTel or engine name.",
+    ),
     Attribute(
         "rl.policy.version",
         "policy_version",
@@ -161,6 +171,47 @@ SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
         "int",
         "rl.turn",
         "Tokens of earlier turns in this prompt (history); with no cache reuse they are prefilled again.",
+    ),
+    # prefix continuity across turns and context compaction (docs/metrics.md, "Repeated prefill by remedy")
+    Attribute(
+        "rl.turn.prefix_tokens",
+        "prefix_tokens",
+        "int",
+        "rl.turn",
+        "Of this turn's history, the tokens identical, token for token, to the start of the previous turn's "
+        "prompt and output: what an engine can reuse from its prefix cache. Token-level rendering keeps the "
+        "whole history; re-tokenizing or re-rendering the chat template breaks it where the tokens first "
+        "differ (fewer than rl.turn.context_tokens: continuity broke, retokenized). The engine's own count "
+        "of what it reused is gen_ai.usage.cache_read.input_tokens (vLLM num_cached_tokens, SGLang "
+        "cached_tokens); the history it reused is the least of the two.",
+    ),
+    Attribute(
+        "rl.turn.continuity_break",
+        "continuity_break",
+        "str",
+        "rl.turn",
+        "Why this turn prefilled history again: retokenized (the history rendered differently), evicted (the "
+        "exact prefix was not, or no longer, in the engine's cache, or the engine keeps none between calls), "
+        "server_changed (a different server or replica than the previous turn's: OTel server.address) or "
+        "compacted (the turn starts from a compacted context). Absent: compacted on a turn that records a "
+        "compaction, retokenized when prefix_tokens < context_tokens, else unattributed.",
+    ),
+    Attribute(
+        "rl.compaction.tokens_before",
+        "compaction_tokens_before",
+        "int",
+        "rl.turn",
+        "On the first turn after a context compaction: the history it would have read without it (the "
+        "previous turn's prompt and output). verifiers: a compaction semantic edge; OpenAI Responses and "
+        "Anthropic: a compaction item.",
+    ),
+    Attribute(
+        "rl.compaction.tokens_after",
+        "compaction_tokens_after",
+        "int",
+        "rl.turn",
+        "On the first turn after a context compaction: the history it read instead (task prompt and summary), "
+        "which starts a new training sample: the trainer trains on these tokens again.",
     ),
     Attribute(
         "gen_ai.latency.time_in_model_prefill",
@@ -277,6 +328,15 @@ SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
         "Policy versions between the rollout's policy and the consuming step's.",
     ),
     Attribute("rl.sample.tokens", "sample_tokens", "int", "rl.sample", "Tokens this sample contributes."),
+    Attribute(
+        "rl.sample.id",
+        "sample_id",
+        "str",
+        "rl.sample, rl.turn",
+        "One training sample of a rollout that compaction made several (one rl.sample span each; the funnel "
+        "still counts the rollout once, the trainer's rl.train.samples every sample); on a turn, the new "
+        "sample its compaction starts. verifiers: the branch.",
+    ),
     # train-inference mismatch, as the trainer measured it on the sample's tokens (docs/metrics.md)
     Attribute(
         "rl.sample.mismatch_kl",
@@ -452,6 +512,7 @@ def markdown() -> str:
         f"- `rl.sample.decision`: {' | '.join(SAMPLE_DECISIONS)}",
         f"- `rl.logprobs.source`: {' | '.join(LOGPROB_SOURCES)}",
         f"- `rl.judge.status`: {' | '.join(JUDGE_STATUSES)}",
+        f"- `rl.turn.continuity_break`: {' | '.join(CONTINUITY_BREAKS)}",
     ]
     for title, table in (
         ("Resource attributes (once per process)", RESOURCE_ATTRIBUTES),
@@ -500,6 +561,15 @@ def markdown() -> str:
         "  the gap on the sample's `rl.sample` span (the four `rl.sample.*` mismatch attributes above); they",
         "  correspond to prime-rl's `mismatch_kl`, SkyRL's `rollout_train_logprobs_abs_diff` and AReaL's",
         "  `behave_imp_weight`.",
+        "- **Prefix continuity.** A turn's history (`rl.turn.context_tokens`) is served from cache up to the",
+        "  least of the engine's cached count and the exact prefix (`rl.turn.prefix_tokens`); the rest is",
+        "  prefilled again, for one reason: `compacted` on a turn that records a compaction, else the",
+        "  `rl.turn.continuity_break` the job recorded, else `retokenized` when the exact prefix is shorter than",
+        "  the history, else unattributed (an engine that reports only cached tokens says no more).",
+        "- **Compaction and samples.** A compaction recorded on a turn starts a new training sample of the same",
+        "  rollout (`rl.sample.id`): a trainer records one `rl.sample` per sample, all at the rollout's step. The",
+        "  funnel counts the rollout once (its first step's decision); its `rl.sample.tokens` are summed; the",
+        "  trainer's `rl.train.samples` counts every sample.",
         "- **The open `rl.*` proposal** (open-telemetry/semantic-conventions-genai#88) names the resource",
         "  attributes `rl.run.id`, `rl.algorithm`, `rl.model.name` and `rl.environment.name` exactly as above, so",
         "  they need no alias (it sets `rl.environment.name` on the resource; rollscope reads it on `rl.rollout`,",

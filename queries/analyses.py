@@ -305,6 +305,8 @@ def token_work(con, run_id: str, steps=None, environment=None) -> dict:
 # --- prefill : decode -------------------------------------------------------------------------------------
 
 _PREFILL_KEYS = ("environment", "turn_index", "step")
+# Why history was prefilled again, but compaction (the compaction lever's): the prefix-continuity lever's parts.
+CONTINUITY_REASONS = ("retokenized", "evicted", "server_changed", "unattributed")
 
 # When prefill-decode disaggregation pays (see docs/report.md): a large imbalance, stable across steps, at
 # turn latencies long enough to limit rollout throughput, in multi-turn work on a model big enough that
@@ -327,6 +329,17 @@ def prefill_decode(
     frame = query(
         con, "prefill_decode", require_run(con, run_id), rolling, by=by, **_filters(steps, environment)
     )
+    return _keep_by(frame, by, _PREFILL_KEYS)
+
+
+def prefill_split(con, run_id: str, by: str | None = None, steps=None, environment=None) -> pd.DataFrame:
+    """Prompt tokens split by what would spare their prefill: cached, new, history prefilled again by reason,
+    a group's task prompt prefilled again, removed by compaction; compaction's extra samples; each part's
+    device-seconds and compaction's net effect (docs/metrics.md, "Repeated prefill by remedy")."""
+    by = _by(by, _PREFILL_KEYS)
+    con = memo(con)  # the advisor's starting point once for every grain asked (a page asks three)
+    base = advice_base(con, require_run(con, run_id), steps)
+    frame = query(con, "prefill_split", run_id, by=by, base=base, **_filters(steps, environment))
     return _keep_by(frame, by, _PREFILL_KEYS)
 
 
@@ -698,7 +711,17 @@ ADVICE_LEVERS = {
     "staleness": ("Staleness bound", "staleness", "loosen the staleness bound by one version"),
     "drafter_refresh": ("Drafter refresh", "spec_decode", "refresh the drafter so acceptance stays fresh"),
     "spec_budget": ("Speculative budget by length", "spec_decode", "draft more tokens on long generations"),
-    "prefix_reuse": ("Prefix reuse", "prefill_decode", "exact prefix continuity across turns"),
+    "prefix_continuity": (
+        "Prefix continuity",
+        "prefill_decode",
+        "keep each turn's history an exact, cached prefix (token-level rendering, sticky routing, cache room)",
+    ),
+    "prompt_sharing": (
+        "Prompt sharing",
+        "prefill_decode",
+        "let a group's members share their task prompt's cache",
+    ),
+    "compaction": ("Compaction off", "prefill_decode", "turn context compaction off"),
     "disaggregation": (
         "Prefill-decode disaggregation",
         "prefill_decode",
@@ -775,13 +798,34 @@ def advice(con, run_id: str, steps=None, **what_if_) -> list[dict[str, Any]]:
         lever: (lambda lever=lever: _advice_lever(con, run_id, lever, steps, what_if_))
         for lever in ADVICE_LEVERS
     }
-    rows = _advice_gains(con, run_id, steps, list(together(levers).values()))
+    rows = _judged(con, run_id, steps, list(together(levers).values()))
+    rows.sort(key=lambda r: (not r["applies"], -(r["gain"] or 0.0)))
+    return [{"rank": rank, **r} for rank, r in enumerate(rows, 1)]
+
+
+def _judged(con, run_id: str, steps, levers: list[dict]) -> list[dict]:
+    """The levers' rows with their gains, ``applies`` a bool, no gain where it does not apply, and evidence."""
+    rows = _advice_gains(con, run_id, steps, levers)
     for row in rows:
         row["applies"] = bool(row.get("applies"))
         row["gain"] = row["gain"] if row["applies"] else None
         row["evidence"] = _evidence(row)
-    rows.sort(key=lambda r: (not r["applies"], -(r["gain"] or 0.0)))
-    return [{"rank": rank, **r} for rank, r in enumerate(rows, 1)]
+    return rows
+
+
+# The advisor's levers against repeated prefill, one per remedy (docs/metrics.md, "Repeated prefill by remedy").
+PREFILL_LEVERS = ("prefix_continuity", "prompt_sharing", "compaction")
+
+
+def prefill_what_if(con, run_id: str, steps=None) -> dict[str, dict[str, Any]]:
+    """Per remedy of repeated prefill (exact continuity, a group sharing its prompt, compaction off at the rate
+    observed), the advisor's lever on its own: device-seconds and usable rollouts per device-second after, the
+    gain, why it does not apply, its evidence (docs/advisor.md). Over the consumed steps of ``steps``: the
+    fleet's device-seconds belong to no environment."""
+    con = memo(con)
+    advice_base(con, run_id, steps)
+    levers = [_advice_lever(con, run_id, lever, steps, {}) for lever in PREFILL_LEVERS]
+    return {row["lever"]: row for row in _judged(con, run_id, steps, levers)}
 
 
 def realized_gain(con, run_before: str, run_after: str, steps=None) -> float | None:
@@ -840,9 +884,29 @@ _EVIDENCE: dict[str, Callable[[dict], str]] = {
         f"where acceptance is {_pct(r['long_acceptance'])}: {r['decode_s_where_it_pays']:,.0f} decode seconds "
         f"of {r['long_decode_s']:,.0f} on long rollouts"
     ),
-    "prefix_reuse": lambda r: (
-        f"{r['reprefill_waste_tokens']:,.0f} history tokens prefilled again; prefix-cache hit rate "
-        f"{_pct(r['cache_hit_rate'])}; {r['prefill_s']:,.0f} prefill seconds in all"
+    "prefix_continuity": lambda r: (
+        f"{r['reprefill_tokens']:,.0f} history tokens prefilled again: "
+        + ", ".join(
+            f"{reason.replace('_', ' ')} {r[f'{reason}_tokens']:,.0f} ({r[f'{reason}_s'] or 0:,.0f} s)"
+            for reason in CONTINUITY_REASONS
+            if r[f"{reason}_tokens"]
+        )
+        + f"; prefix-cache hit rate {_pct(r['cache_hit_rate'])}, {r['prefill_s']:,.0f} prefill seconds in all"
+    ),
+    "prompt_sharing": lambda r: (
+        f"{r['prompt_reprefill_tokens']:,.0f} task-prompt tokens prefilled again by group members "
+        f"({r['prompt_reprefill_s']:,.0f} prefill seconds); first turns found "
+        f"{_pct(r['first_turn_cached_share'])} of their prompt cached"
+    ),
+    "compaction": lambda r: (
+        f"{r['extra_samples']:,} compactions removed {r['removed_tokens']:,.0f} tokens and made as many extra "
+        f"samples, training {r['train_tokens_again']:,.0f} tokens again; prefill "
+        + (
+            f"{-r['compaction_prefill_s']:,.0f} s less with it"
+            if r["compaction_prefill_s"] < 0
+            else f"{r['compaction_prefill_s']:,.0f} s more with it"
+        )
+        + (": it pays for itself, keep it" if r["gain"] is not None and r["gain"] < 0 else "")
     ),
     "disaggregation": lambda r: (
         f"new-prefill : decode {r['prefill_decode_ratio']:.2f} : 1 (step CV {_pct(r['step_ratio_cv'])}), "

@@ -19,7 +19,7 @@ VIEW_DOCS = {
     "judges": "model-judge spans",
     "teachers": "teacher / reference scoring spans",
     "train_steps": "optimiser steps",
-    "samples": "the trainer's decision about each rollout",
+    "samples": "the trainer's decision about each rollout (one per training sample: compaction makes several)",
     "weight_syncs": "policy weights reaching rollout workers",
     "collector_stats": "latest exported / dropped / failed counts per writing process",
     "runs": "one row per run: spans, rollouts, steps, first/last time",

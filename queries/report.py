@@ -31,6 +31,8 @@ def report(con, run_id: str, steps=None, environment=None) -> dict:
             "prefill_decode": lambda: {
                 **_prefill_decode(con, run_id, filters),
                 "disaggregation": _disaggregation(con, run_id, filters),
+                "split": analyses.record(analyses.prefill_split(con, run_id, **filters)),
+                "what_if": _prefill_what_if(con, run_id, filters),
             },
             "spec_decode": lambda: _spec_decode(con, run_id, filters),
             "staleness": lambda: analyses.staleness_summary(con, run_id, **filters),
@@ -181,6 +183,14 @@ def _prefill_decode(con, run_id: str, filters: dict) -> dict:
             )
         },
     }
+
+
+def _prefill_what_if(con, run_id: str, filters: dict) -> dict:
+    """Each remedy of repeated prefill pulled alone (the advisor's levers; over the step range, every
+    environment: the fleet's device-seconds belong to none)."""
+    keys = ("applies", "why_not", "device_seconds_after", "usable_per_device_s_after", "gain")
+    levers = analyses.prefill_what_if(con, run_id, filters["steps"])
+    return {lever: {k: row.get(k) for k in keys} for lever, row in levers.items()}
 
 
 def _disaggregation(con, run_id: str, filters: dict) -> dict:

@@ -12,6 +12,9 @@ from rollscope.queries import sqlfiles
 
 SEARCH_LIMIT = 500
 REUSE_STEPS = 16  # optimizer steps after its first in which a rollout's samples are looked for (window.sql)
+# History prefilled again for no recorded reason that is not a break of continuity but the prompt's last partial
+# cache block (vLLM caches 16-token blocks): continuity.sql marks unattributed re-prefill from this many tokens.
+BREAK_MIN_TOKENS = 64
 
 
 def _query(con, name: str, **params) -> pd.DataFrame:
@@ -89,6 +92,23 @@ def spans(con, run_id: str, rollout_id: str, bounds: dict | None = None) -> pd.D
     segments are ordered by time, not by rollout, so an unbounded lookup would read the whole run."""
     bounds = bounds if bounds is not None else window(con, run_id, rollout_id)
     return _query(con, "spans", run_id=run_id, rollout_id=rollout_id, **bounds)
+
+
+def continuity(con, run_id: str, rollout_id: str, bounds: dict | None = None) -> pd.DataFrame:
+    """The rollout's turns with where prefix continuity broke (``continuity_break``: why its history was
+    prefilled again, NULL where none was) and where compaction happened (``compaction_tokens_before`` /
+    ``_after``, the training ``sample`` each turn belongs to): ``continuity.sql``, read in the rollout's time
+    window (``window``, or ``bounds`` when the caller has it). What a conversation view of the rollout marks."""
+    bounds = bounds if bounds is not None else window(con, run_id, rollout_id)
+    return _query(
+        con,
+        "continuity",
+        run_id=run_id,
+        rollout_id=rollout_id,
+        lo=bounds["lo"],
+        hi=bounds["hi"],
+        min_tokens=BREAK_MIN_TOKENS,
+    )
 
 
 def _plain(value):

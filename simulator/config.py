@@ -60,6 +60,13 @@ class Environment:
     reward_seconds: float = 0.05
     spec_acceptance: float = 0.7  # per-token acceptance of a drafter built from the current policy
     spec_k: int = 4  # tokens drafted per verify step; 0 = no speculative decoding in this env
+    # prefix continuity: share of later turns whose history the harness renders differently from the tokens the
+    # model saw (a chat template re-rendered), so the exact prefix ends at a random point of the history
+    retokenize_rate: float = 0.0
+    # context compaction: a turn whose history would exceed compact_above tokens reads the task prompt and a
+    # summary of compact_summary_tokens instead, and starts a new training sample (0 = never compacts)
+    compact_above: int = 0
+    compact_summary_tokens: int = 2000
 
 
 @dataclass
@@ -91,7 +98,9 @@ class Levers:
     fix_scoring: bool = False  # no judge timeouts or verifier errors
     fix_infra: bool = False  # no infra errors or aborts
     drafter_refresh_every: int = 0  # also refresh the drafter every N policy versions (0: never)
-    prefix_continuity: bool = False  # later turns find their whole history in the cache
+    prefix_continuity: bool = False  # later turns find their whole history in the cache (exact continuity)
+    share_prompt: bool = False  # every group member after the first finds the task prompt in the cache
+    no_compaction: bool = False  # no environment compacts its contexts
     spec_long_tokens: int = 8192  # rollouts decoding at least this many tokens ...
     spec_long_extra_k: int = 0  # ... draft this many more tokens per verify step
 
@@ -154,6 +163,11 @@ class SimConfig:
     # prefix caching: share of turns whose history is found in the cache (0 = every turn re-prefills it)
     prefix_cache_hit_rate: float = 0.9
     cache_block_tokens: int = 16
+    # of the later turns that miss the cache, the share sent to another server replica (none of their history
+    # cached there: continuity_break server_changed); the others find part of it (evicted)
+    server_change_share: float = 0.3
+    # share of group members after the first that find the task prompt in the cache (null: prefix_cache_hit_rate)
+    group_prompt_hit_rate: float | None = None
     # speculative decoding
     spec_decoding: bool = True
     drafter_refreshes: list[float] = field(default_factory=lambda: [0.5])
@@ -209,6 +223,9 @@ def default_environments() -> list[Environment]:
             reward_seconds=20.0,
             spec_acceptance=0.8,
             spec_k=4,
+            retokenize_rate=0.08,
+            compact_above=48_000,
+            compact_summary_tokens=3000,
         ),
         Environment(
             name="math",
@@ -386,6 +403,19 @@ def validate(c: SimConfig) -> None:
             "lag_weights must be >= 0, not all 0",
         ),
         (0 <= c.prefix_cache_hit_rate <= 1, "prefix_cache_hit_rate must be in [0, 1]"),
+        (0 <= c.server_change_share <= 1, "server_change_share must be in [0, 1]"),
+        (
+            c.group_prompt_hit_rate is None or 0 <= c.group_prompt_hit_rate <= 1,
+            "group_prompt_hit_rate must be in [0, 1] or null",
+        ),
+        (
+            all(0 <= e.retokenize_rate <= 1 for e in c.environments),
+            "environment retokenize_rate must be in [0, 1]",
+        ),
+        (
+            all(e.compact_above >= 0 and e.compact_summary_tokens >= 0 for e in c.environments),
+            "environment compact_above and compact_summary_tokens must be >= 0",
+        ),
         (c.staleness_bound >= 0, "staleness_bound must be >= 0"),
         (c.levers.drafter_refresh_every >= 0, "levers.drafter_refresh_every must be >= 0"),
         (

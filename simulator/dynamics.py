@@ -79,6 +79,9 @@ class Planner:
         self._groups_made = 0
         self._rollouts_made = 0
         self._turn_seed = derive_seed(c.seed, "turns")
+        self._continuity_seed = derive_seed(
+            c.seed, "continuity"
+        )  # its own stream: the turns' draws stay as they were
         self._env_index = {e.name: i for i, e in enumerate(c.environments)}
         self._tools = _ToolTable(c.environments)
 
@@ -136,7 +139,8 @@ class Planner:
             self.excursion_steps is not None and self.excursion_steps[0] <= s < self.excursion_steps[1]
         )
         self._staleness(rng, groups, s, excursion)
-        turns, tools = self._generate(draws, rollouts, shape)
+        continuity = np.random.default_rng((self._continuity_seed, s))
+        turns, tools = self._generate(draws, continuity, rollouts, shape)
         ready = self._place(rng, groups, s)
         offsets = np.asarray([r.offset for r in rollouts], dtype=float)
         turns.shift(offsets)
@@ -340,15 +344,20 @@ class Planner:
     # --- turns, tools, scoring ------------------------------------------------------------------------------
 
     def _generate(
-        self, draws: np.random.Generator, rollouts: list[Rollout], shape: _Shape
+        self,
+        draws: np.random.Generator,
+        continuity: np.random.Generator,
+        rollouts: list[Rollout],
+        shape: _Shape,
     ) -> tuple[TurnColumns, ToolColumns]:
         """Every turn and tool call of the step, timed from each rollout's first turn (placement shifts
         them), then each completed rollout's scoring calls.
 
         A rollout runs its planned turns up to the one it fails at (if it fails); a tool call follows every
         turn but its last, and the failing one when the sandbox is lost. Each turn reads the task prompt
-        and the history so far (earlier outputs and observations), finds part of it in the prefix cache,
-        waits in the queue, prefills what is new and decodes, speculatively where the environment drafts.
+        and the history so far (earlier outputs and observations), compacted where the environment compacts long
+        contexts, finds part of it in the prefix cache, waits in the queue, prefills what is new and decodes,
+        speculatively where the environment drafts.
         """
         c, R = self.c, len(rollouts)
         fail_turn = np.asarray([r.fail_turn for r in rollouts], dtype=np.int64)
@@ -386,8 +395,13 @@ class Planner:
         input_tokens = prompt[owner] + history
         last_obs = np.where(k > 0, np.concatenate(([0], obs_by_turn[:-1])), 0)
         context = np.where(k == 0, 0, input_tokens - last_obs)
+        env = np.asarray([self._env_index[r.env.name] for r in rollouts], dtype=np.int64)[owner]
+        cut, before, after, sample = self._compact(owner, k, env, prompt[owner], context)
+        input_tokens, context = input_tokens - cut, context - cut
         member = np.asarray([r.member for r in rollouts], dtype=np.int64)[owner]
-        cached = self._cached(draws, k, member, prompt[owner], context)
+        cached, prefix, breaks = self._cached(
+            draws, continuity, k, env, member, prompt[owner], context, before > 0
+        )
         prefill_s = (input_tokens - cached) / c.prefill_tokens_per_s
         ttft_s = draws.exponential(c.queue_seconds, T) + prefill_s
         spec = self._speculate(draws, rollouts, owner, context, output)
@@ -405,7 +419,8 @@ class Planner:
         call_start = end[has_call] + GAP_S
         turns = TurnColumns(
             owner, k, start, end, input_tokens, cached, output, context, prefill_s, decode_s, ttft_s,
-            error=error, **spec,
+            error=error, prefix=prefix, continuity=breaks, compact_before=before, compact_after=after,
+            sample=sample, **spec,
         )  # fmt: skip
         tools = ToolColumns(
             call_owner,
@@ -425,29 +440,72 @@ class Planner:
         last = first_turn + turn_counts - 1
         trajectory = (input_tokens[last] + output[last]).tolist()
         answers = output[last].tolist()
+        earlier = _samples_before(owner, before)
         for i, r in enumerate(rollouts):
             r.turn_columns, r.turn_rows = turns, (int(first_turn[i]), int(turn_counts[i]))
             r.tool_columns, r.tool_rows = tools, (int(first_call[i]), int(call_counts[i]))
-            r.prompt, r.trajectory_tokens = int(prompt[i]), trajectory[i]
+            r.sample_tokens = [*earlier[i], trajectory[i]] if i in earlier else []
+            r.prompt, r.trajectory_tokens = int(prompt[i]), sum(earlier.get(i, ())) + trajectory[i]
             t = float(finished[i])
             if r.completed:
                 t = self._scorings(r, r.prompt, t, answers[i])
             r.duration = t + 0.01
         return turns, tools
 
-    def _cached(self, draws, k, member, prompt, context) -> np.ndarray:
-        """Prefix-cache reuse: the group shares its prompt; later turns find their history, or part of it."""
-        c = self.c
+    def _compact(self, owner, k, env, prompt, context) -> tuple[np.ndarray, ...]:
+        """Context compaction: a later turn whose history would exceed its environment's ``compact_above`` reads
+        the task prompt and a summary of ``compact_summary_tokens`` instead, and starts a new training sample.
+        Per turn: the tokens removed so far (this turn's included), a compaction's history before and after it
+        (on the turn after it; 0 elsewhere) and the training sample the turn belongs to. A rollout's turns are
+        contiguous rows in turn order, and only rollouts whose history grows past the limit are walked."""
+        T, envs = len(owner), self.c.environments
+        cut, before, after, sample = (np.zeros(T, dtype=np.int64) for _ in range(4))
+        above = np.asarray([e.compact_above for e in envs], dtype=np.int64)[env]
+        if self.c.levers.no_compaction or not above.any():
+            return cut, before, after, sample
+        kept = prompt + np.asarray([e.compact_summary_tokens for e in envs], dtype=np.int64)[env]
+        for r in np.unique(owner[(above > 0) & (context > above)]).tolist():
+            removed = made = 0
+            for j in range(np.searchsorted(owner, r), np.searchsorted(owner, r, "right")):
+                current = int(context[j]) - removed
+                if k[j] > 0 and current > above[j] and current > kept[j]:
+                    before[j], after[j] = current, kept[j]
+                    removed += current - int(kept[j])
+                    made += 1
+                cut[j], sample[j] = removed, made
+        return cut, before, after, sample
+
+    def _cached(
+        self, draws, continuity, k, env, member, prompt, context, compacted
+    ) -> tuple[np.ndarray, ...]:
+        """Prefix-cache reuse, and why it fell short. First turns: members after a group's first find its task
+        prompt with ``group_prompt_hit_rate`` (``levers.share_prompt``: always). Later turns: the history is found
+        with ``prefix_cache_hit_rate``, up to its exact prefix, which the environment's ``retokenize_rate`` of
+        turns (rendered differently) ends at a random point; a miss was sent to another server
+        (``server_change_share``: none of it there) or finds part of it (evicted). A compacted history is the
+        prompt and a summary, of which only the prompt is the previous turn's prefix. Returns per turn the
+        cached tokens (block-aligned), the exact prefix (0 on first turns) and the break the harness records
+        (a code into ``TurnColumns.BREAKS``; a retokenized turn records none: its short prefix says it)."""
+        c, T = self.c, len(k)
         block = c.cache_block_tokens
-        hit, part = draws.random(len(k)), draws.random(len(k))
-        if c.prefix_cache_hit_rate <= 0:
-            kept = context if c.levers.prefix_continuity else np.zeros_like(context)
-            return np.where(k > 0, (kept // block) * block, 0)
-        hit = hit < c.prefix_cache_hit_rate
-        first = np.where(hit & (member > 0), (prompt // block) * block, 0)
-        kept = np.where(hit, context, (context * part * 0.5).astype(np.int64))
-        kept = context if c.levers.prefix_continuity else kept  # the same draws, the whole history kept
-        return np.where(k == 0, first, (kept // block) * block)
+        u, part = draws.random(T), draws.random(T)
+        retokenize, point, moved = continuity.random(T), continuity.random(T), continuity.random(T)
+        group_rate = c.prefix_cache_hit_rate if c.group_prompt_hit_rate is None else c.group_prompt_hit_rate
+        first = np.where((member > 0) & ((u < group_rate) | c.levers.share_prompt), prompt, 0)
+        hit = (
+            u < c.prefix_cache_hit_rate
+        ) | c.levers.prefix_continuity  # the lever: the same draws, all found
+        rates = np.asarray([e.retokenize_rate for e in c.environments])[env]
+        retokenized = hit & (retokenize < rates) & (not c.levers.prefix_continuity)
+        prefix = np.where(retokenized, prompt + ((context - prompt) * point).astype(np.int64), context)
+        prefix = np.where(compacted, prompt, prefix)
+        moved = ~hit & (moved < c.server_change_share)
+        partial = (context * part * 0.5).astype(np.int64) if c.prefix_cache_hit_rate > 0 else 0 * context
+        kept = np.minimum(np.where(hit, prefix, np.where(moved, 0, partial)), prefix)
+        breaks = np.where(compacted, 3, np.where(hit, 0, np.where(moved, 2, 1)))
+        later = k > 0
+        cached = (np.where(later, kept, first) // block) * block
+        return cached, np.where(later, prefix, 0), np.where(later, breaks, 0)
 
     def _speculate(self, draws, rollouts: list[Rollout], owner, context, output) -> dict[str, np.ndarray]:
         """Acceptance falls with versions since the drafter was built and grows with length (suffix drafting);
@@ -584,7 +642,9 @@ class Planner:
         for r in rollouts:
             r.decision = _decision(r, c.staleness_bound)
             if r.decision == "used":
-                used += 1
+                used += max(
+                    1, len(r.sample_tokens)
+                )  # the training samples: several where compaction made them
                 train_tokens += r.trajectory_tokens
         flops = 6 * c.trainer.model_parameters * train_tokens
         compute = c.step_overhead_s + flops / (c.trainer.devices * c.device_peak_flops * c.trainer_mfu)
@@ -754,6 +814,15 @@ class _ToolTable:
                 pick = np.searchsorted(cumulative, u[mine] * cumulative[-1], side="right")
                 out[mine] = self.first[e] + np.minimum(pick, len(cumulative) - 1)
         return out
+
+
+def _samples_before(owner: np.ndarray, before: np.ndarray) -> dict[int, list[int]]:
+    """Per rollout that compacted, the tokens of each training sample before its last: a sample ends where a
+    compaction starts the next, holding the history the compacted turn would have read (``before``)."""
+    out: dict[int, list[int]] = {}
+    for j in np.flatnonzero(before > 0).tolist():
+        out.setdefault(int(owner[j]), []).append(int(before[j]))
+    return out
 
 
 def _position(owner: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -49,6 +49,21 @@ def _rate(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
+# docs/metrics.md, "Repeated prefill by remedy": a turn's prefill split by what would remove it, and the
+# compaction it starts from (each an extra training sample)
+PREFILL_SPLIT = (
+    "new_tokens",
+    "cached_tokens",
+    "reprefill_retokenized_tokens",
+    "reprefill_evicted_tokens",
+    "reprefill_server_changed_tokens",
+    "reprefill_compacted_tokens",
+    "reprefill_unattributed_tokens",
+    "prompt_reprefill_tokens",
+    "compactions",
+    "compaction_removed_tokens",
+    "compaction_after_tokens",
+)
 _GROUPS = {
     "funnel": _STAGES,
     "decisions": _DECISIONS,
@@ -60,6 +75,7 @@ _GROUPS = {
         "context_tokens",
         "reprefill_waste_tokens",
     ),
+    "prefill_split": PREFILL_SPLIT,
     "tools": ("calls", "observation_tokens", "failed", "cpu_ns"),
     "spec_decode": ("turns", "draft_tokens", "accepted_tokens", "verify_steps", "drafter_logprob_turns"),
     "judge": ("spans", "input_tokens", "output_tokens", "timeouts"),
@@ -88,11 +104,14 @@ class StepCounts:
         R = len(p.rollouts)
         t, tools = p.turns, p.tools
         self.turn_rows = _turn_rows(t)
+        self.split_rows = _split_rows(p, ns_array)
+        self.turn_index = t.index
         rows = np.zeros((R, _WIDTH), dtype=np.int64)
         if R:
             pd_first, pd_last = _AT["prefill_decode"]
             sp_first, sp_last = _AT["spec_decode"]
-            per_turn = self.turn_rows
+            split_first, split_last = _AT["prefill_split"]
+            per_turn = np.concatenate([self.turn_rows, self.split_rows], axis=1)
             summed = np.stack(
                 [
                     np.bincount(t.rollout, weights=per_turn[:, i], minlength=R)
@@ -101,7 +120,8 @@ class StepCounts:
                 axis=1,
             ).astype(np.int64)
             rows[:, pd_first:pd_last] = summed[:, :6]
-            rows[:, sp_first:sp_last] = summed[:, 6:]
+            rows[:, sp_first:sp_last] = summed[:, 6:11]
+            rows[:, split_first:split_last] = summed[:, 11:]
             tl_first, _ = _AT["tools"]
             cpu = (ns_array(tools.end) - ns_array(tools.start)).astype(float)
             rows[:, tl_first] = np.bincount(tools.rollout, minlength=R)
@@ -152,6 +172,56 @@ def _turn_rows(t) -> np.ndarray:
     )
 
 
+def _split_rows(p: StepPlan, ns_array) -> np.ndarray:
+    """Per turn, the prefill split of docs/metrics.md ("Repeated prefill by remedy"), in the order of
+    ``_GROUPS["prefill_split"]``: tokens from the cache, history prefilled again by reason, the task prompt a
+    group member prefilled again, the new rest; and the compaction the turn starts from."""
+    t = p.turns
+    inputs, context = t.input_tokens, t.context_tokens
+    served = np.minimum(t.cached_input_tokens, inputs)
+    again = np.minimum(np.maximum(0, context - t.cached_input_tokens), inputs - served)
+    compacted = t.compact_before > 0
+    recorded = np.where(compacted, 3, t.continuity)  # 1 evicted, 2 server_changed, 3 compacted
+    reason = np.where(recorded > 0, recorded + 1, np.where((t.index > 0) & (t.prefix < context), 1, 5))
+    by_reason = [np.where(reason == code, again, 0) for code in (1, 2, 3, 4, 5)]
+    prompt = _prompt_again(p, ns_array, served)
+    return (
+        np.stack(
+            [
+                inputs - served - again - prompt,
+                served,
+                *by_reason,
+                prompt,
+                compacted,
+                np.where(compacted, t.compact_before - t.compact_after, 0),
+                t.compact_after,
+            ],
+            axis=1,
+        )
+        .astype(np.int64)
+        .reshape(-1, len(_GROUPS["prefill_split"]))
+    )
+
+
+def _prompt_again(p: StepPlan, ns_array, served: np.ndarray) -> np.ndarray:
+    """Per turn, the task prompt a group member prefilled on its first turn although another member of its
+    group had: each member's first turn prefills its prompt less what it found cached; the member that
+    prefilled the most (then the first to start, then the lowest rollout id) is the one that had to."""
+    t, out = p.turns, np.zeros(len(p.turns), dtype=np.int64)
+    firsts = np.flatnonzero(t.index == 0)
+    starts = ns_array(t.start[firsts])
+    groups: dict[str, list[tuple]] = {}
+    for j, start in zip(firsts.tolist(), starts.tolist(), strict=True):
+        r = p.rollouts[t.rollout[j]]
+        if r.group_id is not None:
+            own = max(0, min(r.prompt, int(t.input_tokens[j])) - int(served[j]))
+            groups.setdefault(r.group_id, []).append((-own, start, r.rollout_id, j, own))
+    for members in groups.values():
+        for *_, j, own in sorted(members)[1:]:
+            out[j] = own
+    return out
+
+
 class Slice:
     """Counters over a set of rollouts (a run, a step, an environment) and everything they emitted."""
 
@@ -179,7 +249,7 @@ class Slice:
         summed = turn_rows.sum(axis=0)
         pd, spec = _AT["prefill_decode"][0], _AT["spec_decode"][0]
         self.counts[pd : pd + 6] += summed[:6]
-        self.counts[spec : spec + 5] += summed[6:]
+        self.counts[spec : spec + 5] += summed[6:11]
 
     def group(self, name: str) -> dict[str, int]:
         return dict(zip(_GROUPS[name], self.sums[name], strict=True))
@@ -208,6 +278,7 @@ class Slice:
             },
             "decisions": self.group("decisions"),
             "prefill_decode": pd,
+            "prefill_split": self.group("prefill_split"),
             "tools": tools,
             "spec_decode": sp,
             "staleness": self._staleness(),
@@ -308,6 +379,9 @@ class Truth:
         self.envs = {e.name: Slice(c) for e in c.environments}
         self.step_envs: dict[tuple[int, str], Slice] = {}
         self.versions: dict[int, tuple[str, int, Slice]] = {}
+        self.turn_indices = np.zeros(
+            (0, len(_GROUPS["prefill_split"])), dtype=np.int64
+        )  # split per turn index
         self.busy = {p.key: Intervals() for p in procs}
         self.span_counts: Counter = Counter()
         self.instance_spans: Counter = Counter()
@@ -337,6 +411,7 @@ class Truth:
         self.steps.append((_StepTimes.of(plan), step))
         self._work(plan, counts)
         self._versions(plan, counts)
+        self._turn_indices(counts)
         self._busy(plan)
         self._trainer(plan)
         self.learning.add_step(plan, counts.lengths)
@@ -380,6 +455,16 @@ class Truth:
                 r = next(r for r in p.rollouts if r.policy_version == v)
                 self.versions[v] = (r.drafter_version, r.drafter_policy_version, Slice(self.c))
             self.versions[v][2].add_turns(counts.turn_rows[version == v])
+
+    def _turn_indices(self, counts: StepCounts) -> None:
+        if not len(counts.turn_index):
+            return
+        deepest = int(counts.turn_index.max()) + 1
+        if deepest > len(self.turn_indices):
+            grown = np.zeros((deepest, self.turn_indices.shape[1]), dtype=np.int64)
+            grown[: len(self.turn_indices)] = self.turn_indices
+            self.turn_indices = grown
+        np.add.at(self.turn_indices, counts.turn_index, counts.split_rows)
 
     def _busy(self, p: StepPlan) -> None:
         ns = self.ns
@@ -425,6 +510,14 @@ class Truth:
                 for (step, env), s in sorted(self.step_envs.items())
             ],
             "by_policy_version": [self._version_row(v) for v in sorted(self.versions)],
+            "by_turn_index": [
+                {
+                    "turn_index": k,
+                    "prefill_split": dict(zip(_GROUPS["prefill_split"], row.tolist(), strict=True)),
+                }
+                for k, row in enumerate(self.turn_indices)
+                if row.any()
+            ],
             "processes": self._processes(),
             "learning": self.learning.document(),
             "events": events,

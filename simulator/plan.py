@@ -36,6 +36,11 @@ class Turn:
     verify_steps: int = 0
     logprobs_source: str = "policy"
     error: str | None = None
+    prefix: int = 0  # exact-prefix tokens of its history (rl.turn.prefix_tokens; later turns only)
+    continuity: int = 0  # recorded continuity break: a code into TurnColumns.BREAKS
+    compact_before: int = 0  # a compaction before this turn: its history without it ...
+    compact_after: int = 0  # ... and with it (0, 0: none)
+    sample: int = 0  # the rollout's training sample this turn belongs to (one more after each compaction)
 
 
 @dataclass(slots=True)
@@ -54,6 +59,10 @@ class TurnColumns:
 
     Rows are grouped by rollout, in turn order. ``error`` codes: 0 none, 1 ``cancelled``, 2
     ``inference_error``; ``drafter`` says whether the turn logged the drafter's log-probabilities.
+    ``continuity`` codes (the break the harness recorded): 0 none, 1 ``evicted``, 2 ``server_changed``, 3
+    ``compacted``; ``prefix`` is the exact prefix of the history (0 on first turns); ``compact_before`` /
+    ``compact_after`` are a compaction's tokens on the turn after it (0 elsewhere); ``sample`` the rollout's
+    training sample the turn belongs to.
     """
 
     rollout: np.ndarray
@@ -73,8 +82,14 @@ class TurnColumns:
     verify_steps: np.ndarray
     drafter: np.ndarray
     error: np.ndarray
+    prefix: np.ndarray
+    continuity: np.ndarray
+    compact_before: np.ndarray
+    compact_after: np.ndarray
+    sample: np.ndarray
 
     ERRORS = (None, "cancelled", "inference_error")
+    BREAKS = (None, "evicted", "server_changed", "compacted")
 
     def __len__(self) -> int:
         return len(self.rollout)
@@ -108,6 +123,11 @@ class TurnColumns:
             int(self.verify_steps[i]),
             "drafter" if self.drafter[i] else "policy",
             self.ERRORS[self.error[i]],
+            int(self.prefix[i]),
+            int(self.continuity[i]),
+            int(self.compact_before[i]),
+            int(self.compact_after[i]),
+            int(self.sample[i]),
         )
 
     def shift(self, offset: np.ndarray) -> None:
@@ -208,7 +228,10 @@ class Rollout:
     end: float = 0.0
     duration: float = 0.0  # from its first turn to its end (before placement)
     decision: str = "used"
-    trajectory_tokens: int = 0
+    trajectory_tokens: int = 0  # what the trainer trains on: the sum of its samples' tokens
+    sample_tokens: list[int] = field(
+        default_factory=list
+    )  # per training sample, when compaction made several
     # train-inference mismatch the trainer records on the sample (used samples of a run with mismatch_kl > 0):
     # (mismatch_kl, logprob_diff_mean, logprob_diff_max, importance_ratio_mean)
     mismatch: tuple[float, float, float, float] | None = None

@@ -338,6 +338,7 @@ class SpanBuilder:
             "group_id": Strings(everyone, [r.group_id for r in rollouts]),
             "environment": _factorize([r.env.name for r in rollouts]),
             "policy_version": numbers[:, 1],
+            "task_prompt_tokens": np.asarray([r.prompt for r in rollouts], dtype=np.int64),
             "rollout_status": _factorize([r.status for r in rollouts]),
             "reward": reward,
             "error_type": error,
@@ -410,19 +411,37 @@ class SpanBuilder:
         )
 
     def _samples(self, p: StepPlan, ids, trace: int, root: int) -> SpanTable:
-        """The trainer's decision on each rollout of the step: an ``rl.sample`` span when the data is ready."""
-        R = len(p.rollouts)
+        """The trainer's decision on each training sample of the step: an ``rl.sample`` span when the data is
+        ready, one per rollout, or one per sample (``rl.sample.id``) of a rollout compaction made several; the
+        train-inference mismatch is measured on a rollout's first sample."""
+        counts = np.asarray([max(1, len(r.sample_tokens)) for r in p.rollouts], dtype=np.int64)
+        owner = np.repeat(np.arange(len(p.rollouts)), counts)
+        R = len(owner)
+        nth = np.arange(R) - np.repeat(np.cumsum(counts) - counts, counts)  # which sample of its rollout
+        rollouts = [p.rollouts[i] for i in owner.tolist()]
         mismatch = np.asarray(
-            [r.mismatch if r.mismatch is not None else (np.nan,) * 4 for r in p.rollouts], dtype=float
+            [
+                r.mismatch if r.mismatch is not None and n == 0 else (np.nan,) * 4
+                for r, n in zip(rollouts, nth.tolist(), strict=True)
+            ],
+            dtype=float,
         ).reshape(-1, 4)
-        used = np.asarray([r.decision == "used" for r in p.rollouts], dtype=bool)
+        used = np.asarray([r.decision == "used" for r in rollouts], dtype=bool)
         measured = ~np.isnan(mismatch[:, 0])
+        tokens = [
+            r.sample_tokens[n] if r.sample_tokens else r.trajectory_tokens
+            for r, n in zip(rollouts, nth.tolist(), strict=True)
+        ]
+        named = counts[owner] > 1
         attributes = {
-            "rollout_id": Strings(np.arange(R), [r.rollout_id for r in p.rollouts]),
+            "rollout_id": Strings(owner, [r.rollout_id for r in p.rollouts]),
+            "sample_id": _sample_ids(
+                named, [r.rollout_id for r, many in zip(rollouts, named, strict=True) if many], nth
+            ),
             "train_step": np.full(R, p.step, dtype=np.int64),
-            "sample_decision": _factorize([r.decision for r in p.rollouts]),
-            "sample_staleness": np.asarray([r.staleness for r in p.rollouts], dtype=np.int64),
-            "sample_tokens": np.asarray([r.trajectory_tokens for r in p.rollouts], dtype=np.int64),
+            "sample_decision": _factorize([r.decision for r in rollouts]),
+            "sample_staleness": np.asarray([r.staleness for r in rollouts], dtype=np.int64),
+            "sample_tokens": np.asarray(tokens, dtype=np.int64),
         }
         valid = {"sample_tokens": used}
         for i, column in enumerate(
@@ -455,6 +474,7 @@ class SpanBuilder:
         ).reshape(-1, 3)[owner]
         spec = t.spec_k > 0
         error = Strings(t.error, list(TurnColumns.ERRORS))
+        compacted = t.compact_before > 0
         attributes = {
             "rollout_id": Strings(owner, [r.rollout_id for r in rollouts]),
             "turn_index": t.index,
@@ -463,6 +483,11 @@ class SpanBuilder:
             "cached_input_tokens": t.cached_input_tokens,
             "output_tokens": t.output_tokens,
             "context_tokens": t.context_tokens,
+            "prefix_tokens": t.prefix,
+            "continuity_break": Strings(t.continuity, list(TurnColumns.BREAKS)),
+            "compaction_tokens_before": t.compact_before,
+            "compaction_tokens_after": t.compact_after,
+            "sample_id": _sample_ids(compacted, [rollouts[o].rollout_id for o in owner[compacted]], t.sample),
             "prefill_time_s": np.round(t.prefill_s, 6),
             "decode_time_s": np.round(t.decode_s, 6),
             "ttft_s": np.round(t.ttft_s, 6),
@@ -482,6 +507,8 @@ class SpanBuilder:
             c: spec for c in ("spec_draft_tokens", "spec_accepted_tokens", "spec_verify_steps", "spec_k")
         }
         valid["drafter_policy_version"] = spec
+        valid["prefix_tokens"] = t.index > 0
+        valid["compaction_tokens_before"] = valid["compaction_tokens_after"] = compacted
         if self.c.environment_on_turns:
             attributes["environment"] = Strings(owner, [r.env.name for r in rollouts])
         return self._under_roots(
@@ -609,6 +636,16 @@ def _objects(values) -> np.ndarray:
 
 def _values(column: np.ndarray | Strings) -> np.ndarray:
     return column.decode() if isinstance(column, Strings) else column
+
+
+def _sample_ids(named: np.ndarray, rollout_ids: list[str], nth: np.ndarray) -> Strings:
+    """``<rollout id>/<n>`` on the rows ``named`` (a sample of a rollout compaction made several: ``rollout_ids``
+    are those rows' rollouts, ``nth`` every row's sample number), unset elsewhere."""
+    rows = np.flatnonzero(named)
+    codes = np.zeros(len(named), dtype=np.int64)
+    codes[rows] = np.arange(1, len(rows) + 1)
+    ids = [f"{rollout}/{n}" for rollout, n in zip(rollout_ids, nth[rows].tolist(), strict=True)]
+    return Strings(codes, [None, *ids])
 
 
 def _factorize(values: list[str | None]) -> Strings:

@@ -284,6 +284,14 @@ TABLES: tuple[Table, ...] = (
         order=("per_turn_index",),
     ),
     Table(
+        "prefill_split",
+        ("step", "environment", "turn_index", "per_turn_index"),
+        "_prefill_split_src($run)",
+        "prefill split by remedy per step, environment (and turn index)",
+        scope="step",
+        order=("per_turn_index",),
+    ),
+    Table(
         "spec_sums",
         (
             "grouped_by",

@@ -27,7 +27,9 @@ LEVERS = {
     "staleness": ("advisor-staleness", {"staleness_bound": 3}),
     "drafter_refresh": ("advisor-drafter", {"levers": {"drafter_refresh_every": 1}}),
     "spec_budget": ("advisor-spec-budget", {"levers": {"spec_long_extra_k": 2}}),
-    "prefix_reuse": ("advisor-prefix", {"levers": {"prefix_continuity": True}}),
+    "prefix_continuity": ("advisor-continuity", {"levers": {"prefix_continuity": True}}),
+    "prompt_sharing": ("advisor-prompt-sharing", {"levers": {"share_prompt": True}}),
+    "compaction": ("advisor-compaction", {"levers": {"no_compaction": True}}),
 }
 SMALL = {"steps": 12}  # the presets' 24 steps, halved
 FAST = ("task_selection",)  # in the default suite, on a smaller run still; the rest are marked slow
@@ -83,8 +85,9 @@ def test_a_lever_that_does_not_apply_says_why_instead_of_guessing():
     tiny = (("groups_per_step", 4), ("steps", 4))
     ranking = analyses.advise(connect(store_with("spec_budget", False, tiny)), "before").set_index("lever")
     # one single-turn environment without tools or a judge
-    assert not ranking.loc["prefix_reuse", "applies"]
-    assert ranking.loc["prefix_reuse", "why_not"].startswith("single-turn")
+    assert not ranking.loc["prefix_continuity", "applies"]
+    assert ranking.loc["prefix_continuity", "why_not"].startswith("single-turn")
+    assert ranking.loc["compaction", "why_not"] == "no turn recorded a context compaction"
     assert (
         not ranking.loc["tool_waits", "applies"]
         and ranking.loc["tool_waits", "why_not"] == "no tool or sandbox calls"

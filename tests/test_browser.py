@@ -8,6 +8,7 @@ Screenshots land in tests/artifacts/ (git-ignored) for a person to look at.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -190,6 +191,41 @@ def test_the_overview_headline_figures_fit_a_1500_pixel_window(browser, tmp_path
                    .filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.innerText)"""
         )
     assert cut == []
+    page.close()
+
+
+# Each Plotly chart's title and axis titles as plotly.js laid them out.
+AXES = """Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')).map(
+    el => [el._fullLayout.title.text, el._fullLayout.xaxis.title.text, el._fullLayout.yaxis.title.text])"""
+
+
+@pytest.fixture(scope="module")
+def simulated_dashboard():
+    """The dashboard on a simulated run of the sample preset: re-rendered, evicted and moved turns, group members
+    prefilling their task prompt again, compacted contexts."""
+    from tests.simulated_runs import simulated
+
+    store, _ = simulated("sample-preset")
+    with serving("--store", str(store), log_name="simulated-dashboard.log") as url:
+        yield url
+
+
+def test_the_prefill_page_draws_the_split_by_remedy_with_labelled_axes(simulated_dashboard, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{simulated_dashboard}/prefill_decode?run=sample-preset")
+    settle(page, "Prefill / decode")
+    page.get_by_text("Repeated prefill, by remedy").wait_for(timeout=30_000)
+    page.wait_for_function(f"() => {DRAWN}.length >= 6 && {DRAWN}.every(n => n > 0)", timeout=30_000)
+    assert page.locator(ERRORS).count() == 0
+    axes = {
+        re.sub("<[^>]+>", "", title): (x, y) for title, x, y in page.evaluate(AXES)
+    }  # Streamlit bolds titles
+    assert axes["Prompt tokens per step, by what prefilled them"] == ("train step", "prompt tokens")
+    assert axes["Prompt tokens per turn, by what prefilled them"] == ("turn index", "prompt tokens")
+    assert all(x and y for x, y in axes.values()), axes  # every chart on the page says what its axes are
+    for remedy in ("Exact continuity", "The group shares its task prompt", "Compaction off"):
+        page.get_by_text(remedy).first.wait_for(timeout=10_000)
+    full_screenshot(page, ARTIFACTS / "prefill_decode-split.png")
     page.close()
 
 

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -208,6 +209,88 @@ def test_prefill_decode_page_shows_ratios_and_the_disaggregation_verdict(sample_
     assert ratio["text"] == [f"n={charts.count(n)}" for n in by_turn["turns"]]  # what each point rests on
     reasons = analyses.disaggregation(con, RUN)["reasons"]
     assert any(md.value == "\n".join(f"- {r}" for r in reasons) for md in at.markdown)
+
+
+SPLIT_PARTS = (  # what a prompt token cost, as the Prefill / decode page stacks it (docs/metrics.md)
+    "cached_tokens",
+    "new_tokens",
+    "reprefill_retokenized_tokens",
+    "reprefill_evicted_tokens",
+    "reprefill_server_changed_tokens",
+    "reprefill_unattributed_tokens",
+    "reprefill_compacted_tokens",
+    "prompt_reprefill_tokens",
+    "compaction_removed_tokens",
+)
+
+
+def test_prefill_decode_page_splits_prefill_by_remedy_per_step_and_turn_with_the_what_ifs():
+    """On a simulated run with every remedy's waste: the split's stacked bars per step and per turn index are the
+    analysis's columns, with labelled axes, and each remedy's what-if is the advisor's lever."""
+    from tests.simulated_runs import simulated
+
+    store, _ = simulated("samples")
+    at = open_page(store, "prefill_decode", run="samples")
+    assert_clean(at)
+    con = Reader(store).con
+    whole = analyses.record(analyses.prefill_split(con, "samples"))
+    shown = metrics(at)
+    assert shown["Extra samples from compaction"] == charts.count(whole["extra_samples"])
+    assert shown["History prefilled again"] == charts.device_seconds(whole["reprefill_device_s"])
+    for by, key, x_title in (
+        ("step", "pd-split-step", "train step"),
+        ("turn_index", "pd-split-turn", "turn index"),
+    ):
+        frame = analyses.prefill_split(con, "samples", by=by).dropna(subset=[by])
+        fig = figure(at, key)
+        assert fig["layout"]["barmode"] == "stack"
+        assert (fig["layout"]["xaxis"]["title"]["text"], fig["layout"]["yaxis"]["title"]["text"]) == (
+            x_title,
+            "prompt tokens",
+        )
+        bars = traces(fig)
+        assert set(bars) == {charts.label(c) for c in SPLIT_PARTS}
+        for column in SPLIT_PARTS:
+            assert bars[charts.label(column)]["y"] == frame[column].tolist(), (by, column)
+    what_if = analyses.prefill_what_if(con, "samples")
+    listed = next(md.value for md in at.markdown if md.value.startswith("- **Exact continuity")).split("\n")
+    assert len(listed) == len(what_if) == 3
+    for line, row in zip(listed, what_if.values(), strict=True):
+        assert f"**: {charts.change(row['gain'])} usable rollouts per device-second" in line
+        assert f"→ {charts.count(row['device_seconds_after'])}" in line and line.endswith(
+            f"{row['evidence']}."
+        )
+
+
+def test_a_rollout_shows_where_continuity_broke_and_where_it_was_compacted():
+    from tests.simulated_runs import simulated
+
+    store, _ = simulated("samples")
+    con = Reader(store).con
+    (rollout,) = con.execute(
+        "SELECT rollout_id FROM turns WHERE run_id = 'samples' AND compaction_tokens_before IS NOT NULL "
+        "ORDER BY rollout_id LIMIT 1"
+    ).fetchone()
+    at = open_page(store, "rollouts", run="samples", **{"rollout-text": rollout})
+    assert_clean(at)
+    marks = trace.continuity(con, "samples", rollout)
+    labels = [y for t in figure(at, "waterfall")["data"] for y in t["y"]]
+    for mark in marks.itertuples():
+        (row,) = [y for y in labels if y.split(". ", 1)[1].split(" ")[:2] == ["turn", str(mark.turn_index)]]
+        if not pd.isna(mark.compaction_tokens_before):
+            assert row.endswith(
+                f"✂ compacted {charts.count(mark.compaction_tokens_before)} → "
+                f"{charts.count(mark.compaction_tokens_after)}"
+            )
+        elif not pd.isna(mark.continuity_break):
+            assert f"⟲ {charts.label(mark.continuity_break)}" in row
+        else:
+            assert "⟲" not in row and "✂" not in row
+    table = at.dataframe[2].value  # after the search results and the group
+    marked = marks[marks["continuity_break"].notna() | marks["compaction_tokens_before"].notna()]
+    assert table["turn_index"].tolist() == [charts.count(i) for i in marked["turn_index"]]
+    samples = int(marks["sample"].max()) + 1
+    assert any(f"compaction made it {samples} training samples" in md.value for md in at.markdown)
 
 
 def test_spec_decode_page_warns_about_drift_and_draws_acceptance(sample_store, con):
@@ -670,7 +753,6 @@ def test_a_long_series_draws_thinned_yet_keeps_every_spike_and_dip():
     """A run of 30,000 steps draws a few hundred points per line, and a one-step excursion still shows: each
     bucket of consecutive steps keeps its first, lowest and highest point; missing values are never kept as
     either."""
-    import pandas as pd
 
     steps = pd.Series(range(30_000))
     values = pd.Series(np.sin(np.arange(30_000) / 500.0))

@@ -23,7 +23,13 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from rollscope import queries
 from rollscope.collectors.receiver import ReceiverConfig, running
-from rollscope.integrations.engines import record_spec, spec_attributes, traceparent_headers
+from rollscope.integrations.engines import (
+    cache_attributes,
+    record_cache,
+    record_spec,
+    spec_attributes,
+    traceparent_headers,
+)
 from rollscope.queries import trace
 from tests.conftest import sql_json
 
@@ -217,6 +223,32 @@ def test_spec_attributes_read_every_documented_shape_and_nothing_else():
     assert spec_attributes({"choices": [], "usage": {}}) == {}
     for junk in (None, b"not json", "[1, 2]", {"metrics": "x"}, {"meta_info": {"spec_verify_ct": -1}}):
         assert spec_attributes(junk) == {}  # never raises into the job
+
+
+def test_cache_attributes_read_vllms_and_sglangs_cached_counts_and_nothing_else(attached, store):
+    cached = {"gen_ai.usage.cache_read.input_tokens": 1024}
+    # vLLM's (and SGLang's) OpenAI-compatible usage, with --enable-prompt-tokens-details
+    openai = {
+        "choices": [],
+        "usage": {"prompt_tokens": 1500, "prompt_tokens_details": {"cached_tokens": 1024}},
+    }
+    assert cache_attributes(openai) == cache_attributes(json.dumps(openai)) == cached
+    assert (
+        cache_attributes({"text": "x", "meta_info": {"prompt_tokens": 1500, "cached_tokens": 1024}}) == cached
+    )
+    assert cache_attributes({"usage": {"prompt_tokens": 3, "prompt_tokens_details": None}}) == {}
+    for junk in (None, "[1]", {"meta_info": {"cached_tokens": -1}}, {"usage": "x"}):
+        assert cache_attributes(junk) == {}  # never raises into the job
+    rl = attached()
+    with rl.rollout("r-cache"), rl.turn(1, input_tokens=1500, context_tokens=1400) as turn:
+        assert record_cache(turn, openai) == cached
+    rl.force_flush()
+    row = (
+        queries.connect(store)
+        .execute("SELECT cached_input_tokens FROM turns WHERE rollout_id = 'r-cache'")
+        .fetchone()
+    )
+    assert row == (1024,)
 
 
 def test_a_response_that_is_not_json_is_one_warning_line(caplog):

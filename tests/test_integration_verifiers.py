@@ -94,7 +94,8 @@ ROLLOUTS = (
 )
 TURNS = (
     "SELECT rollout_id, turn_index, input_tokens, cached_input_tokens, output_tokens, request_model, "
-    "status_code, duration_s FROM turns ORDER BY rollout_id, turn_index"
+    "status_code, duration_s, context_tokens, prefix_tokens, continuity_break FROM turns "
+    "ORDER BY rollout_id, turn_index"
 )
 TOOLS = "SELECT rollout_id, tool_name, tool_call_id, duration_s FROM tools ORDER BY rollout_id, tool_call_id"
 REWARDS = "SELECT rollout_id, reward_name, reward FROM rewards ORDER BY rollout_id, reward_name"
@@ -156,6 +157,11 @@ def test_each_rollout_verifiers_ran_is_a_rollout_with_turns_tools_and_rubric_rew
         assert [t["duration_s"] for t in mine] == pytest.approx(
             [c.time.duration for c in trace.calls], abs=1e-6
         )
+        # the second call extends the first's conversation: its history is the tokens the first ended with
+        # (the relayed calls carry no token ids: no exact prefix is claimed, the break not known)
+        if len(mine) == 2 and mine[0]["input_tokens"] is not None:
+            assert mine[1]["context_tokens"] == mine[0]["input_tokens"] + mine[0]["output_tokens"]
+            assert (mine[1]["prefix_tokens"], mine[1]["continuity_break"]) == (None, None)
 
     tools = sql_json(store, TOOLS)
     assert len(tools) == 2 * ROLLOUTS_PER_TASK

@@ -47,6 +47,7 @@ DERIVED = {
             "rollout_tails",
             "turn_latency",
             "prefill_sums",
+            "prefill_split",
             "spec_sums",
             "lint_sums",
             "generation_sums",

@@ -107,11 +107,18 @@ def test_span_content_uses_simulated_time_from_the_base_epoch(run):
 
 # --- ground truth against the store ------------------------------------------------------------------------
 
+# A rollout compaction made several training samples has an rl.sample for each, all with its decision: it is one
+# rollout of the funnel.
 FUNNEL_SQL = """
-WITH r AS (
+WITH s AS (
+    SELECT run_id, rollout_id, min(train_step) AS train_step, min(sample_staleness) AS sample_staleness,
+           min(sample_decision) AS sample_decision
+    FROM samples GROUP BY ALL
+),
+r AS (
     SELECT r.*, s.train_step, s.sample_staleness, s.sample_decision,
            r.rollout_status = 'ok' AND r.reward IS NOT NULL AS scored
-    FROM rollouts r JOIN samples s USING (run_id, rollout_id) WHERE r.run_id = 'sim'
+    FROM rollouts r JOIN s USING (run_id, rollout_id) WHERE r.run_id = 'sim'
 ),
 g AS (
     SELECT group_id, count(*) FILTER (WHERE scored) AS n, count(DISTINCT reward) FILTER (WHERE scored) AS d
@@ -138,13 +145,20 @@ def test_funnel_counts_match_per_run_step_and_environment(run):
 
 def test_recorded_decisions_and_staleness_match(run):
     _, truth, con = run
-    decisions = dict(con.execute("SELECT sample_decision, count(*) FROM samples GROUP BY 1").fetchall())
+    # one decision per rollout: a compacted rollout's samples all carry it
+    decisions = dict(
+        con.execute("SELECT sample_decision, count(DISTINCT rollout_id) FROM samples GROUP BY 1").fetchall()
+    )
     assert decisions == {k: v for k, v in truth["run"]["decisions"].items() if v}
     histogram = dict(
-        con.execute("SELECT sample_staleness::VARCHAR, count(*) FROM samples GROUP BY 1").fetchall()
+        con.execute(
+            "SELECT sample_staleness::VARCHAR, count(DISTINCT rollout_id) FROM samples GROUP BY 1"
+        ).fetchall()
     )
     assert histogram == truth["run"]["staleness"]["histogram"]
-    mean = con.execute("SELECT avg(sample_staleness) FROM samples").fetchone()[0]
+    mean = con.execute(
+        "SELECT avg(staleness) FROM (SELECT min(sample_staleness) AS staleness FROM samples GROUP BY rollout_id)"
+    ).fetchone()[0]
     assert mean == pytest.approx(truth["run"]["staleness"]["mean"])
 
 
@@ -285,7 +299,9 @@ def test_worked_example_presets_reproduce_the_reference(tmp_path, preset, usable
     assert funnel["rates"] == pytest.approx(nominal, abs=0.01)
     con = queries.connect(tmp_path)
     assert (
-        con.execute("SELECT count(*) FROM samples WHERE sample_decision = 'used'").fetchone()[0]
+        con.execute(
+            "SELECT count(DISTINCT rollout_id) FROM samples WHERE sample_decision = 'used'"
+        ).fetchone()[0]
         == funnel["usable"]
     )
 

@@ -435,6 +435,30 @@ def test_trls_tool_loop_gives_a_turn_per_model_call_and_a_span_per_tool_call(tmp
         assert codes == [1 if w == "c" else 0 for w in words]
         for k in range(len(words)):  # tool call k runs after model call k and before model call k + 1
             assert ends[k] <= tool_starts[k] <= tool_ends[k] <= starts[k + 1]
+    # TRL concatenates token ids turn after turn (the history is an exact prefix: the previous turn's prompt and
+    # completion), and transformers' generate keeps no cache: every later turn prefills that history again
+    # (evicted), every member of a group the task prompt the others prefilled too
+    continuity = con.execute(
+        "SELECT list(input_tokens ORDER BY turn_index), list(output_tokens ORDER BY turn_index), "
+        "list(context_tokens ORDER BY turn_index), list(prefix_tokens ORDER BY turn_index), "
+        "list(cached_input_tokens ORDER BY turn_index), list(continuity_break ORDER BY turn_index), "
+        "any_value(task_prompt_tokens) FROM turns WHERE run_id = 'tools' GROUP BY rollout_id"
+    ).fetchall()
+    for inputs, outputs, contexts, prefixes, cached, breaks, prompt in continuity:
+        assert contexts == [None] + [a + b for a, b in zip(inputs, outputs[:-1], strict=False)]
+        assert prefixes == contexts and set(cached) == {0} and prompt == inputs[0]
+        assert breaks == [None] + ["evicted"] * (len(breaks) - 1)
+    split = analyses.record(analyses.prefill_split(con, "tools"))
+    assert (
+        split["reprefill_evicted_tokens"]
+        == split["reprefill_tokens"]
+        == sum(sum(c for c in row[2] if c is not None) for row in continuity)
+    )
+    (again,) = con.execute(
+        "SELECT sum((n - 1) * p) FROM (SELECT count(*) AS n, any_value(task_prompt_tokens) AS p "
+        "FROM rollouts WHERE run_id = 'tools' GROUP BY group_id)"
+    ).fetchone()
+    assert split["prompt_reprefill_tokens"] == again > 0
     logged = {e["step"]: e for e in _trl_steps(trainer.state.log_history).values()}
     ours = analyses.generations_by_step(con, "tools").set_index("step")
     per_step = con.execute(

@@ -21,7 +21,8 @@ def register(sub) -> None:
         "advise",
         help="the levers ranked by the usable rollouts per device-second each would buy on a run",
         description="Rank the levers of docs/advisor.md (task selection, scoring, infrastructure, staleness "
-        "bound, drafter refresh, speculative budget, prefix reuse, prefill-decode disaggregation, tool waits) "
+        "bound, drafter refresh, speculative budget, prefix continuity, prompt sharing, compaction, prefill-decode "
+        "disaggregation, tool waits) "
         "by their estimated gain in usable rollouts per device-second, each with its evidence and what-if.",
     )
     add_store(p)

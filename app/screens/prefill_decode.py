@@ -6,6 +6,19 @@ from rollscope.app import charts, data
 from rollscope.queries import analyses
 
 TOKENS = ["new_prefill_tokens", "cached_prefill_tokens", "decode_tokens"]
+# The split of docs/metrics.md, "Repeated prefill by remedy" (prefill_split): what each prompt token cost, from the
+# cache's (free) to each waste a remedy removes; tokens compaction removed were never prefilled (pale).
+SPLIT = {
+    "cached_tokens": "#cbd5e1",
+    "new_tokens": "#2563eb",
+    "reprefill_retokenized_tokens": "#db2777",
+    "reprefill_evicted_tokens": "#ea580c",
+    "reprefill_server_changed_tokens": "#f59e0b",
+    "reprefill_unattributed_tokens": "#94a3b8",
+    "reprefill_compacted_tokens": "#7c3aed",
+    "prompt_reprefill_tokens": "#0d9488",
+    "compaction_removed_tokens": "#e9d5ff",
+}
 
 
 def headline(filters: data.Filters) -> None:
@@ -94,6 +107,82 @@ def by_step(filters: data.Filters) -> None:
         )
 
 
+def remedies(filters: data.Filters) -> None:
+    """Repeated prefill split by the remedy that would remove it, per step and per turn index."""
+    st.subheader("Repeated prefill, by remedy")
+    row = analyses.record(data.analysis(analyses.prefill_split, filters))
+    cols = st.columns(4)
+    cols[0].metric(
+        "History prefilled again",
+        charts.device_seconds(row.get("reprefill_device_s")),
+        help="Earlier turns' tokens prefilled again because continuity broke (any reason), at the turns' "
+        "measured prefill rate.",
+    )
+    cols[1].metric(
+        "Task prompt prefilled again",
+        charts.device_seconds(row.get("prompt_reprefill_device_s")),
+        help="A group's task prompt, prefilled by members after the one that had to.",
+    )
+    cols[2].metric("Extra samples from compaction", charts.count(row.get("extra_samples")))
+    cols[3].metric(
+        "Compaction's effect",
+        charts.change(row.get("compaction_usable_tokens_per_device_s_change")),
+        help="On usable tokens per device-second: its saved prefill against its compacted turns' prefill "
+        "and the tokens its extra samples train on again.",
+    )
+    left, right = st.columns(2)
+    with left:
+        split_chart(filters, "step", "Prompt tokens per step, by what prefilled them", "pd-split-step")
+    with right:
+        split_chart(filters, "turn_index", "Prompt tokens per turn, by what prefilled them", "pd-split-turn")
+    st.caption(
+        "Grey came from the prefix cache, blue had to be prefilled; every other colour was prefilled again and a "
+        "remedy removes it: token-level rendering (retokenized), cache room (evicted), sticky routing (server "
+        "changed), prompt sharing (the group's task prompt). Pale: history compaction removed, never prefilled. "
+        "What to look for: wasted colours that grow with the turn index."
+    )
+    what_ifs(filters)
+
+
+def split_chart(filters: data.Filters, by: str, title: str, key: str) -> None:
+    frame = data.analysis(analyses.prefill_split, filters, by=by).dropna(subset=[by])
+    if frame.empty:
+        st.caption("No consumed turns in this selection yet.")
+        return
+    x_title = "train step" if by == "step" else "turn index"
+    chart = charts.bars(frame, by, list(SPLIT), title, x_title, "prompt tokens", colors=SPLIT)
+    chart.update_layout(height=560, legend={"orientation": "h", "y": -0.28})  # nine parts: clear of the axis
+    st.plotly_chart(chart, key=key)
+
+
+WHAT_IFS = {  # lever: what the remedy is, on this page
+    "prefix_continuity": "Exact continuity (no history prefilled again)",
+    "prompt_sharing": "The group shares its task prompt",
+    "compaction": "Compaction off (at the rate observed)",
+}
+
+
+def what_ifs(filters: data.Filters) -> None:
+    levers = data.call(filters.store, analyses.prefill_what_if, filters.run_id, steps=filters.steps)
+    st.markdown("\n".join(what_if_line(lever, row) for lever, row in levers.items()))
+    st.caption(
+        "Each remedy pulled alone over the selected steps and every environment (the advisor's levers, "
+        "docs/advisor.md). What to look for: the largest gain is the remedy to build first; a negative gain "
+        "for compaction off says compaction pays for itself."
+    )
+
+
+def what_if_line(lever: str, row: dict) -> str:
+    """One remedy's what-if as a list item: its gain and device-seconds after, then its evidence."""
+    if not row["applies"]:
+        return f"- **{WHAT_IFS[lever]}**: does not apply ({row['why_not']})."
+    return (
+        f"- **{WHAT_IFS[lever]}**: {charts.change(row['gain'])} usable rollouts per device-second "
+        f"(device-seconds {charts.count(row['device_seconds'])} → {charts.count(row['device_seconds_after'])}). "
+        f"{row['evidence']}."
+    )
+
+
 def disaggregation(filters: data.Filters) -> None:
     verdict = data.analysis(analyses.disaggregation, filters)
     st.subheader("Would prefill–decode disaggregation pay?")
@@ -114,6 +203,7 @@ def body(filters: data.Filters) -> None:
         by_step(filters)
     with right:
         by_turn(filters)
+    remedies(filters)
     disaggregation(filters)
 
 

@@ -263,12 +263,14 @@ def group(filters: data.Filters, rollout_id: str, attempts) -> None:
     conversation.diff(attempts, frames)
 
 
-def timeline(spans) -> None:
-    st.plotly_chart(charts.waterfall(spans), key="waterfall")
+def timeline(spans, marks) -> None:
+    st.plotly_chart(charts.waterfall(spans, marks), key="waterfall")
     st.caption(
         "What to look for: gaps between turns (tool or queue waits), a judge or reward long after the "
-        "last turn, and how long the rollout waited before a train step consumed it."
+        "last turn, and how long the rollout waited before a train step consumed it. ⟲ marks a turn that "
+        "prefilled its history again (and why), ✂ one that starts from a compacted context."
     )
+    continuity(marks)
     with st.expander("Spans"):
         st.dataframe(spans, hide_index=True, width="stretch")
 
@@ -292,16 +294,42 @@ def trace(filters: data.Filters, rollout_id: str) -> None:
     view = st.segmented_control("View", VIEWS, default=VIEWS[0], key="rollout-view", required=True)
     if view == "Conversation":
         frame = data.call(store, transcripts.conversation, run, rollout_id, bounds)
-        # Hook: where prefix continuity broke and compaction happened, per turn (issue 57's trace.continuity,
-        # not on main yet), goes here as marks=...: conversation.conversation marks each turn's header.
-        conversation.conversation(filters, rollout_id, frame, marks=None)
+        conversation.conversation(filters, rollout_id, frame, marks=data.continuity(filters, rollout_id))
     elif view == "Group":
         group(filters, rollout_id, data.call(store, trace_queries.group, run, rollout_id, bounds))
     elif view == "Task history":
         found = data.call(store, transcripts.history, run, rollout["task_id"]) if rollout["task_id"] else None
         conversation.history(run, rollout_id, found)
     else:
-        timeline(data.call(store, trace_queries.spans, run, rollout_id, bounds))
+        timeline(
+            data.call(store, trace_queries.spans, run, rollout_id, bounds),
+            data.continuity(filters, rollout_id),
+        )
+
+
+CONTINUITY_COLUMNS = {
+    "turn_index": charts.count,
+    "context_tokens": charts.count,
+    "history_cached_tokens": charts.count,
+    "reprefill_tokens": charts.count,
+    "continuity_break": None,
+    "compaction_tokens_before": charts.count,
+    "compaction_tokens_after": charts.count,
+    "sample": charts.count,
+}
+
+
+def continuity(marks) -> None:
+    """The turns where continuity broke or compaction happened, with their history's tokens."""
+    marked = marks[marks["continuity_break"].notna() | marks["compaction_tokens_before"].notna()]
+    if marked.empty:
+        return
+    samples = int(marks["sample"].max()) + 1
+    st.markdown(
+        f"**Prefix continuity and compaction**: {len(marked)} of {len(marks)} turns marked"
+        + (f"; compaction made it {samples} training samples" if samples > 1 else "")
+    )
+    st.dataframe(readable(marked, CONTINUITY_COLUMNS), hide_index=True, width="stretch", key="continuity")
 
 
 def body(filters: data.Filters) -> None:

@@ -19,6 +19,11 @@ attributes: vLLM's opt-in ``metrics.speculative_decoding`` (``--per-request-spec
 the last chunk of a stream) and SGLang's ``meta_info`` (``spec_draft_token_num``, ``spec_accept_token_num``,
 ``spec_verify_ct``; its native ``/generate`` answer). ``record_spec(span, response)`` sets them on a span.
 
+``cache_attributes(response)`` reads the prompt tokens the engine served from its prefix cache into
+``gen_ai.usage.cache_read.input_tokens`` (what the Prefill / decode page splits by remedy): the OpenAI-compatible
+``usage.prompt_tokens_details.cached_tokens`` (vLLM with ``--enable-prompt-tokens-details``, SGLang) and SGLang's
+``meta_info.cached_tokens``. ``record_cache(span, response)`` sets it on a span.
+
 Nothing here raises into the job: a response of an unknown shape gives no attributes, a failure is logged.
 """
 
@@ -30,6 +35,8 @@ from collections.abc import Mapping
 
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from rollscope.collectors import semconv
 
 log = logging.getLogger("rollscope.integrations")
 
@@ -67,33 +74,63 @@ def traceparent_headers(headers: Mapping[str, str] | None = None, span=None) -> 
 def spec_attributes(response) -> dict[str, int]:
     """``rl.spec.*`` attributes from a vLLM or SGLang response (a dict, an ``openai`` response object, or
     the JSON text); empty when it carries no speculative-decoding counts."""
-    try:
-        body = _as_dict(response)
-        if not body:
-            return {}
-        metrics = body.get("metrics")
-        spec = metrics.get("speculative_decoding") if isinstance(metrics, Mapping) else None
-        if isinstance(spec, Mapping):
-            return _counts(spec, VLLM_SPEC)
-        meta = body.get("meta_info")
-        if isinstance(meta, Mapping):
-            return _counts(meta, SGLANG_SPEC)
-    except ValueError as e:
-        # text that is not JSON (a truncated stream chunk): bad input, not a bug, so one line
-        log.warning("rollscope: no speculative decoding read: the response is not JSON (%s)", e)
-    except Exception:
-        log.exception("rollscope: could not read speculative decoding from the response")
-    return {}
+    return _read(response, _spec, "speculative decoding")
+
+
+def _spec(body: Mapping) -> dict[str, int]:
+    metrics = body.get("metrics")
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, Mapping) else None
+    if isinstance(spec, Mapping):
+        return _counts(spec, VLLM_SPEC)
+    meta = body.get("meta_info")
+    return _counts(meta, SGLANG_SPEC) if isinstance(meta, Mapping) else {}
 
 
 def record_spec(span, response) -> dict[str, int]:
     """Set ``spec_attributes(response)`` on ``span`` (an ``RLSpan`` or OpenTelemetry span); returns them."""
-    attributes = spec_attributes(response)
+    return _record(span, spec_attributes(response), "speculative decoding")
+
+
+def cache_attributes(response) -> dict[str, int]:
+    """``gen_ai.usage.cache_read.input_tokens`` from a vLLM or SGLang response (a dict, an ``openai`` response
+    object, or the JSON text); empty when it reports no cached count."""
+    return _read(response, _cached, "cached tokens")
+
+
+def _cached(body: Mapping) -> dict[str, int]:
+    usage = body.get("usage")
+    details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else None
+    source = details if isinstance(details, Mapping) else body.get("meta_info")
+    return (
+        _counts(source, {"cached_tokens": semconv.CACHED_INPUT_TOKENS}) if isinstance(source, Mapping) else {}
+    )
+
+
+def _read(response, pick, what: str) -> dict[str, int]:
+    """``pick(body)`` of a response (a dict, an ``openai`` response object, or the JSON text); nothing for any
+    other shape, and never an error into the job."""
+    try:
+        body = _as_dict(response)
+        return pick(body) if body else {}
+    except ValueError as e:
+        # text that is not JSON (a truncated stream chunk): bad input, not a bug, so one line
+        log.warning("rollscope: no %s read: the response is not JSON (%s)", what, e)
+    except Exception:
+        log.exception("rollscope: could not read %s from the response", what)
+    return {}
+
+
+def record_cache(span, response) -> dict[str, int]:
+    """Set ``cache_attributes(response)`` on ``span`` (an ``RLSpan`` or OpenTelemetry span); returns them."""
+    return _record(span, cache_attributes(response), "cached tokens")
+
+
+def _record(span, attributes: dict, what: str) -> dict:
     if attributes:
         try:
             getattr(span, "span", span).set_attributes(attributes)
         except Exception:
-            log.exception("rollscope: could not set speculative decoding attributes")
+            log.exception("rollscope: could not set %s attributes", what)
     return attributes
 
 

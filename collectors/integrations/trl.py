@@ -102,6 +102,8 @@ _VERSION, _STATUS, _SCORE = _NAME["policy_version"], _NAME["rollout_status"], _N
 _TURN, _INPUT, _OUTPUT = _NAME["turn_index"], _NAME["input_tokens"], _NAME["output_tokens"]
 _REWARD_NAME, _STEP, _DECISION = _NAME["reward_name"], _NAME["train_step"], _NAME["sample_decision"]
 _STALENESS, _SAMPLE_TOKENS = _NAME["sample_staleness"], _NAME["sample_tokens"]
+_PROMPT, _CONTEXT, _PREFIX = _NAME["task_prompt_tokens"], _NAME["context_tokens"], _NAME["prefix_tokens"]
+_CACHED, _BREAK = _NAME["cached_input_tokens"], _NAME["continuity_break"]
 _INPUT_MESSAGES, _OUTPUT_MESSAGES = CONTENT_FIELDS["input"][0], CONTENT_FIELDS["output"][0]
 
 
@@ -831,6 +833,7 @@ class TRLInstrumentation:
             _GROUP: [f"{group}{(b.global_offset + i) // generations}" for i in range(n)],
             _ENVIRONMENT: [_environment(example) for example in b.inputs],
             _VERSION: [b.policy_version] * n,
+            _PROMPT: b.prompt_lengths[:n],
             _STATUS: ["ok"] * n,
             _SCORE: b.combined,
         }
@@ -849,7 +852,8 @@ class TRLInstrumentation:
         self.counts["rl.reward"] += n * len(names)
 
     def _emit_turns(self, b: _Batch, gen_start: int, gen_end: int, rollouts) -> None:
-        """One ``rl.turn`` per model call of each sample, then the tool calls made between them."""
+        """One ``rl.turn`` per model call of each sample, then the tool calls made between them; with TRL's own
+        loop on transformers, each turn's prefix continuity (``_continuity``)."""
         reasons, timing, index, read, decoded_n, owner, starts, ends = [], [], [], [], [], [], [], []
         for i in range(len(b.inputs)):
             segments = b.segments[i] if i < len(b.segments) else [(True, b.completion_lengths[i])]
@@ -891,6 +895,8 @@ class TRLInstrumentation:
             _VERSION: [b.policy_version] * len(owner),
             semconv.ROLLOUT_ID: [b.rollout_ids[i] for i in owner],
         }
+        if not getattr(self.trainer, "use_vllm", False) and not any(timing):
+            attributes.update(_continuity(index, read, decoded_n))
         if b.texts is not None:
             attributes[_INPUT_MESSAGES], attributes[_OUTPUT_MESSAGES] = _turn_messages(b.texts, owner, index)
         self._out.spans(semconv.TURN, starts, ends, attributes, rollouts, owner)
@@ -970,6 +976,22 @@ def _callback(inst: TRLInstrumentation):
             inst._guard("train_end", inst.rl.force_flush)
 
     return RollscopeCallback()
+
+
+def _continuity(index: list, read: list, decoded: list) -> dict:
+    """Prefix continuity of TRL's own turns generated with transformers: TRL builds each later prompt by
+    concatenating token ids (the previous prompt, its completion and the tool results), so the history, the
+    previous turn's prompt and completion, is an exact prefix; and transformers' ``generate`` keeps no cache
+    between calls (nor shares a prompt among the group's copies), so every turn prefills all of it again:
+    nothing cached, continuity broken by eviction on every later turn. (With vLLM the cache is the engine's,
+    which TRL does not report: those turns record none of this.)"""
+    history = [read[k - 1] + decoded[k - 1] if turn else None for k, turn in enumerate(index)]
+    return {
+        _CONTEXT: history,
+        _PREFIX: history,
+        _CACHED: [0] * len(index),
+        _BREAK: ["evicted" if turn else None for turn in index],
+    }
 
 
 def _decisions(trainer, rewards_per_func, weights, unscorable) -> list[str]:

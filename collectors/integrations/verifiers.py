@@ -22,7 +22,17 @@ Per trace (one agent's rollout in an episode):
   ``verifiers.metric.<name>``; each error an ``exception`` event, the last one the span's status.
 - ``rl.turn`` per model call: its own start and end, input tokens with cached ones included
   (``cached_input_tokens`` from ``usage.cached_input_tokens``), output and reasoning tokens, model, finish
-  reason, and the call's error if it failed.
+  reason, and the call's error if it failed. Prefix continuity, from verifiers' message graph (each call's
+  prompt is a path of message nodes; a prompt that does not extend an earlier call's path forks a branch, one
+  training sample each): a call whose prompt extends the path of the earlier call it continues reads that call's
+  tokens as its history (``context_tokens``), all an exact prefix (``prefix_tokens``) where the nodes carry
+  their token ids (verifiers' renderer, which trains on them); a prompt that rewrote that history (a node
+  re-rendered: stripped reasoning, an edited message) records ``continuity_break = 'retokenized'`` and, with
+  token ids, the prefix up to the first rewritten node; a call its harness resumed from a compaction (a
+  ``compaction`` semantic edge from the summarizing call) records ``compacted``, the history before (the
+  tokens of the call that summary replaced) and after (its own prompt) and the branch it starts
+  (``sample_id`` = ``<trace id>/<branch>``). verifiers reports what the engine served from its cache
+  (``usage.cached_input_tokens``) but not why it missed: an eviction or another server is unattributed.
 - ``execute_tool {name}`` per tool call the model made: from the end of the model call that asked for it to
   the moment its result entered the conversation (the result message's timestamp; the next request).
 - the transcripts (``messages``, unless capture is off): each turn's input is what entered the conversation
@@ -209,9 +219,11 @@ def _record_trace(rl, trace: Mapping, environment: str, group: str | None, polic
             last = errors[-1]
             rollout.set_status(Status(StatusCode.ERROR, f"{last.get('type')}: {last.get('message')}"))
         turn_end = {}
-        for index, call in enumerate(calls):
+        for index, (call, continuity) in enumerate(
+            zip(calls, _continuity(trace["id"], calls, nodes), strict=True)
+        ):
             counts["turns"] += 1
-            turn_end[call.get("node")] = _record_call(rl, index, call, start, nodes)
+            turn_end[call.get("node")] = _record_call(rl, index, call, start, nodes, continuity)
         counts["tool_calls"] += _record_tools(rl, nodes, turn_end)
         score_start, score_end = (_ns(t) for t in _span(timing, "scoring"))
         score_start = score_start or end
@@ -263,13 +275,12 @@ def _is_truncated(trace: Mapping, calls: list) -> bool:
     return bool(last and last.get("finish_reason") == "length")
 
 
-def _record_call(rl, index: int, call: Mapping, fallback: int, nodes: list) -> int:
+def _record_call(rl, index: int, call: Mapping, fallback: int, nodes: list, continuity: dict) -> int:
     begin, finish = (_ns(t) for t in _span(call, "time"))
     begin = begin or fallback
     finish = max(finish, begin)
     usage = call.get("usage") or {}
     cached = usage.get("cached_input_tokens")
-    prompt = usage.get("prompt_tokens")
     attributes = {}
     if call.get("finish_reason"):
         attributes["gen_ai.response.finish_reasons"] = [str(call["finish_reason"])]
@@ -284,17 +295,144 @@ def _record_call(rl, index: int, call: Mapping, fallback: int, nodes: list) -> i
     with rl.turn(
         index,
         **_turn_content(nodes, call.get("node")),
-        input_tokens=prompt + (cached or 0) if prompt is not None else None,
+        input_tokens=_input(call),
         cached_input_tokens=cached,
         output_tokens=usage.get("completion_tokens"),
         request_model=call.get("model"),
         start_time=begin,
         end_time=finish,
         attributes=attributes,
+        **continuity,
     ) as turn:
         if error:
             turn.set_status(Status(StatusCode.ERROR, f"{error.get('type')}: {error.get('message')}"))
     return finish
+
+
+# --- prefix continuity and compaction, from the message graph -------------------------------------------------
+
+
+def _continuity(trace_id: str, calls: list, nodes: list) -> list[dict]:
+    """Per model call, the ``rl.turn`` fields of its prefix continuity and compaction (the module's docstring)."""
+    graph = _Graph(trace_id, calls, nodes)
+    return [graph.turn(k) for k in range(len(calls))]
+
+
+class _Graph:
+    """A trace's calls on its message graph: each call's path of nodes, the earlier call it continues, the
+    tokens each node adds (None without token ids: relayed calls, whose prompts the server tokenized)."""
+
+    def __init__(self, trace_id: str, calls: list, nodes: list):
+        self.trace_id, self.calls, self.nodes = trace_id, calls, nodes
+        self.paths = [_path(nodes, call.get("node")) for call in calls]
+        tokens = [len(node.get("token_ids") or ()) for node in nodes]
+        self.tokens = tokens if any(tokens) else None
+        self.continued = [_continued(self.paths, k) for k in range(len(calls))]
+
+    def turn(self, k: int) -> dict:
+        summary = _compaction_source(self.nodes[self.paths[k][-1]]) if self.paths[k] else None
+        j = self._replaced(summary) if summary is not None else self.continued[k]
+        if j is None:
+            return {}
+        prompt, earlier = self.paths[k][:-1], self.paths[j]
+        common = _common(earlier, prompt)
+        if summary is not None:
+            fields = self._compacted(k, j)
+        elif common == len(earlier):
+            fields = {"context_tokens": self._history(earlier, j)}
+        else:  # the prompt rewrote the history it continues
+            history = _through_last_assistant(self.nodes, prompt)
+            fields = {"context_tokens": self._history(history, j), "continuity_break": "retokenized"}
+        if self.tokens is not None:
+            fields["prefix_tokens"] = sum(self.tokens[n] for n in prompt[:common])
+        return {key: value for key, value in fields.items() if value is not None}
+
+    def _history(self, path: list[int], j: int) -> int | None:
+        """The tokens of ``path``; without token ids, those call ``j`` ended with (its prompt and completion)."""
+        return sum(self.tokens[n] for n in path) if self.tokens is not None else _total(self.calls[j])
+
+    def _replaced(self, summary: int) -> int | None:
+        """The call whose conversation a compaction replaced: the one its summarizing call continued."""
+        attempt = next((j for j, path in enumerate(self.paths) if path and path[-1] == summary), None)
+        return self.continued[attempt] if attempt is not None else None
+
+    def _compacted(self, k: int, replaced: int) -> dict:
+        """A call resumed from a compaction: the history the summary replaced (the tokens call ``replaced``
+        ended with), the compacted history it read (its prompt) and the branch (training sample) it starts."""
+        after = _input(self.calls[k])
+        return {
+            "context_tokens": after,
+            "continuity_break": "compacted",
+            "compaction_tokens_before": _total(self.calls[replaced]),
+            "compaction_tokens_after": after,
+            "sample_id": f"{self.trace_id}/{_branch(self.nodes, self.paths[k][-1])}",
+        }
+
+
+def _path(nodes: list, node) -> list[int]:
+    """Node ids from the root to ``node`` ([] for a call that committed no node)."""
+    if not isinstance(node, int) or not 0 <= node < len(nodes):
+        return []
+    out: list[int] = []
+    while node is not None and len(out) <= len(nodes):
+        out.append(node)
+        node = nodes[node].get("parent")
+    return out[::-1]
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _continued(paths: list[list[int]], k: int) -> int | None:
+    """The earlier call whose conversation call ``k``'s prompt shares most (the latest on a tie): the one it
+    continues, in a trace whose agents (and subagents) interleave their calls."""
+    if not paths[k]:
+        return None
+    prompt = paths[k][:-1]
+    best = max(((_common(paths[j], prompt), j) for j in range(k) if paths[j]), default=None)
+    return None if best is None or best[0] == 0 else best[1]
+
+
+def _compaction_source(node: Mapping) -> int | None:
+    """The summarizing call's node of a ``compaction`` semantic edge into this call's node, if any."""
+    for link in node.get("semantic_parents") or ():
+        if (
+            isinstance(link, Mapping)
+            and link.get("type") == "compaction"
+            and isinstance(link.get("node"), int)
+        ):
+            return link["node"]
+    return None
+
+
+def _branch(nodes: list, node: int) -> int:
+    """The index of the first branch (verifiers' ``Trace.branches``: one per leaf, in node order) holding ``node``."""
+    parents = {n.get("parent") for n in nodes if n.get("parent") is not None}
+    leaves = [i for i in range(len(nodes)) if i not in parents]
+    return next((b for b, leaf in enumerate(leaves) if node in _path(nodes, leaf)), 0)
+
+
+def _through_last_assistant(nodes: list, prompt: list[int]) -> list[int]:
+    """The prompt's history: its nodes through the last assistant message (the new messages after it are not)."""
+    roles = [((nodes[n].get("message") or {}).get("role")) for n in prompt]
+    last = max((i for i, role in enumerate(roles) if role == "assistant"), default=-1)
+    return prompt[: last + 1]
+
+
+def _input(call: Mapping) -> int | None:
+    usage = call.get("usage") or {}
+    prompt = usage.get("prompt_tokens")
+    return prompt + (usage.get("cached_input_tokens") or 0) if prompt is not None else None
+
+
+def _total(call: Mapping) -> int | None:
+    """The tokens a call ended with: its prompt (cache reads included) and its completion."""
+    prompt, completion = _input(call), (call.get("usage") or {}).get("completion_tokens")
+    return prompt + completion if prompt is not None and completion is not None else None
 
 
 def _record_tools(rl, nodes: list, turn_end: dict) -> int:

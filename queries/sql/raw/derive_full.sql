@@ -23,6 +23,7 @@ INSERT INTO _rollout_sums_mat SELECT $run, * FROM _rollout_sums_src($run);
 INSERT INTO _rollout_tails_mat SELECT $run, * FROM _rollout_tails_src($run);
 INSERT INTO _turn_latency_mat SELECT $run, * FROM _turn_latency_src($run);
 INSERT INTO _prefill_sums_mat SELECT $run, * FROM _prefill_sums_src($run);
+INSERT INTO _prefill_split_mat SELECT $run, * FROM _prefill_split_src($run);
 INSERT INTO _spec_sums_mat SELECT $run, * FROM _spec_sums_src($run);
 INSERT INTO _lint_sums_mat SELECT $run, * FROM _lint_sums_src($run);
 INSERT INTO _generation_sums_mat SELECT $run, * FROM _generation_sums_src($run);

@@ -29,6 +29,7 @@ CREATE TABLE _rollout_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollou
 CREATE TABLE _rollout_tails_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rollout_tails_src('') LIMIT 0;
 CREATE TABLE _turn_latency_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _turn_latency_src('') LIMIT 0;
 CREATE TABLE _prefill_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _prefill_sums_src('') LIMIT 0;
+CREATE TABLE _prefill_split_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _prefill_split_src('') LIMIT 0;
 CREATE TABLE _spec_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _spec_sums_src('') LIMIT 0;
 CREATE TABLE _lint_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _lint_sums_src('') LIMIT 0;
 CREATE TABLE _generation_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _generation_sums_src('') LIMIT 0;

@@ -34,6 +34,8 @@ CREATE OR REPLACE MACRO _turn_latency(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _turn_latency_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _prefill_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _prefill_sums_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _prefill_split(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _prefill_split_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _spec_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _spec_sums_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _lint_sums(run) AS TABLE

@@ -10,7 +10,7 @@ WITH scores AS (
     GROUP BY ALL
 )
 SELECT
-    s.run_id, s.rollout_id, s.task_id, s.group_id, s.environment, s.policy_version,
+    s.run_id, s.rollout_id, s.task_id, s.group_id, s.environment, s.policy_version, s.task_prompt_tokens,
     coalesce(s.rollout_status, CASE WHEN s.status_code = 'error' THEN 'infra_error' ELSE 'ok' END)
         AS rollout_status,
     coalesce(s.reward, sc.reward) AS reward,

@@ -83,6 +83,8 @@ SELECT
     l.input_tokens, l.cached_input_tokens,
     l.input_tokens - coalesce(l.cached_input_tokens, 0) AS new_input_tokens,
     l.output_tokens, l.context_tokens,
+    l.prefix_tokens, l.continuity_break, l.compaction_tokens_before, l.compaction_tokens_after, l.sample_id,
+    r.task_prompt_tokens,
     l.spec_draft_tokens, l.spec_accepted_tokens, l.spec_verify_steps, l.spec_k,
     l.drafter_version, l.drafter_policy_version, l.logprobs_source,
     l.prefill_time_s, l.decode_time_s, l.ttft_s, l.request_model, l.response_id,

@@ -1,23 +1,39 @@
 -- rollout_steps(run): one row per rollout with its consuming train step and staleness (docs/metrics.md,
 -- "Staleness"), the train-inference mismatch its rl.sample recorded, plus the rollout's own columns, so analyses built on it need not join rollouts again.
--- A recorded rl.sample wins. In a run whose trainer records no rl.sample spans, a rollout counts as consumed
+-- A recorded rl.sample wins. A rollout compaction made several training samples has one rl.sample per sample
+-- (rl.sample.id), all at its step: it is one rollout, consumed at its first step with that step's decision, its
+-- sample_tokens the sum over its samples there (the mismatch is its first sample's,
+-- the one that records it). In a run whose trainer records no rl.sample spans, a rollout counts as consumed
 -- by the first train step whose data was ready (start + train_wait_s) at or after its group's last rollout
 -- ended: a group-based trainer takes a group once all of it is back, and waits until its batch is complete.
 -- The policy version a step starts from is its produced policy_version - 1, else its train_step.
 CREATE OR REPLACE MACRO _rollout_steps_src(run) AS TABLE
-WITH recorded AS (
+WITH per_step AS (  -- a rollout's samples at each step that recorded one (one, but for compacted rollouts)
+    SELECT
+        rollout_id, train_step,
+        min(sample_decision) AS decision,  -- a rollout's samples share its decision and staleness
+        min(sample_staleness) AS sample_staleness,
+        sum(sample_tokens) AS sample_tokens,
+        max(mismatch_kl) AS mismatch_kl,
+        max(logprob_diff_mean) AS logprob_diff_mean,
+        max(logprob_diff_max) AS logprob_diff_max,
+        max(importance_ratio_mean) AS importance_ratio_mean
+    FROM samples
+    WHERE run_id = run AND rollout_id IS NOT NULL
+    GROUP BY rollout_id, train_step
+),
+recorded AS (
     SELECT
         rollout_id,
         min(train_step) AS step,
-        arg_min(sample_decision, train_step) AS decision,
+        arg_min(decision, train_step) AS decision,
         arg_min(sample_staleness, train_step) AS sample_staleness,
         arg_min(sample_tokens, train_step) AS sample_tokens,
         arg_min(mismatch_kl, train_step) AS mismatch_kl,
         arg_min(logprob_diff_mean, train_step) AS logprob_diff_mean,
         arg_min(logprob_diff_max, train_step) AS logprob_diff_max,
         arg_min(importance_ratio_mean, train_step) AS importance_ratio_mean
-    FROM samples
-    WHERE run_id = run AND rollout_id IS NOT NULL
+    FROM per_step
     GROUP BY rollout_id
 ),
 train AS (

@@ -84,15 +84,21 @@ SELECT
     greatest(coalesce(t.train_s_per_token, 0), 0) AS train_s_per_token
 FROM stages AS s, terms AS x, train AS t;
 
--- _advice_change(usable_after, d_rollout_s, d_judge_s, d_teacher_s): what a lever changes, the column `_change`
--- of its row: the usable rollouts it would give (NULL where it does not apply) and the work-seconds it adds (+)
--- or saves (−) per term. advice_gains.sql costs every lever's change at once.
-CREATE OR REPLACE MACRO _advice_change(usable_after, d_rollout_s, d_judge_s, d_teacher_s) AS {
+-- _advice_trained_change(usable_after, d_rollout_s, d_judge_s, d_teacher_s, d_train_tokens): what a lever changes,
+-- the column `_change` of its row: the usable rollouts it would give (NULL where it does not apply), the
+-- work-seconds it adds (+) or saves (−) per term, and the tokens the trainer trains on besides those that follow
+-- usable (compaction's repeated ones). advice_gains.sql costs every lever's change at once.
+CREATE OR REPLACE MACRO _advice_trained_change(usable_after, d_rollout_s, d_judge_s, d_teacher_s, d_train_tokens) AS {
     'usable_after': usable_after::DOUBLE,
     'd_rollout_s': d_rollout_s::DOUBLE,
     'd_judge_s': d_judge_s::DOUBLE,
-    'd_teacher_s': d_teacher_s::DOUBLE
+    'd_teacher_s': d_teacher_s::DOUBLE,
+    'd_train_tokens': d_train_tokens::DOUBLE
 };
+-- _advice_change(usable_after, d_rollout_s, d_judge_s, d_teacher_s): the same for a lever whose training follows
+-- usable alone.
+CREATE OR REPLACE MACRO _advice_change(usable_after, d_rollout_s, d_judge_s, d_teacher_s) AS
+    _advice_trained_change(usable_after, d_rollout_s, d_judge_s, d_teacher_s, 0);
 
 -- _advice_groups(run, step_lo, step_hi): per group of consumed rollouts, its environment and task, its
 -- dispatched, completed and scored members, those with a reward, the scored ones that succeeded (reward ≥ 0.5,
