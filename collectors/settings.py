@@ -29,6 +29,8 @@ ENV = {
     "ROLLSCOPE_COMPACT": "0 turns off compacting runs in the background while they are written (default 1: on).",
     "ROLLSCOPE_COMPACT_SECONDS": "How often each writing process tries to compact its runs (default 10).",
     "ROLLSCOPE_TOKEN": "Bearer token `rollscope collect` requires (instead of --token, which `ps` shows).",
+    "ROLLSCOPE_NOTIFY_URL": "Webhook `rollscope watch` posts to without --notify (keeps a Slack URL out of `ps`).",
+    "ROLLSCOPE_NOTIFY_TOKEN": "Bearer token `rollscope watch` sends its webhook (never on the command line).",
     "OTEL_SERVICE_NAME": "service.name of this process.",
     "OTEL_RESOURCE_ATTRIBUTES": "Extra resource attributes, key=value,... (may carry rl.run.id).",
     "OTEL_BSP_MAX_QUEUE_SIZE": "Batch span processor queue (rollscope's default 65536, not the SDK's 2048).",
@@ -105,6 +107,15 @@ def _text(value) -> str:
     return value
 
 
+def _url(value) -> str:
+    """An http(s) URL with a host: where an alert can be posted."""
+    text = _text(value).strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest.split("/", 1)[0]:
+        raise ValueError("expected an http:// or https:// URL")
+    return text
+
+
 def _path(value) -> Path:
     if not isinstance(value, str | os.PathLike):
         raise TypeError(f"expected a directory, not {type(value).__name__}")
@@ -133,6 +144,8 @@ FIELDS = {
     "max_export_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", _number(int, 0, 4_194_304)),
     "schedule_delay_millis": ("OTEL_BSP_SCHEDULE_DELAY", _number(float, 0, 3_600_000)),
     "token": ("ROLLSCOPE_TOKEN", _text),
+    "notify_url": ("ROLLSCOPE_NOTIFY_URL", _url),
+    "notify_token": ("ROLLSCOPE_NOTIFY_TOKEN", _text),
 }
 
 
@@ -160,6 +173,8 @@ class Settings:
     max_export_batch_size: int = 8_192
     schedule_delay_millis: float = 500.0
     token: str | None = None  # the bearer token `rollscope collect` requires
+    notify_url: str | None = None  # the webhook `rollscope watch` posts alerts to
+    notify_token: str | None = None  # the bearer token it sends there
 
     @classmethod
     def resolve(cls, **arguments) -> Settings:

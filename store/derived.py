@@ -85,7 +85,7 @@ from rollscope.store import layout
 DERIVED_DIR = "derived"
 MANIFEST = "manifest.json"
 FORMAT = (
-    13  # bump when a table's definition or the layout changes: manifests of an older format are derived again
+    14  # bump when a table's definition or the layout changes: manifests of an older format are derived again
 )
 GRACE_S = 300.0  # how long a retired part stays on disk for readers that listed it
 PARTS = "parts"  # parts/<table>/b=<block>/<name>.parquet, immutable, shared by the generations naming them

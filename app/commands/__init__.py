@@ -16,7 +16,22 @@ from rollscope.app.commands import (
     simulate,
     sql,
     views,
+    watch,
 )
 
 # Order is the order of `rollscope --help`; a new command is a module here and one entry below.
-COMMANDS = (dashboard, simulate, collect, import_, report, check, advise, runs, sql, views, compact, rm)
+COMMANDS = (
+    dashboard,
+    simulate,
+    collect,
+    import_,
+    report,
+    check,
+    watch,
+    advise,
+    runs,
+    sql,
+    views,
+    compact,
+    rm,
+)
