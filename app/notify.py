@@ -94,7 +94,8 @@ class Webhook:
         """Send until delivered (True), refused for good (False), or stopped (None)."""
         backoff = FIRST_BACKOFF_S
         while not self._stop.is_set():
-            retry, error, wait = self._attempt(body)
+            retry, error, asked = self._attempt(body)
+            wait = backoff if asked is None else asked
             if error is None:
                 return True, None
             if not retry:
@@ -104,9 +105,9 @@ class Webhook:
                 "rollscope: alert not delivered to %s (%s); retrying in %.0f s",
                 _host(self.url),
                 error,
-                wait or backoff,
+                wait,
             )
-            self._sleep(wait or backoff)
+            self._sleep(wait)
             backoff = min(MAX_BACKOFF_S, backoff * 2)
         return None, None
 

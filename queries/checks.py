@@ -222,16 +222,17 @@ def detector_parameters(rule: str, thresholds: dict | None = None) -> dict:
     }
 
 
-def _detector_rule(rule: str, unit: str, nothing: str, describe):
+def _detector_rule(rule: str, unit: str, windows: int, steps: str, describe):
     """A check for one detector: FAIL while it fires at the run's latest judged step (so a watch sends one alert
     when it starts and one when it stops), its message the latest figures and the first step it ever fired at.
-    ``nothing``: what is missing while no step can be judged; ``describe(row, params)``: the latest figures."""
+    ``windows``: how many windows of steps it compares (the steps it needs before it judges one); ``steps``: which
+    steps count; ``describe(row, params)``: the latest figures."""
 
     def check(con, run_id: str, limits: dict) -> CheckResult:
         params = detector_parameters(rule, limits)
         row = analyses.detector_summary(con, run_id, rule, **params)
         if not row.get("steps_judged"):
-            message = f"{nothing} over a {params['window']}-step window yet"
+            message = f"nothing to judge yet: it needs {windows * params['window']} {steps}"
             return CheckResult(rule, True, None, params["threshold"], message, unit)
         message = f"{describe(row, params)}; {_history(row)}"
         ok, step = not row["firing"], row["latest_step"]
@@ -264,17 +265,19 @@ DETECTOR_RULES = (
     _detector_rule(
         "entropy-collapse",
         "share",
-        "no train step has logged entropy (rl.train.entropy)",
+        1,
+        "train steps that logged the entropy (rl.train.entropy)",
         lambda r, p: (
-            f"entropy {r['level']:.3g} nats over steps to {r['latest_step']} ({p['window']}-step mean), "
-            f"{formats.rate(r['value'])} of its highest {r['reference']:.3g} (collapse at {formats.rate(p['threshold'])} "
-            "or less)"
+            f"entropy {r['level']:.3g} nats over the {p['window']} steps to {r['latest_step']}, "
+            f"{formats.rate(r['value'])} of its highest {p['window']}-step mean {r['reference']:.3g} (collapse at "
+            f"{formats.rate(p['threshold'])} or less)"
         ),
     ),
     _detector_rule(
         "kl-acceleration",
         "times",
-        "no train step has logged a KL (rl.train.kl)",
+        3,
+        "train steps that logged a KL (rl.train.kl, else rl.train.policy_kl)",
         lambda r, p: (
             f"{_KL[r['part']]} {r['reference']:.3g} → {r['level']:.3g} over the last two {p['window']}-step windows, "
             + (
@@ -288,7 +291,8 @@ DETECTOR_RULES = (
     _detector_rule(
         "length-drift",
         "share",
-        "no consumed rollout has decoded tokens",
+        2,
+        "consuming steps of an environment's rollouts with decoded tokens",
         lambda r, p: (
             f"{_in(r)}mean decoded tokens per rollout {r['reference']:,.0f} → {r['level']:,.0f} over the last two "
             f"{p['window']}-step windows, {formats.rate(r['value'])} (drift from ±{formats.rate(p['threshold'])})"
@@ -297,7 +301,8 @@ DETECTOR_RULES = (
     _detector_rule(
         "length-limit",
         "share",
-        "no consumed rollout has turns",
+        1,
+        "consuming steps of an environment's rollouts with turns",
         lambda r, p: (
             f"{_in(r)}{formats.rate(r['value'])} of rollouts cut off by a token limit (mostly the {r['part']} "
             f"limit) over the last {p['window']} steps (at most {formats.rate(p['threshold'])} allowed)"
@@ -306,7 +311,8 @@ DETECTOR_RULES = (
     _detector_rule(
         "reward-dominance",
         "share",
-        "no environment is scored by two reward components or more",
+        1,
+        "consuming steps of an environment scored by two reward components or more",
         lambda r, p: (
             f"{_in(r)}{r['part']} is {formats.rate(r['value'])} of the reward's magnitude over the last "
             f"{p['window']} steps (a minor part at the start dominating from {formats.rate(p['threshold'])})"
@@ -315,16 +321,19 @@ DETECTOR_RULES = (
     _detector_rule(
         "reward-divergence",
         "score",
-        "no environment has scored rollouts",
+        2,
+        "consuming steps of an environment's scored rollouts",
         lambda r, p: (
-            f"{_in(r)}the reward rose {r['level']:+.3f} while {r['part']} fell {r['reference']:.3f}, window on window "
-            f"of {p['window']} steps ({formats.number(r['value'], 3)}; both by {p['threshold']:g} or more fires)"
+            f"{_in(r)}the reward moved {r['level']:+.3f} and {r['part']} {-r['reference']:+.3f} (each on its own "
+            f"scale) from one {p['window']}-step window to the next: {formats.number(r['value'], 3)} (a rise "
+            f"and a fall of {p['threshold']:g} or more fire)"
         ),
     ),
     _detector_rule(
         "group-collapse",
         "share",
-        "no step has groups of scored rollouts",
+        2,
+        "consuming steps with groups of scored rollouts",
         lambda r, p: (
             f"nonzero-signal rate {formats.rate(r['reference'])} → {formats.rate(r['level'])} over the last two "
             f"{p['window']}-step windows, {formats.rate(r['value'])} of it lost (collapse from "
@@ -334,7 +343,8 @@ DETECTOR_RULES = (
     _detector_rule(
         "mismatch-rising",
         "times",
-        "no sample has recorded rl.sample.mismatch_kl",
+        2,
+        "consuming steps whose samples recorded rl.sample.mismatch_kl",
         lambda r, p: (
             f"median train-inference KL per token {r['reference']:.3g} → {r['level']:.3g} over the last two "
             f"{p['window']}-step windows, {formats.times(r['value'])} (rising from {formats.times(p['threshold'])})"

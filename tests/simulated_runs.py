@@ -58,3 +58,14 @@ def simulated(name: str) -> tuple[Path, dict]:
     store = _root() / name
     simulate(store, name, config.resolve(preset, [knobs]), preset=preset, workers=2)
     return store, groundtruth.load(store, name)
+
+
+@cache
+def simulated_preset(preset: str, seed: int | None = None) -> tuple[Path, dict]:
+    """(store, ground truth) of a preset as it ships (``seed``: another seed), written in fast mode (the same rows
+    from the same plan, without the SDK: docs/simulator.md): the training-health presets are 72 steps each."""
+    run = preset if seed is None else f"{preset}-{seed}"
+    store = _root() / f"preset-{run}"
+    knobs = [] if seed is None else [{"seed": seed}]
+    simulate(store, run, config.resolve(preset, knobs), preset=preset, workers=1, fast=True)
+    return store, groundtruth.load(store, run)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
-from rollscope.app.commands._common import add_run, add_store, name_value, number, store_of
+from rollscope.app.commands._common import add_run, add_store, name_value, number
 from rollscope.app.commands.check import _thresholds
 
 CLOSE_TIMEOUT_S = 30.0  # how long a stopping watch still tries to deliver what it recorded
@@ -71,7 +72,7 @@ def run(args) -> int:
 
     settings = Settings.resolve()
     url = _url(args.notify or settings.notify_url)
-    store = store_of(args)
+    store = _store(args)
     with store_alerts.watching(store, args.run):
         watch = Watch(store, args.run, args.dashboard)
         hook = _webhook(url, settings.notify_token, watch)
@@ -122,6 +123,17 @@ def _round(args, reader, watch, hook) -> bool:
         if hook:
             hook.post(event["id"], watch.payload(event))
     return not all(r.ok for r in results)
+
+
+def _store(args) -> Path:
+    """The store to watch: one a job has not created yet is waited for (the watch may start first)."""
+    from rollscope.collectors.settings import default_store
+    from rollscope.errors import StoreError
+
+    store = Path(args.store) if args.store else default_store()
+    if store.exists() and not store.is_dir():
+        raise StoreError("Not a store", f"{store} is a file, not a rollscope store directory")
+    return store
 
 
 def _url(url: str | None) -> str | None:
