@@ -40,8 +40,10 @@ class Verdict:
 class Watch:
     """A run's alert state and its changes; thread-safe (the webhook's thread records deliveries)."""
 
-    def __init__(self, store, run_id: str, dashboard: str | None = None):
-        self.store, self.run_id, self.dashboard = store, run_id, dashboard
+    def __init__(self, store, run_id: str, dashboard: str | None = None, webhook: bool = True):
+        """``webhook``: whether this watch posts its alerts; those of a watch that does not are recorded as
+        never to be sent (a later watch with a webhook does not post old news)."""
+        self.store, self.run_id, self.dashboard, self.webhook = store, run_id, dashboard, webhook
         self._lock = threading.Lock()
         self.state = store_alerts.load(store, run_id)
 
@@ -87,7 +89,7 @@ class Watch:
             "threshold": v.threshold,
             "unit": v.unit,
             "delivered": False,
-            "error": None,
+            "error": None if self.webhook else "no webhook",
         }
 
     def _save(self) -> None:

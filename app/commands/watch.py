@@ -74,7 +74,7 @@ def run(args) -> int:
     url = _url(args.notify or settings.notify_url)
     store = _store(args)
     with store_alerts.watching(store, args.run):
-        watch = Watch(store, args.run, args.dashboard)
+        watch = Watch(store, args.run, args.dashboard, webhook=url is not None)
         hook = _webhook(url, settings.notify_token, watch)
         for event in watch.pending() if hook else ():  # recorded by an earlier watch, not confirmed: now
             hook.post(event["id"], watch.payload(event))
