@@ -90,7 +90,9 @@ def main() -> None:
         got = fired(verdicts)
         for rule in failure["rules"]:
             first, window = got.get(rule), checks.detector_parameters(rule)["window"]
-            delay = "never fired" if first is None else f"fired at {first}, delay {first - failure['onset_step']}"
+            delay = (
+                "never fired" if first is None else f"fired at {first}, delay {first - failure['onset_step']}"
+            )
             print(f"  {preset:<18} {rule:<18} onset {failure['onset_step']}: {delay} (window {window})")
         extra = {rule: step for rule, step in got.items() if rule not in failure["rules"]}
         print(f"  {preset:<18} other rules fired: {extra or 'none'}", flush=True)

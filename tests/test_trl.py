@@ -162,6 +162,30 @@ def test_rollscope_figures_equal_trls_own_step_by_step(runs):
 
 
 @pytest.mark.slow
+def test_a_clip_ratio_trl_logs_is_the_steps_clip_fraction(tmp_path):
+    """With two optimizer passes over each generation round (``num_iterations=2``) the second pass's importance
+    ratios leave 1 and TRL's loss clips some tokens: rollscope records TRL's clip ratio, entropy and grad norm
+    of every step as TRL logged them (the other figures are TRL's averages over a round; not compared here)."""
+    _needs_trl()
+    from rollscope.integrations.trl import instrument
+    from rollscope.queries import analyses, connect
+
+    trainer = trl_tiny.trainer(tmp_path / "out", max_steps=10, num_iterations=2, epsilon=0.01)
+    inst = instrument(trainer, store=tmp_path / "store", run_id=RUN)
+    trainer.train()
+    inst.close()
+    steps = analyses.trainer_steps(connect(tmp_path / "store"), RUN).set_index("step")
+    logged = {e["step"]: e for e in trainer.state.log_history if "clip_ratio/region_mean" in e}
+    clip = [e["clip_ratio/region_mean"] for e in logged.values()]
+    assert len(logged) == 10 and any(c > 0 for c in clip), clip
+    for trl_step, entry in logged.items():
+        for key, column in TRL_SIGNALS.items():
+            if key in entry:
+                assert _same(_number(steps.loc[trl_step - 1, column]), _number(entry[key])), (trl_step, key)
+    inst.rl.shutdown()
+
+
+@pytest.mark.slow
 def test_a_data_parallel_run_is_one_run_whose_figures_equal_trls(tmp_path):
     """Two ranks under torchrun (CPU, gloo on loopback), each instrumented as a user's script is under
     accelerate: each rank records the completions it generated and its share of every step, and the run's
