@@ -79,7 +79,7 @@ def main() -> None:
         false_runs += bool(wrong)
         for rule in wrong:
             by_rule[rule] += 1
-        print(f"  seed {seed:>3}: {'none fired' if not wrong else wrong}", flush=True)
+        print(f"  seed {seed:>3}: {wrong or 'none fired'}", flush=True)
     print(f"false positives: {false_runs} of {args.seeds} healthy runs had any detector fire")
     print("  per rule: " + ", ".join(f"{rule} {n}/{args.seeds}" for rule, n in by_rule.items()))
     print("failure presets (onset: the ground truth's; delay: first fired − onset; window: the rule's):")
