@@ -243,3 +243,62 @@ def test_a_live_run_whose_entropy_collapses_sends_one_alert_and_one_recovery(tmp
     fail, recovery = (p["rollscope"] for p in hook.posts)
     assert fail["step"] < recovery["step"]
     assert fail["message"].startswith("entropy ") and "collapse at 30.0 % or less" in recovery["message"]
+
+
+# --- the state in the store, and where a person sees it -------------------------------------------------------
+
+
+def test_an_unreadable_alert_state_is_refused_not_overwritten(tmp_path):
+    store = copy_run("healthy", tmp_path)
+    path = store_alerts.state_path(store, "healthy")
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    code, _, err = rollscope("watch", "--store", store, "--run", "healthy", "--once")
+    assert code == 1 and err.startswith("rollscope: Unreadable alert state: ")
+    assert path.read_text() == "{not json"  # it holds what was sent: kept for a person to look at
+
+
+def test_rm_deletes_a_runs_alert_state_with_the_run(tmp_path):
+    store = copy_run("healthy", tmp_path)
+    rollscope("watch", "--store", store, "--run", "healthy", "--once", "--now", "last-span")
+    assert store_alerts.state_path(store, "healthy").exists()
+    assert rollscope("rm", "--store", store, "--run", "healthy")[0] == 0
+    assert not store_alerts.run_dir(store, "healthy").exists()
+
+
+def test_the_health_page_shows_the_alerts_a_watch_recorded(tmp_path):
+    from tests.test_dashboard import assert_clean, figure, open_page
+
+    store = copy_run("kl-acceleration", tmp_path)
+    at = open_page(store, "health", run="kl-acceleration")
+    assert_clean(at)
+    assert any("No alert recorded for this run" in c.value for c in at.caption)
+    rollscope("watch", "--store", store, "--run", "kl-acceleration", "--once", "--now", "last-span")
+    recorded = store_alerts.load(store, "kl-acceleration")["events"]
+    at = open_page(store, "health", run="kl-acceleration")
+    assert_clean(at)
+    table = at.dataframe[0].value
+    assert list(table["rule"])[::-1] == [e["rule"] for e in recorded]
+    assert set(table["delivered"]) == {"no webhook"}  # a watch without a webhook: recorded, never to be sent
+    fails = {t["name"]: t for t in figure(at, "health-alerts")["data"]}["FAIL"]
+    assert sorted(fails["y"]) == sorted(e["rule"] for e in recorded)
+    assert figure(at, "health-alerts")["layout"]["xaxis"]["title"]["text"] == "time (UTC)"
+
+
+def test_the_learning_page_shades_where_a_detector_fired_and_links_to_those_rollouts(tmp_path):
+    from tests.test_dashboard import assert_clean, figure, open_page
+
+    store = copy_run("entropy-collapse", tmp_path)
+    at = open_page(store, "learning", run="entropy-collapse")
+    assert_clean(at)
+    table = at.dataframe[0].value.set_index("rule")
+    row = table.loc["entropy-collapse"]
+    first, last = (int(x) for x in row["latest stretch"].removeprefix("steps ").split("–"))
+    assert row["now"] == "passing" and row["first fired at step"] == str(first)
+    assert row["example rollouts"] == f"/rollouts?run=entropy-collapse&steps={first}-{last}"
+    assert (table.drop(index="entropy-collapse")["example rollouts"].isna()).all()
+    entropy = figure(at, "entropy")
+    shaded = [s for s in entropy["layout"]["shapes"] if s["type"] == "rect"]
+    assert [(s["x0"], s["x1"]) for s in shaded] == [(first - 0.5, last + 0.5)]
+    assert entropy["layout"]["yaxis"]["title"]["text"] == "entropy (nats per token)"
+    assert not figure(at, "kl")["layout"].get("shapes")  # kl-acceleration never fired: nothing shaded
