@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
+from rollscope.queries.analyses import DETECTORS
 from rollscope.store import alerts as store_alerts
 
 
@@ -108,20 +109,9 @@ class Watch:
         return f"{self.dashboard.rstrip('/')}/{page}?{urlencode({'run': self.run_id})}"
 
 
-_LEARNING_RULES = frozenset(
-    (
-        "entropy-collapse",
-        "kl-acceleration",
-        "length-drift",
-        "length-limit",
-        "reward-dominance",
-        "reward-divergence",
-        "group-collapse",
-        "mismatch-rising",
-        "mismatch-kl",
-        "nonzero-signal",
-    )
-)
+# The rules whose figures the Learning page shows (the detectors, the mismatch, the nonzero signal); the others'
+# are on the Health page.
+_LEARNING_RULES = frozenset((*DETECTORS, "mismatch-kl", "nonzero-signal"))
 
 
 def text(event: dict, link: str | None = None) -> str:

@@ -6,8 +6,8 @@ import sys
 import time
 from pathlib import Path
 
-from rollscope.app.commands._common import add_run, add_store, name_value, number
-from rollscope.app.commands.check import _thresholds
+from rollscope.app.commands._common import add_run, add_store, number
+from rollscope.app.commands.check import add_rule_options
 
 CLOSE_TIMEOUT_S = 30.0  # how long a stopping watch still tries to deliver what it recorded
 
@@ -42,21 +42,7 @@ def register(sub) -> None:
         action="store_true",
         help="one round, then deliver and exit (status 1 when a rule fails): for cron",
     )
-    p.add_argument(
-        "--threshold",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        type=name_value(_thresholds),
-        help="change one rule's threshold, as `rollscope check --threshold` (repeatable)",
-    )
-    p.add_argument(
-        "--now",
-        choices=("wall", "last-span"),
-        default="wall",
-        help="what 'now' is for the stall rule: wall-clock now (default: a run gone silent as a whole is a "
-        "stall) or the end of the run's newest span",
-    )
+    add_rule_options(p, now="wall")
     p.add_argument(
         "--dashboard",
         metavar="URL",
