@@ -94,7 +94,7 @@ def _rounds(args, watch, hook) -> bool:
 
 def _round(args, reader, watch, hook) -> bool:
     from rollscope.app.alerts import Verdict, stamp
-    from rollscope.errors import UnknownRunError
+    from rollscope.errors import RollscopeError, UnknownRunError
     from rollscope.queries.checks import run_checks
 
     now_ns = time.time_ns() if args.now == "wall" else None
@@ -102,6 +102,11 @@ def _round(args, reader, watch, hook) -> bool:
         results = reader.retrying(lambda: run_checks(reader.con, args.run, dict(args.threshold), now_ns))
     except UnknownRunError:
         print(f"rollscope: waiting for run {args.run!r} to write its first spans", file=sys.stderr)
+        return False
+    except RollscopeError as e:  # a round that could not read the run (a store being rewritten): the next may
+        if args.once:
+            raise
+        print(f"rollscope: {e.title}: {e}; trying again in {args.interval:g} s", file=sys.stderr)
         return False
     verdicts = [Verdict(r.name, r.ok, r.message, r.value, r.threshold, r.unit, r.step) for r in results]
     for event in watch.observe(verdicts):

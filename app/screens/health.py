@@ -4,6 +4,7 @@ where time waits."""
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.errors import StoreError
 from rollscope.queries import analyses, report
 
 TRAINER = ["computing_s", "data_wait_s", "sync_wait_s", "other_s"]
@@ -159,7 +160,11 @@ def goodput(filters: data.Filters) -> None:
 
 def alerts(filters: data.Filters) -> None:
     st.subheader("Alerts")
-    events = data.alert_events(filters)
+    try:
+        events = data.alert_events(filters)
+    except StoreError as e:  # the rest of the page does not depend on it
+        st.warning(f"**{e.title}**: {e}")
+        return
     if events.empty:
         st.caption(
             f"No alert recorded for this run. `rollscope watch --store {filters.store} --run {filters.run_id} "
