@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from rollscope.app.formats import (  # noqa: F401
     count,
     device_seconds,
+    device_time,
     flops,
     missing,
     number,

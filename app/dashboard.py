@@ -11,11 +11,21 @@ from rollscope.errors import RollscopeError
 
 st.set_page_config(page_title="rollscope", page_icon=":material/monitoring:", layout="wide")
 
-PAGES = [  # the list is app/pages.py
-    st.Page(p.script, title=p.title, icon=p.icon, default=i == 0) for i, p in enumerate(pages.PAGES)
+# The list is app/pages.py. The first page is served at /; its slug (/overview, what a link to it by name or an
+# old bookmark says) opens it there too, rather than Streamlit's "Page not found" dialog over it. Streamlit wants
+# every page's own path unique, so the default page's is one nobody links to.
+HOME, *OTHERS = pages.PAGES
+PAGES = [
+    st.Page(HOME.script, title=HOME.title, icon=HOME.icon, default=True, url_path=f"{HOME.slug}-home"),
+    *(st.Page(p.script, title=p.title, icon=p.icon) for p in OTHERS),
 ]
 
-page = st.navigation(PAGES)
+
+def _home() -> None:
+    st.switch_page(PAGES[0], query_params=st.query_params.to_dict())
+
+
+page = st.navigation([*PAGES, st.Page(_home, title=HOME.title, url_path=HOME.slug, visibility="hidden")])
 try:
     data.sidebar()
 except RollscopeError as error:

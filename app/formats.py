@@ -72,10 +72,17 @@ def device_seconds(value, unit: str = "device", like=None) -> str:
     figure a column of them is read against, e.g. their total; default the value itself) reaches one hour."""
     if missing(value):
         return MISSING
+    number, unit = device_time(value, unit, like)
+    return f"{number} {unit}"
+
+
+def device_time(value, unit: str = "device", like=None) -> tuple[str, str]:
+    """``device_seconds`` as its number and its unit apart (``("1,234.5", "device-h")``), for a metric whose
+    label carries the unit: a wide number and a long unit do not fit a quarter of a page."""
     scale = value if like is None or missing(like) else like
     if abs(scale) >= 3600:
-        return f"{value / 3600:,.1f} {unit}-h"
-    return f"{value:,.1f} {unit}-s"
+        return f"{value / 3600:,.1f}", f"{unit}-h"
+    return f"{value:,.1f}", f"{unit}-s"
 
 
 def flops(value) -> str:

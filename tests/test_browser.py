@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -82,15 +83,14 @@ def writer(tmp_path_factory):
     writer.shutdown()
 
 
-@pytest.fixture(scope="module")
-def dashboard(writer):
-    """`rollscope dashboard --store DIR --port P`, as a user starts it; stopped by its pid afterwards."""
+@contextmanager
+def serving(*store: str, log_name: str = "dashboard.log"):
+    """`rollscope dashboard [--store DIR] --port P`, as a user starts it; stopped by its pid afterwards."""
     port = free_port()
-    store = writer.rollout.settings.store
     ARTIFACTS.mkdir(exist_ok=True)
-    log = open(ARTIFACTS / "dashboard.log", "w")  # noqa: SIM115 (closed below, after the server)
+    log = open(ARTIFACTS / log_name, "w")  # noqa: SIM115 (closed below, after the server)
     server = subprocess.Popen(
-        [sys.executable, "-m", "rollscope.app.cli", "dashboard", "--store", str(store), "--port", str(port)],
+        [sys.executable, "-m", "rollscope.app.cli", "dashboard", *store, "--port", str(port)],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -106,6 +106,12 @@ def dashboard(writer):
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def dashboard(writer):
+    with serving("--store", str(writer.rollout.settings.store)) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +152,44 @@ def test_every_page_renders_without_an_error(dashboard, browser):
             points = page.evaluate(DRAWN)
             assert points and all(n > 0 for n in points), (title, points)  # each chart drew data
         full_screenshot(page, ARTIFACTS / f"{path or 'overview'}.png")
+    page.close()
+
+
+def test_a_page_opened_by_its_name_shows_it_and_no_page_not_found_dialog(dashboard, browser):
+    """/overview (the default page's own name, which links and bookmarks use) opens the Overview, keeping the
+    run; every page's name opens that page."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{dashboard}/overview?run={RUN}")
+    settle(page, "Overview")
+    assert page.get_by_text("Page not found").count() == 0
+    assert f"run={RUN}" in page.url
+    page.close()
+
+
+def test_the_overview_headline_figures_fit_a_1500_pixel_window(browser, tmp_path):
+    """A large run's headline figures are not cut off ("16,544.9 devic…") at a common laptop width: here a
+    rollout worker holding a million devices for a minute, 16,666.7 device-hours."""
+    from rollscope.collectors import attach
+
+    now = time.time_ns()
+    rl = attach(store=tmp_path / "big", run_id="big", devices=1_000_000, set_global=False)
+    with rl.rollout("r1", task_id="t", group_id="g", start_time=now - 120 * 10**9, end_time=now) as rollout:
+        with rl.turn(
+            0, input_tokens=1_000, output_tokens=100, start_time=now - 120 * 10**9, end_time=now - 60 * 10**9
+        ):
+            pass
+        rollout.set(reward=1.0)
+    rl.shutdown()
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    with serving("--store", str(tmp_path / "big"), log_name="big.log") as url:
+        page.goto(f"{url}/?run=big")
+        settle(page, "Overview")
+        assert page.get_by_text("16,666.7").count() == 1
+        cut = page.evaluate(
+            """() => Array.from(document.querySelectorAll('[data-testid="stMetricValue"] div'))
+                   .filter(el => el.scrollWidth > el.clientWidth + 1).map(el => el.innerText)"""
+        )
+    assert cut == []
     page.close()
 
 

@@ -34,10 +34,11 @@ def headline(figures: dict) -> None:
         help="Share of rollout + judge + teacher FLOPs spent on rollouts that never became usable.",
     )
     row = st.columns(4)
+    number, unit = charts.device_time(compute["device_seconds"]["total"])
     row[0].metric(
-        "Accelerator time",
-        charts.device_seconds(compute["device_seconds"]["total"]),
-        help="Device-seconds of rollout, train, teacher and judge processes.",
+        f"Accelerator time, {unit}",
+        number,
+        help="Device time (devices × seconds, or hours) of rollout, train, teacher and judge processes.",
     )
     row[1].metric("New prefill : decode", charts.ratio(figures["prefill_decode"]["ratio"]))
     row[2].metric("Spec-decode acceptance", charts.rate(figures["spec_decode"]["acceptance_rate"]))
