@@ -89,7 +89,6 @@ def _rounds(args, watch, hook) -> bool:
         if args.once:
             return failing
         time.sleep(max(0.0, args.interval - (time.monotonic() - started)))
-        reader.refresh()
 
 
 def _round(args, reader, watch, hook) -> bool:
@@ -97,8 +96,9 @@ def _round(args, reader, watch, hook) -> bool:
     from rollscope.errors import RollscopeError, UnknownRunError
     from rollscope.queries.checks import run_checks
 
-    now_ns = time.time_ns() if args.now == "wall" else None
     try:
+        reader.refresh()  # the segments published since the last round (nothing new: one listing)
+        now_ns = time.time_ns() if args.now == "wall" else None
         results = reader.retrying(lambda: run_checks(reader.con, args.run, dict(args.threshold), now_ns))
     except UnknownRunError:
         print(f"rollscope: waiting for run {args.run!r} to write its first spans", file=sys.stderr)
