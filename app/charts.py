@@ -349,6 +349,71 @@ def mark(fig: go.Figure, xs: list, labels: list[str], max_labels: int = 12) -> g
     return fig
 
 
+FIRING = "#ef4444"  # a detector firing: shaded on the charts of the figure it watches
+
+
+def firing(fig: go.Figure, episodes: pd.DataFrame, rule: str, max_labels: int = 6) -> go.Figure:
+    """Shade the stretches of steps a detector fired at (``analyses.detector_episodes``' rows), labelled with
+    the rule and the step it started at while there are few; set in one go, as ``mark`` does."""
+    shapes = [
+        {
+            "type": "rect",
+            "xref": "x",
+            "yref": "paper",
+            "x0": e.first_step - 0.5,
+            "x1": e.last_step + 0.5,
+            "y0": 0,
+            "y1": 1,
+            "fillcolor": FIRING,
+            "opacity": 0.12,
+            "line": {"width": 0},
+            "layer": "below",
+        }
+        for e in episodes.itertuples()
+    ]
+    notes = [
+        {
+            "x": e.first_step,
+            "y": 1,
+            "xref": "x",
+            "yref": "paper",
+            "text": f"{rule} from step {e.first_step}",
+            "showarrow": False,
+            "xanchor": "left",
+            "yanchor": "bottom",
+            "font": {"color": FIRING},
+        }
+        for e in episodes.itertuples()
+    ][:max_labels]
+    fig.update_layout(shapes=[*fig.layout.shapes, *shapes], annotations=[*fig.layout.annotations, *notes])
+    return fig
+
+
+STATE_COLORS = {"FAIL": FIRING, "PASS": "#16a34a"}
+
+
+def timeline(events: pd.DataFrame) -> go.Figure:
+    """The alerts a watch recorded: one marker per change, at its time, on its rule's row, red for FAIL and
+    green for PASS; the message in the hover."""
+    rules = events["rule"].nunique()
+    fig = _figure(
+        "Alerts: check rules changing state", "time (UTC)", "rule", height=max(260, 150 + 40 * rules)
+    )
+    for state, color in STATE_COLORS.items():
+        rows = events[events["state"] == state]
+        fig.add_scatter(
+            x=rows["time"],
+            y=rows["rule"],
+            mode="markers",
+            name=state,
+            marker={"color": color, "size": 11, "symbol": "x" if state == "FAIL" else "circle"},
+            customdata=rows["message"],
+            hovertemplate="%{x}<br>%{y}: %{customdata}<extra>" + state + "</extra>",
+        )
+    fig.update_yaxes(categoryorder="category descending")
+    return fig
+
+
 def sparkline(frame: pd.DataFrame, x: str, y: str, title: str, percent: bool = False) -> go.Figure:
     """A small per-step series on a train-step axis: the raw values thin and pale, and when the frame has
     ``rolling_mean`` that mean drawn over them."""

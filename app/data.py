@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
@@ -217,13 +218,44 @@ def _filters(path: Path, runs: list[str]) -> Filters | None:
     store = str(path)
     open_run(store, run)
     bounds = call(store, analyses.steps, run)
+    environments = [None, *call(store, analyses.environments, run)]
+    _linked_environment(run, environments)
     environment = st.sidebar.selectbox(
         "Environment",
-        [None, *call(store, analyses.environments, run)],
+        environments,
         format_func=lambda e: "all environments" if e is None else e,
         key=f"environment:{run}",
     )
     return Filters(store, run, tuple(runs), _step_range(run, bounds), environment, _live_choice())
+
+
+def link(page: str, run_id: str, steps: tuple[int, int] | None = None, environment: str | None = None) -> str:
+    """A page's address with the sidebar's filters set: ``/rollouts?run=exp-7&steps=40-52&environment=math``
+    (what a fired detector links to: the rollouts of the steps it fired at)."""
+    params = {"run": run_id}
+    if steps is not None:
+        params["steps"] = f"{steps[0]}-{steps[1]}"
+    if environment is not None:
+        params["environment"] = environment
+    return f"/{page}?{urlencode(params)}"
+
+
+def _linked_environment(run: str, environments: list) -> None:
+    """A link's ``environment=`` chooses the sidebar's environment when the page opens (the user's choice wins
+    after that)."""
+    key, wanted = f"environment:{run}", st.query_params.get("environment")
+    if wanted in environments and key not in st.session_state:
+        st.session_state[key] = wanted
+
+
+def _linked_steps(key: str, bounds: tuple[int, int]) -> None:
+    """A link's ``steps=A-B`` sets the sidebar's step range when the page opens (clipped to the run's)."""
+    lo, sep, hi = (st.query_params.get("steps") or "").partition("-")
+    if key in st.session_state or not sep or not (lo.isdigit() and hi.isdigit()):
+        return
+    chosen = (max(bounds[0], int(lo)), min(bounds[1], int(hi)))
+    if chosen[0] <= chosen[1]:
+        st.session_state[key] = chosen
 
 
 def open_run(store: str, run_id: str) -> None:
@@ -257,7 +289,10 @@ def open_run(store: str, run_id: str) -> None:
 def _step_range(run: str, bounds: tuple[int, int] | None) -> tuple[int, int] | None:
     if bounds is None or bounds[0] == bounds[1]:
         return None
-    chosen = st.sidebar.slider("Train steps", bounds[0], bounds[1], value=bounds, key=f"steps:{run}:{bounds}")
+    key = f"steps:{run}:{bounds}"
+    _linked_steps(key, bounds)
+    initial = {} if key in st.session_state else {"value": bounds}  # a link's range, or the user's since
+    chosen = st.sidebar.slider("Train steps", bounds[0], bounds[1], key=key, **initial)
     return None if tuple(chosen) == tuple(bounds) else tuple(chosen)
 
 
@@ -626,6 +661,14 @@ def macros() -> dict[str, str]:
     from rollscope.queries.catalog import MACRO_DOCS
 
     return dict(MACRO_DOCS)
+
+
+def alert_events(filters: Filters) -> pd.DataFrame:
+    """The alerts `rollscope watch` recorded for the page's run (``queries.alerts``): a small file, read anew on
+    every draw, so a live page shows an alert as soon as the watch records it."""
+    from rollscope.queries import alerts
+
+    return alerts.events(filters.store, filters.run_id)
 
 
 def rollouts(filters: Filters, **search) -> object:

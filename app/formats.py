@@ -49,6 +49,11 @@ def ratio(value) -> str:
     return MISSING if missing(value) else f"{value:.2f} : 1"
 
 
+def times(value) -> str:
+    """A multiple (2.5) as the detectors state it: ``2.50×``."""
+    return MISSING if missing(value) else f"{value:,.2f}×"
+
+
 def number(value, digits: int = 2) -> str:
     return MISSING if missing(value) else f"{value:,.{digits}f}"
 
@@ -104,6 +109,6 @@ def check_value(value, unit: str) -> str:
     if missing(value):
         return MISSING
     whole_seconds = lambda v: f"{v:,.0f} s"  # noqa: E731
-    return {"share": rate, "points": points, "count": count, "seconds": whole_seconds}.get(unit, number)(
-        value
-    )
+    score = lambda v: number(v, 3)  # noqa: E731
+    units = {"share": rate, "points": points, "count": count, "seconds": whole_seconds, "times": times}
+    return {**units, "score": score}.get(unit, number)(value)

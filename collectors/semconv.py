@@ -47,6 +47,9 @@ LOGPROB_SOURCES = ("policy", "drafter")
 JUDGE_STATUSES = ("ok", "timeout", "error")
 # Why a turn prefilled its history again (docs/metrics.md, "Repeated prefill by remedy").
 CONTINUITY_BREAKS = ("retokenized", "evicted", "server_changed", "compacted")
+# What cut a turn or rollout off (docs/metrics.md, "Truncation"): the request's response limit, the model's context
+# length, or the rollout's turn or tool-call budget.
+TRUNCATION_LIMITS = ("response", "context", "turns", "tools")
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,29 @@ SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
         "int",
         "rl.turn, llm_request",
         "Prompt tokens written to a provider's prompt cache (already counted in gen_ai.usage.input_tokens).",
+    ),
+    # truncation: which limit cut a generation or a rollout off (docs/metrics.md, "Truncation")
+    Attribute(
+        "rl.truncation.limit",
+        "truncation_limit",
+        "str",
+        "rl.turn, rl.rollout",
+        "The limit that cut it off: response (the request's max_tokens), context (the model's context length), "
+        "turns or tools (the rollout's turn or tool-call budget); absent = not cut off by a limit.",
+    ),
+    Attribute(
+        "gen_ai.request.max_tokens",
+        "max_tokens",
+        "int",
+        "rl.turn",
+        "The response limit the generation was asked for (TRL's max_completion_length, verl's response_length).",
+    ),
+    Attribute(
+        "rl.model.context_length",
+        "context_length",
+        "int",
+        "rl.turn",
+        "The serving model's context length (vLLM's max_model_len): prompt and response together stop there.",
     ),
     Attribute(
         "rl.turn.context_tokens",
@@ -312,6 +338,55 @@ SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
         "rl.train.wait_s", "train_wait_s", "float", "rl.train_step", "Seconds the step waited for data."
     ),
     Attribute("rl.train.loss", "train_loss", "float", "rl.train_step", "Loss, if the job reports it."),
+    # what the trainer logs about the update (docs/metrics.md, "Training signals"), under the frameworks' names too
+    Attribute(
+        "rl.train.entropy",
+        "train_entropy",
+        "float",
+        "rl.train_step",
+        "Mean per-token entropy of the policy on the step's completions (nats).",
+        ("entropy", "actor/entropy"),
+    ),
+    Attribute(
+        "rl.train.kl",
+        "train_kl",
+        "float",
+        "rl.train_step",
+        "Mean per-token KL divergence of the policy from the reference policy (nats).",
+        ("kl", "actor/kl_loss", "actor/reward_kl_penalty"),
+    ),
+    Attribute(
+        "rl.train.policy_kl",
+        "train_policy_kl",
+        "float",
+        "rl.train_step",
+        "Mean per-token KL between the policy that sampled the batch and the one updated on it (PPO's approx KL).",
+        ("actor/ppo_kl",),
+    ),
+    Attribute(
+        "rl.train.clip_fraction",
+        "train_clip_fraction",
+        "float",
+        "rl.train_step",
+        "Share of tokens whose importance ratio the policy loss clipped.",
+        ("clip_ratio/region_mean", "actor/pg_clipfrac"),
+    ),
+    Attribute(
+        "rl.train.grad_norm",
+        "train_grad_norm",
+        "float",
+        "rl.train_step",
+        "Gradient norm of the update (before clipping, as the trainer logs it).",
+        ("grad_norm", "actor/grad_norm"),
+    ),
+    Attribute(
+        "rl.train.learning_rate",
+        "train_learning_rate",
+        "float",
+        "rl.train_step",
+        "Learning rate of the step.",
+        ("learning_rate", "actor/lr"),
+    ),
     # samples
     Attribute(
         "rl.sample.decision",
@@ -513,6 +588,7 @@ def markdown() -> str:
         f"- `rl.logprobs.source`: {' | '.join(LOGPROB_SOURCES)}",
         f"- `rl.judge.status`: {' | '.join(JUDGE_STATUSES)}",
         f"- `rl.turn.continuity_break`: {' | '.join(CONTINUITY_BREAKS)}",
+        f"- `rl.truncation.limit`: {' | '.join(TRUNCATION_LIMITS)}",
     ]
     for title, table in (
         ("Resource attributes (once per process)", RESOURCE_ATTRIBUTES),
@@ -570,6 +646,19 @@ def markdown() -> str:
         "  rollout (`rl.sample.id`): a trainer records one `rl.sample` per sample, all at the rollout's step. The",
         "  funnel counts the rollout once (its first step's decision); its `rl.sample.tokens` are summed; the",
         "  trainer's `rl.train.samples` counts every sample.",
+        "- **Training signals.** A trainer records what it logs about each update on its `rl.train_step` span,",
+        "  under the names above or under its own: TRL's `entropy`, `kl`, `clip_ratio/region_mean`, `grad_norm`",
+        "  and `learning_rate`, verl's `actor/entropy`, `actor/kl_loss` (or `actor/reward_kl_penalty`),",
+        "  `actor/pg_clipfrac`, `actor/grad_norm` and `actor/lr` land in the same columns. verl's `actor/ppo_kl` is",
+        "  the KL of one update (the sampling policy against the updated one), not the KL to the reference: it",
+        "  lands in `train_policy_kl`. A data-parallel trainer recording a step once per process: each figure is",
+        "  the mean over its rows.",
+        "- **Truncation.** A generation cut off by a token limit records `rl.truncation.limit` (and the limits,",
+        "  `gen_ai.request.max_tokens` and `rl.model.context_length`, where it knows them); a rollout its agent loop",
+        "  stopped at a turn or tool-call budget records `turns` or `tools` on its `rl.rollout` span. Without it, a",
+        "  turn whose `gen_ai.response.finish_reasons` holds `length` was cut off by the context length when its",
+        "  prompt and response reach `rl.model.context_length`, else by the response limit; a rollout by its",
+        "  own limit, else its last turn's.",
         "- **The open `rl.*` proposal** (open-telemetry/semantic-conventions-genai#88) names the resource",
         "  attributes `rl.run.id`, `rl.algorithm`, `rl.model.name` and `rl.environment.name` exactly as above, so",
         "  they need no alias (it sets `rl.environment.name` on the resource; rollscope reads it on `rl.rollout`,",

@@ -34,6 +34,8 @@ ENV = {
     "ROLLSCOPE_DERIVE_MEMORY": "Memory a run's derivation holds before spilling to disk: 8GB, 512MiB, or a "
     "share of RAM like 25% (default 25%).",
     "ROLLSCOPE_DERIVE_THREADS": "Cores a run's derivation uses at once (default: every core).",
+    "ROLLSCOPE_NOTIFY_URL": "Webhook `rollscope watch` posts to without --notify (keeps a Slack URL out of `ps`).",
+    "ROLLSCOPE_NOTIFY_TOKEN": "Bearer token `rollscope watch` sends its webhook (never on the command line).",
     "ROLLSCOPE_CAPTURE_CONTENT": "0 keeps transcripts out of the store: no message content is written anywhere "
     "(default 1: on; see docs/store.md).",
     "ROLLSCOPE_CONTENT_MAX_CHARS": "Longest text kept per message; longer ones keep head and tail (default 32768).",
@@ -165,6 +167,15 @@ def _text(value) -> str:
     return value
 
 
+def _url(value) -> str:
+    """An http(s) URL with a host: where an alert can be posted."""
+    text = _text(value).strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest.split("/", 1)[0]:
+        raise ValueError("expected an http:// or https:// URL")
+    return text
+
+
 def _path(value) -> Path:
     if not isinstance(value, str | os.PathLike):
         raise TypeError(f"expected a directory, not {type(value).__name__}")
@@ -195,6 +206,8 @@ FIELDS = {
     "token": ("ROLLSCOPE_TOKEN", _text),
     "derive_memory": ("ROLLSCOPE_DERIVE_MEMORY", _memory),
     "derive_threads": ("ROLLSCOPE_DERIVE_THREADS", _number(int, 0, 4096)),
+    "notify_url": ("ROLLSCOPE_NOTIFY_URL", _url),
+    "notify_token": ("ROLLSCOPE_NOTIFY_TOKEN", _text),
     "capture_content": ("ROLLSCOPE_CAPTURE_CONTENT", _switch),
     "content_max_chars": ("ROLLSCOPE_CONTENT_MAX_CHARS", _number(int, 63, 1 << 30)),
     "content_sample": ("ROLLSCOPE_CONTENT_SAMPLE", _number(float, 0, 1, low_inclusive=True)),
@@ -233,6 +246,8 @@ class Settings:
     # spills to disk, and the cores it runs on. None: a share of the machine's memory, and every core.
     derive_memory: int | None = None
     derive_threads: int | None = None
+    notify_url: str | None = None  # the webhook `rollscope watch` posts alerts to
+    notify_token: str | None = None  # the bearer token it sends there
     # Transcripts (docs/store.md). On by default: the content is the run's own training data, which the trainer
     # holds anyway and RL frameworks dump by default (verl's rollout_data_dir, prime-rl's traces), and a run
     # whose transcripts were not kept cannot be looked at afterwards; capped per message, so one huge tool

@@ -700,6 +700,58 @@ def trend(con, run_id: str, metric: str, steps=None, environment=None, rolling: 
     return kept.rename(columns=names).reset_index(drop=True)
 
 
+# --- is training going wrong: the detectors (docs/metrics.md, "Detectors") ---------------------------------
+# Each rule's SQL is analyses/detector_<rule>.sql: one row per judged train step (and environment or component
+# where it judges them apart) with the figure compared (value), what it was computed from (level, reference) and
+# whether it fired. Every detector reads the whole run: its windows run over steps, so a step range would cut them.
+
+DETECTORS = (
+    "entropy-collapse",
+    "kl-acceleration",
+    "length-drift",
+    "length-limit",
+    "reward-dominance",
+    "reward-divergence",
+    "group-collapse",
+    "mismatch-rising",
+)
+
+
+def detector(con, run_id: str, rule: str, threshold: float, window: int, **options) -> pd.DataFrame:
+    """One detector's rows (``options``: a rule's further parameters, e.g. kl-acceleration's ``growth``)."""
+    return query(
+        con, _detector_sql(rule), require_run(con, run_id), **_detector_params(threshold, window, options)
+    )
+
+
+def detector_summary(con, run_id: str, rule: str, threshold: float, window: int, **options) -> dict:
+    """The detector's verdict: steps judged and fired at, whether it fires at the latest judged step (``firing``),
+    the first and latest step it fired at, that latest step's figures and the first fired row's
+    (``analyses/detector_summary.sql``)."""
+    params = _detector_params(threshold, window, options)
+    sql = _detector_sql(rule)
+    return record(query(con, sql, require_run(con, run_id), over="detector_summary", **params))
+
+
+def detector_episodes(con, run_id: str, rule: str, threshold: float, window: int, **options) -> pd.DataFrame:
+    """The stretches of consecutive steps the detector fired at: first and last step, steps, and the environment
+    and part that fired (``analyses/detector_episodes.sql``)."""
+    params = _detector_params(threshold, window, options)
+    return query(con, _detector_sql(rule), require_run(con, run_id), over="detector_episodes", **params)
+
+
+def _detector_sql(rule: str) -> str:
+    if rule not in DETECTORS:
+        raise ValueError(f"rule must be one of {', '.join(DETECTORS)}, not {rule!r}")
+    return "detector_" + rule.replace("-", "_")
+
+
+def _detector_params(threshold: float, window: int, options: dict) -> dict:
+    if int(window) < 1:
+        raise ValueError(f"a detector's window is at least 1 step, not {window!r}")
+    return {"threshold": threshold, "window": int(window), "success_threshold": SUCCESS_THRESHOLD, **options}
+
+
 # --- the advisor ------------------------------------------------------------------------------------------
 
 # Each lever: its SQL (analyses/advice_<lever>.sql), a title, the dashboard page with its evidence, and what

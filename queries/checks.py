@@ -22,6 +22,33 @@ THRESHOLDS = {
     "mismatch-kl": 0.01,  # largest mean train-inference KL (rl.sample.mismatch_kl) of any consumed step
     "stall-rollout-age": 900.0,  # oldest age (seconds) a rollout in flight may reach
     "stall-silence": 600.0,  # longest (seconds) a process may go without writing a span
+    # is training going wrong: the detectors (docs/metrics.md, "Detectors"), each over windows of train steps
+    "entropy-collapse": 0.3,  # most the entropy's mean over a window may fall to, as a share of its highest so far
+    "entropy-window": 5,
+    "kl-acceleration": 2.0,  # KL growth over a window, as a multiple of the window before's, that fires ...
+    "kl-growth": 0.25,  # ... when it is also at least this share of the previous window's KL
+    "kl-window": 10,
+    "length-drift": 0.5,  # relative change of mean decoded tokens per rollout from one window to the next
+    "length-limit": 0.1,  # share of a window's rollouts a token limit may cut off
+    "length-window": 10,
+    "reward-dominance": 0.8,  # share of the reward's magnitude a minor component (≤ 1 − it at first) may reach
+    "reward-divergence": 0.1,  # rise of the reward and fall of a second signal, window on window, that fires
+    "reward-window": 10,
+    "group-collapse": 0.5,  # share of the nonzero-signal rate lost from one window to the next
+    "group-window": 10,
+    "mismatch-rising": 2.0,  # ratio of the train-inference KL's median from one window to the next
+    "mismatch-window": 20,
+}
+# Each detector's threshold is THRESHOLDS[rule]; its window, and any further parameter, are named here.
+DETECTOR_SETTINGS = {
+    "entropy-collapse": ("entropy-window", {}),
+    "kl-acceleration": ("kl-window", {"growth": "kl-growth"}),
+    "length-drift": ("length-window", {}),
+    "length-limit": ("length-window", {}),
+    "reward-dominance": ("reward-window", {}),
+    "reward-divergence": ("reward-window", {}),
+    "group-collapse": ("group-window", {}),
+    "mismatch-rising": ("mismatch-window", {}),
 }
 
 
@@ -33,7 +60,8 @@ class CheckResult:
     threshold: float | int
     message: str
     unit: str = "count"  # how value and threshold read: "count", "share" (a fraction, shown as %), "points",
-    # "nats" (a KL divergence per token), "seconds"
+    # "nats" (a KL divergence per token), "seconds", "times" (a ratio, 2.5×), "score" (a reward difference)
+    step: int | None = None  # the latest train step the verdict judged (a detector's), for an alert to name
 
     def line(self) -> str:
         return f"{'PASS' if self.ok else 'FAIL'} {self.name}: {self.message}"
@@ -179,6 +207,151 @@ def stall(con, run_id: str, limits: dict) -> CheckResult:
     return CheckResult("stall", ok, value, limit, "; ".join(parts), "seconds")
 
 
+# --- is training going wrong: the detectors ---------------------------------------------------------------
+
+
+def detector_parameters(rule: str, thresholds: dict | None = None) -> dict:
+    """The keyword arguments of ``analyses.detector*`` for ``rule``: its threshold, window and further
+    parameters, from THRESHOLDS overridden by ``thresholds`` (the Learning page and the report use the defaults)."""
+    limits = {**THRESHOLDS, **(thresholds or {})}
+    window, extra = DETECTOR_SETTINGS[rule]
+    return {
+        "threshold": limits[rule],
+        "window": int(limits[window]),
+        **{name: limits[key] for name, key in extra.items()},
+    }
+
+
+def _detector_rule(rule: str, unit: str, windows: int, steps: str, describe):
+    """A check for one detector: FAIL while it fires at the run's latest judged step (so a watch sends one alert
+    when it starts and one when it stops), its message the latest figures and the first step it ever fired at.
+    ``windows``: how many windows of steps it compares (the steps it needs before it judges one); ``steps``: which
+    steps count; ``describe(row, params)``: the latest figures."""
+
+    def check(con, run_id: str, limits: dict) -> CheckResult:
+        params = detector_parameters(rule, limits)
+        row = analyses.detector_summary(con, run_id, rule, **params)
+        if not row.get("steps_judged"):
+            message = f"nothing to judge yet: it needs {windows * params['window']} {steps}"
+            return CheckResult(rule, True, None, params["threshold"], message, unit)
+        message = f"{describe(row, params)}; {_history(row)}"
+        ok, step = not row["firing"], row["latest_step"]
+        return CheckResult(rule, ok, row["value"], params["threshold"], message, unit, step)
+
+    check.__name__ = rule.replace("-", "_")
+    return check
+
+
+def _history(row: dict) -> str:
+    if not row["steps_fired"]:
+        return f"never fired in {row['steps_judged']:,} steps judged"
+    where = f" ({row['first_environment']})" if row["first_environment"] else ""
+    return (
+        f"first fired at step {row['first_step']}{where}, {row['steps_fired']:,} of {row['steps_judged']:,} "
+        f"steps judged, latest at step {row['last_step']}"
+    )
+
+
+def _in(row: dict) -> str:
+    return f"{row['environment']}: " if row["environment"] else ""
+
+
+_KL = {
+    "kl": "KL to the reference",
+    "policy_kl": "the update's KL (rl.train.policy_kl; no KL to the reference logged)",
+}
+
+DETECTOR_RULES = (
+    _detector_rule(
+        "entropy-collapse",
+        "share",
+        1,
+        "train steps that logged the entropy (rl.train.entropy)",
+        lambda r, p: (
+            f"entropy {r['level']:.3g} nats over the {p['window']} steps to {r['latest_step']}, "
+            f"{formats.rate(r['value'])} of its highest {p['window']}-step mean {r['reference']:.3g} (collapse at "
+            f"{formats.rate(p['threshold'])} or less)"
+        ),
+    ),
+    _detector_rule(
+        "kl-acceleration",
+        "times",
+        3,
+        "train steps that logged a KL (rl.train.kl, else rl.train.policy_kl)",
+        lambda r, p: (
+            f"{_KL[r['part']]} {r['reference']:.3g} → {r['level']:.3g} over the last two {p['window']}-step windows, "
+            + (
+                f"growing {formats.times(r['value'])} as fast as the window before"
+                if r["value"] is not None
+                else "after a window that did not grow"
+            )
+            + f" (accelerating from {formats.times(p['threshold'])}, and by {formats.rate(p['growth'])} of its level)"
+        ),
+    ),
+    _detector_rule(
+        "length-drift",
+        "share",
+        2,
+        "consuming steps of an environment's rollouts with decoded tokens",
+        lambda r, p: (
+            f"{_in(r)}mean decoded tokens per rollout {r['reference']:,.0f} → {r['level']:,.0f} over the last two "
+            f"{p['window']}-step windows, {formats.rate(r['value'])} (drift from ±{formats.rate(p['threshold'])})"
+        ),
+    ),
+    _detector_rule(
+        "length-limit",
+        "share",
+        1,
+        "consuming steps of an environment's rollouts with turns",
+        lambda r, p: (
+            f"{_in(r)}{formats.rate(r['value'])} of rollouts cut off by a token limit (mostly the {r['part']} "
+            f"limit) over the last {p['window']} steps (at most {formats.rate(p['threshold'])} allowed)"
+        ),
+    ),
+    _detector_rule(
+        "reward-dominance",
+        "share",
+        1,
+        "consuming steps of an environment scored by two reward components or more",
+        lambda r, p: (
+            f"{_in(r)}{r['part']} is {formats.rate(r['value'])} of the reward's magnitude over the last "
+            f"{p['window']} steps (a minor part at the start dominating from {formats.rate(p['threshold'])})"
+        ),
+    ),
+    _detector_rule(
+        "reward-divergence",
+        "score",
+        2,
+        "consuming steps of an environment's scored rollouts",
+        lambda r, p: (
+            f"{_in(r)}the reward moved {r['level']:+.3f} and {r['part']} {-r['reference']:+.3f} (each on its own "
+            f"scale) from one {p['window']}-step window to the next: {formats.number(r['value'], 3)} (a rise "
+            f"and a fall of {p['threshold']:g} or more fire)"
+        ),
+    ),
+    _detector_rule(
+        "group-collapse",
+        "share",
+        2,
+        "consuming steps with groups of scored rollouts",
+        lambda r, p: (
+            f"nonzero-signal rate {formats.rate(r['reference'])} → {formats.rate(r['level'])} over the last two "
+            f"{p['window']}-step windows, {formats.rate(r['value'])} of it lost (collapse from "
+            f"{formats.rate(p['threshold'])})"
+        ),
+    ),
+    _detector_rule(
+        "mismatch-rising",
+        "times",
+        2,
+        "consuming steps whose samples recorded rl.sample.mismatch_kl",
+        lambda r, p: (
+            f"median train-inference KL per token {r['reference']:.3g} → {r['level']:.3g} over the last two "
+            f"{p['window']}-step windows, {formats.times(r['value'])} (rising from {formats.times(p['threshold'])})"
+        ),
+    ),
+)
+
 RULES = (
     drafter_logprobs,
     acceptance_drift,
@@ -187,6 +360,7 @@ RULES = (
     dropped_spans,
     mismatch_kl,
     stall,
+    *DETECTOR_RULES,
 )
 
 

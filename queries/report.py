@@ -45,9 +45,32 @@ def report(con, run_id: str, steps=None, environment=None) -> dict:
             "mismatch": lambda: _mismatch(con, run_id, filters),
             "health": lambda: health(con, run_id),
             "goodput": lambda: analyses.goodput(con, run_id, **filters),
+            "detectors": lambda: detectors(con, run_id),
         }
     )
     return {"run_id": run_id, **sections}
+
+
+def detectors(con, run_id: str) -> dict:
+    """Each training-health detector's verdict at its default threshold (docs/report.md, "detectors"): whether
+    it fires at the latest step it judged, the first and latest step it fired at, the steps it fired at and
+    judged, and its latest figure. Over the whole run: a detector's windows run over steps."""
+    from rollscope.queries.checks import detector_parameters
+
+    out = {}
+    for rule in analyses.DETECTORS:
+        params = detector_parameters(rule)
+        row = analyses.detector_summary(con, run_id, rule, **params)
+        out[rule.replace("-", "_")] = {
+            "firing": bool(row.get("firing")),
+            "first_step": row.get("first_step"),
+            "last_step": row.get("last_step"),
+            "steps_fired": row.get("steps_fired") or 0,
+            "steps_judged": row.get("steps_judged") or 0,
+            "value": row.get("value"),
+            "threshold": params["threshold"],
+        }
+    return out
 
 
 def changes(con, first: dict, second: dict) -> pd.DataFrame:

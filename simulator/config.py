@@ -192,6 +192,25 @@ class SimConfig:
     weight_sync_bubble_factor: float = 12.0  # how many times longer those weight syncs take
     environment_on_turns: bool = False  # turns carry rl.environment (in-flight rollouts by environment)
     transcripts: Transcripts = field(default_factory=Transcripts)
+    # is training going wrong (simulator/training.py): what the trainer logs about each update ...
+    train_signals: bool = (
+        True  # record entropy, KL, clip fraction, grad norm and learning rate on train steps
+    )
+    entropy_start: float = 0.55  # nats per token at the first step
+    entropy_decay: float = 0.3  # share of it lost by the last step
+    kl_end: float = 0.04  # KL to the reference by the last step (from about 0, growing linearly)
+    learning_rate: float = 1e-6
+    context_length: int = 262_144  # the rollout servers' context length (max_model_len), recorded on turns
+    # environment -> extra scoring components: [{"name", "kind": "bonus" | "check", "value", "rate"}]
+    reward_components: dict = field(default_factory=dict)
+    # ... and the failures it can inject, each {"at": position, ...} (docs/simulator.md; all off by default)
+    entropy_collapse: dict | None = None  # {"at", "until", "factor"}: entropy falls to factor × itself
+    kl_acceleration: dict | None = None  # {"at", "rate"}: the KL grows by rate a step, exponentially
+    length_shift: dict | None = None  # {"at", "factor", "steps", "environments"}: output lengths × factor
+    reward_takeover: dict | None = None  # {"at", "environment", "component", "value", "steps"}
+    reward_hacking: dict | None = None  # {"at", "environment", "strength", "steps"}
+    group_collapse: dict | None = None  # {"at", "nonzero_signal"}: groups collapse to that rate
+    mismatch_rising: dict | None = None  # {"at", "rate"}: the train-inference KL grows by rate a step
 
 
 def default_environments() -> list[Environment]:
@@ -437,8 +456,48 @@ def validate(c: SimConfig) -> None:
             "silent_worker needs a server below rollout.count and seconds > 0",
         ),
     ]
+    checks += _training_checks(c)
     for rate in dataclasses.astuple(c.rates):
         checks.append((rate is None or 0 <= rate <= 1, "rates must be in [0, 1] or null"))
     for ok, message in checks:
         if not ok:
             raise ConfigError("Bad simulator config", message)
+
+
+_FAILURE_KNOBS = (
+    "entropy_collapse",
+    "kl_acceleration",
+    "length_shift",
+    "reward_takeover",
+    "reward_hacking",
+    "group_collapse",
+    "mismatch_rising",
+)
+
+
+def _training_checks(c: SimConfig) -> list[tuple[bool, str]]:
+    """The knobs of simulator/training.py: each failure an object with a position "at" in [0, 1]; reward
+    components of known environments, each a bonus or a check."""
+    names = {e.name for e in c.environments}
+    specs = [spec for specs in c.reward_components.values() for spec in specs]
+    out = [
+        (set(c.reward_components) <= names, "reward_components names an unknown environment"),
+        (
+            all(isinstance(s, dict) and "name" in s and s.get("kind") in ("bonus", "check") for s in specs),
+            'each reward component needs a "name" and a "kind" of "bonus" or "check"',
+        ),
+        (
+            c.entropy_start > 0 and 0 <= c.entropy_decay < 1,
+            "entropy_start must be > 0, entropy_decay in [0, 1)",
+        ),
+        (c.context_length >= 1, "context_length must be >= 1"),
+    ]
+    for knob in _FAILURE_KNOBS:
+        value = getattr(c, knob)
+        at = value.get("at") if isinstance(value, dict) else None
+        ok = value is None or (isinstance(at, int | float) and not isinstance(at, bool) and 0 <= at <= 1)
+        out.append((ok, f'{knob} must be null or an object with "at" in [0, 1]'))
+    for knob in ("reward_takeover", "reward_hacking"):
+        value = getattr(c, knob)
+        out.append((not value or value.get("environment") in names, f"{knob} names an unknown environment"))
+    return out

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from rollscope.simulator import training
 from rollscope.simulator.config import Environment, SimConfig
 from rollscope.simulator.plan import (
     Group,
@@ -132,9 +133,9 @@ class Planner:
         draws = np.random.default_rng((self._turn_seed, s))  # the step's turns and tool calls
         groups = self._groups(rng, s, x)
         rollouts = [r for g in groups for r in g.rollouts]
-        shape = self._shape(draws, rollouts, x)
+        shape = self._shape(draws, rollouts, x, s)
         self._fail(rng, rollouts, x)
-        self._score(rng, groups, x)
+        self._score(rng, groups, x, s)
         excursion = (
             self.excursion_steps is not None and self.excursion_steps[0] <= s < self.excursion_steps[1]
         )
@@ -210,7 +211,7 @@ class Planner:
             self._prompt[key] = tokens(rng_for(self.c.seed, "prompt", *key), env.prompt_tokens, 0.35, 32)
         return self._prompt[key]
 
-    def _shape(self, draws: np.random.Generator, rollouts: list[Rollout], x: float) -> _Shape:
+    def _shape(self, draws: np.random.Generator, rollouts: list[Rollout], x: float, s: int) -> _Shape:
         """Turns, output lengths and tool calls: what each agent will do, before versions and caches.
 
         The number of turns is drawn per rollout; every turn's output length and every tool call (which
@@ -221,12 +222,17 @@ class Planner:
             env, n = r.env, r.env.turns_min
             if env.turns_max > env.turns_min:
                 n += int(r.rng.expovariate(1.0 / max(0.5, env.turns_mean - env.turns_min)))
+            r.turn_budget_cut = n > env.turns_max  # the agent would have gone on: its turn budget stopped it
             planned.append(min(n, env.turns_max))
         n = np.asarray(planned, dtype=np.int64)
         env_of = np.asarray([self._env_index[r.env.name] for r in rollouts], dtype=np.int64)
         owner = np.repeat(np.arange(len(rollouts)), n)
         envs = c.environments
-        mean = np.asarray([e.output_tokens * (1 + e.length_growth * x) for e in envs])[env_of][owner]
+        shift = [training.length_factor(c, s, e.name) for e in envs]  # 1 but where a failure shifts lengths
+        mean = np.asarray(
+            [e.output_tokens * (1 + e.length_growth * x) * f for e, f in zip(envs, shift, strict=True)]
+        )
+        mean = mean[env_of][owner]
         sigma = np.asarray([e.output_sigma for e in envs])[env_of][owner]
         high = np.asarray([e.output_max for e in envs])[env_of][owner]
         outputs = tokens_array(draws, mean, sigma, 1, high)
@@ -262,7 +268,7 @@ class Planner:
             )
             r.scored = False
 
-    def _score(self, rng, groups: list[Group], x: float) -> None:
+    def _score(self, rng, groups: list[Group], x: float, s: int) -> None:
         completed = [r for g in groups for r in g.rollouts if r.completed]
         rng.shuffle(completed)
         fixed = self.c.rates.scoring
@@ -274,12 +280,15 @@ class Planner:
         order = list(groups)
         rng.shuffle(order)
         for g in order:
-            self._rewards(g)
+            self._rewards(g, s)
 
-    def _rewards(self, g: Group) -> None:
-        """Decide whether the group's scored rewards are all equal, then draw rewards that honour it."""
+    def _rewards(self, g: Group, s: int) -> None:
+        """Decide whether the group's scored rewards are all equal, then draw rewards that honour it. Where the
+        reward is hacked (simulator/training.py) the judge calls that share of the failures a success; where the
+        groups collapse, they are all-equal as often as that failure says."""
         scored = [r for r in g.rollouts if r.scored]
-        n, p = len(scored), g.p_success
+        hacked = training.hacked(self.c, g.env.name, s)
+        n, p = len(scored), g.p_success + hacked * (1 - g.p_success)
         if n == 0:
             return
         rng = scored[0].rng
@@ -287,6 +296,8 @@ class Planner:
             scored[0].reward = self._reward_value(g.env, rng.random() < p, rng)
             return
         fixed = self.c.rates.nonzero_signal
+        collapsed = training.nonzero_signal(self.c, s)
+        fixed = collapsed if collapsed is not None else fixed
         all_equal = p**n + (1 - p) ** n
         q = 1 - fixed if fixed is not None else all_equal
         if self._quota("equal", g.env.name if fixed is None else "*").choose(q, n):
@@ -566,6 +577,7 @@ class Planner:
             )
             r.scorings.append(reward)
             t = reward.end
+        t = self._components(r, t)
         if c.teacher.count > 0:
             seconds = r.trajectory_tokens / c.teacher_tokens_per_s + 0.2
             teacher = Scoring(
@@ -573,6 +585,17 @@ class Planner:
             )
             r.scorings.append(teacher)
             t = teacher.end
+        return t
+
+    def _components(self, r: Rollout, t: float) -> float:
+        """The rollout's extra scoring components (``reward_components``), verifier calls one after the other
+        on its sandbox host after its main scoring; returns when the last ends."""
+        if not r.scored or r.reward is None:
+            return t
+        success = r.reward >= 0.5  # the success threshold (docs/semconv.md)
+        for name, score in training.components(self.c, r.env.name, r.step, r.rollout_id, success):
+            r.scorings.append(Scoring("reward", t + 0.02, t + 0.07, r.sandbox, reward=score, name=name))
+            t += 0.07
         return t
 
     def _judge(self, r: Rollout, prompt: int, start: float, answer: int) -> Scoring:
@@ -666,6 +689,7 @@ class Planner:
             return
         window = self.mismatch_steps
         scale = c.mismatch_excursion_factor if window is not None and window[0] <= s < window[1] else 1.0
+        scale *= training.mismatch_factor(c, s)
         for r in rollouts:
             if r.decision != "used":
                 continue

@@ -18,6 +18,7 @@ import numpy as np
 
 from rollscope.collectors.semconv import SAMPLE_DECISIONS as _DECISIONS
 from rollscope.queries.funnel_stages import STAGES as _STAGES
+from rollscope.simulator import training
 from rollscope.simulator.config import SimConfig, to_dict
 from rollscope.simulator.health import Health
 from rollscope.simulator.plan import StepPlan
@@ -523,6 +524,7 @@ class Truth:
             "events": events,
             "health": self.health.document(self.silent_window, self.ns),
             "transcripts": self.transcripts.document(),
+            "failures": training.failures(self.c),
         }
 
     def _run(self) -> dict:
@@ -643,6 +645,8 @@ class Learning:
                 "zero_signal": zero,
                 "mismatch": _mismatch_figures(mismatch),
                 "staleness_timing": self._timing(p),
+                "train_signals": training.signals(self.c, p.step, p.index),
+                "truncation": _truncation(p),
             }
         )
         self.step_ends.append((self.ns(p.end), p.policy_version))
@@ -710,6 +714,21 @@ class Learning:
             "stale_bias": {kind: _bias_figures(rows) for kind, rows in self.bias.items()},
             "by_step": self.by_step,
         }
+
+
+def _truncation(p: StepPlan) -> dict:
+    """The step's rollouts each limit cut off (docs/metrics.md, "Truncation"): its turn budget, else the
+    response limit where its last turn's output reached its environment's output_max."""
+    out = dict.fromkeys(("response", "context", "turns", "tools"), 0)
+    t = p.turns
+    for r in p.rollouts:
+        first, n = r.turn_rows
+        if r.turn_budget_cut and r.completed:
+            out["turns"] += 1
+        elif n and t.output_tokens[first + n - 1] >= r.env.output_max:
+            out["response"] += 1
+    out["rollouts"] = sum(1 for r in p.rollouts if r.turn_rows[1])
+    return out
 
 
 def _zero_kind(scored: list[float]) -> str:

@@ -189,6 +189,7 @@ class Scoring:
     tokens: int = 0
     status: str | None = None
     error: str | None = None
+    name: str | None = None  # a verifier's reward_name, when not its environment's (an extra component)
 
 
 @dataclass(slots=True)
@@ -205,6 +206,7 @@ class Rollout:
     planned_turns: int = 0  # turns the agent would take if nothing fails
     planned_output: int = 0  # their output tokens, summed
     planned_tool_s: float = 0.0  # their tool calls' seconds, summed
+    turn_budget_cut: bool = False  # the agent would have taken more turns than its environment's turns_max
     status: str = "ok"
     fail_turn: int = -1
     fail_in_tool: bool = False

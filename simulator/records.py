@@ -26,7 +26,7 @@ from datetime import datetime
 import numpy as np
 
 from rollscope.collectors import semconv
-from rollscope.simulator import transcripts
+from rollscope.simulator import training, transcripts
 from rollscope.simulator.config import SimConfig
 from rollscope.simulator.plan import Rollout, StepPlan, TurnColumns
 from rollscope.simulator.sampling import derive_seed
@@ -342,6 +342,10 @@ class SpanBuilder:
             "rollout_status": _factorize([r.status for r in rollouts]),
             "reward": reward,
             "error_type": error,
+            # a rollout that ran all its turns and would have taken more: its turn budget stopped it
+            "truncation_limit": _factorize(
+                ["turns" if r.turn_budget_cut and r.completed else None for r in rollouts]
+            ),
         }
         return SpanTable(
             [f"rollout-server-{i}" for i in range(self.c.rollout.count)],
@@ -377,7 +381,7 @@ class SpanBuilder:
         attributes = {
             "rollout_id": Strings(owner, [r.rollout_id for r in rollouts]),
             "reward_name": _factorize(
-                [r.env.reward_name if s.kind == "reward" else None for _, r, s in rows]
+                [(s.name or r.env.reward_name) if s.kind == "reward" else None for _, r, s in rows]
             ),
             "input_tokens": numbers[:, 1],
             "output_tokens": numbers[:, 2],
@@ -475,6 +479,7 @@ class SpanBuilder:
         spec = t.spec_k > 0
         error = Strings(t.error, list(TurnColumns.ERRORS))
         compacted = t.compact_before > 0
+        limit = np.asarray([r.env.output_max for r in rollouts], dtype=np.int64).reshape(-1)[owner]
         attributes = {
             "rollout_id": Strings(owner, [r.rollout_id for r in rollouts]),
             "turn_index": t.index,
@@ -502,6 +507,11 @@ class SpanBuilder:
             ),
             "drafter_policy_version": numbers[:, 2],
             "error_type": error,
+            # the response limit each generation asked for, the servers' context length, and the turns the
+            # response limit cut off (their output reached it)
+            "max_tokens": limit,
+            "context_length": np.full(n, self.c.context_length, dtype=np.int64),
+            "truncation_limit": Strings((t.output_tokens >= limit).astype(np.int32), [None, "response"]),
         }
         valid = {
             c: spec for c in ("spec_draft_tokens", "spec_accepted_tokens", "spec_verify_steps", "spec_k")
@@ -586,6 +596,10 @@ class SpanBuilder:
             TRAIN_TOKENS: p.train_tokens,
             WAIT: (ready - start) / 1e9,
             LOSS: self._loss(p),
+            **{
+                _ATTRIBUTE[column]: value
+                for column, value in training.signals(self.c, p.step, p.index).items()
+            },
         }
         trainer.append(("rl.train_step", start, self.ns(p.end), trace, root, None, attrs, None))
         sync = {POLICY_VERSION: p.policy_version}

@@ -61,13 +61,24 @@ def simulated(name: str) -> tuple[Path, dict]:
 
 
 def raw_store(store: Path, runs) -> Path:
-    """A store at ``store`` holding the raw segments (spans and collector stats) of simulated ``runs``, nothing
+    """A store at ``store`` holding the raw segments (spans, collector stats and messages) of simulated ``runs``, nothing
     derived: what `rollscope derive` and a first open start from."""
     from rollscope.store.layout import partition_dir
 
     for run in runs:
         source, _ = simulated(run)
-        for dataset in ("spans", "collector_stats"):
+        for dataset in ("spans", "collector_stats", "messages"):
             if partition_dir(source, dataset, run).is_dir():
                 shutil.copytree(partition_dir(source, dataset, run), partition_dir(store, dataset, run))
     return store
+
+
+@cache
+def simulated_preset(preset: str, seed: int | None = None) -> tuple[Path, dict]:
+    """(store, ground truth) of a preset as it ships (``seed``: another seed), written in fast mode (the same rows
+    from the same plan, without the SDK: docs/simulator.md): the training-health presets are 72 steps each."""
+    run = preset if seed is None else f"{preset}-{seed}"
+    store = _root() / f"preset-{run}"
+    knobs = [] if seed is None else [{"seed": seed}]
+    simulate(store, run, config.resolve(preset, knobs), preset=preset, workers=1, fast=True)
+    return store, groundtruth.load(store, run)

@@ -20,6 +20,14 @@ RULES = [
     "dropped-spans",
     "mismatch-kl",
     "stall",
+    "entropy-collapse",
+    "kl-acceleration",
+    "length-drift",
+    "length-limit",
+    "reward-dominance",
+    "reward-divergence",
+    "group-collapse",
+    "mismatch-rising",
 ]
 
 

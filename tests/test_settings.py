@@ -72,6 +72,8 @@ ACCEPTED = {
     "OTEL_BSP_MAX_QUEUE_SIZE": set(),
     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": set(),
     "OTEL_BSP_SCHEDULE_DELAY": {"1.5"},
+    "ROLLSCOPE_NOTIFY_URL": set(),  # only an http(s) URL
+    "ROLLSCOPE_NOTIFY_TOKEN": set(ANY_VALUE),
 }
 RESOURCE_VALUES = [
     "abc",

@@ -45,14 +45,15 @@ def test_something_that_is_not_a_trainer_is_refused_before_anything_is_written(t
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The same 20-step run twice on one seed: plain, then instrumented."""
+    """The same 20-step run twice on one seed: plain, then instrumented. With a KL penalty (beta), so that TRL
+    logs the KL to its reference model too."""
     _needs_trl()
     from rollscope.integrations.trl import instrument
 
     root = tmp_path_factory.mktemp("trl")
-    plain = trl_tiny.trainer(root / "plain", max_steps=STEPS)
+    plain = trl_tiny.trainer(root / "plain", max_steps=STEPS, beta=0.04)
     plain.train()
-    traced = trl_tiny.trainer(root / "traced", max_steps=STEPS)
+    traced = trl_tiny.trainer(root / "traced", max_steps=STEPS, beta=0.04)
     inst = instrument(traced, store=root / "store", run_id=RUN)
     traced.train()
     inst.close()
@@ -69,6 +70,17 @@ def _same(ours: float, theirs: float) -> bool:
     if math.isnan(ours) or math.isnan(theirs):
         return math.isnan(ours) and math.isnan(theirs)
     return math.isclose(ours, theirs, rel_tol=1e-5, abs_tol=1e-6)
+
+
+# TRL's logged signals and the rl.train_step columns the adapter records them in (the adapter's SIGNALS).
+TRL_SIGNALS = {
+    "loss": "train_loss",
+    "entropy": "train_entropy",
+    "kl": "train_kl",
+    "clip_ratio/region_mean": "train_clip_fraction",
+    "grad_norm": "train_grad_norm",
+    "learning_rate": "train_learning_rate",
+}
 
 
 def _trl_steps(log_history: list[dict]) -> dict[int, dict]:
@@ -93,8 +105,12 @@ def _compare_with_trl(con, run: str, log_history: list[dict], names: list[str]):
     funnel = analyses.funnel(con, run, by="step").set_index("step")
     generations = analyses.generations_by_step(con, run).set_index("step")
     rewards = analyses.rewards_by_step(con, run).set_index(["step", "reward_name"])["mean_reward"]
+    trainer = analyses.trainer_steps(con, run).set_index("step")
     trl = _trl_steps(log_history)
+    # What the update measured, each as TRL logs it (the KL only with a KL penalty): rollscope's column, TRL's key
+    signals = [(c, k) for k, c in TRL_SIGNALS.items() if any(k in e for e in trl.values())]
     header = ["trl step", "nonzero signal", "mean tokens", "clipped", *(f"{n} mean" for n in names)]
+    header += [key for _, key in signals]
     lines = [" | ".join(header), " | ".join("---" for _ in header)]
     mismatches = []
     for trl_step, logged in sorted(trl.items()):
@@ -106,6 +122,7 @@ def _compare_with_trl(con, run: str, log_history: list[dict], names: list[str]):
             ("mean tokens", generations.loc[step, "mean_output_tokens"], logged["completions/mean_length"]),
             ("clipped", generations.loc[step, "clipped_share"], logged["completions/clipped_ratio"]),
             *((f"{n} mean", rewards.loc[(step, n)], logged[f"rewards/{n}/mean"]) for n in names),
+            *((key, trainer.loc[step, column], logged[key]) for column, key in signals),
         ]
         pairs = [(what, _number(ours), _number(theirs)) for what, ours, theirs in pairs]
         lines.append(
@@ -136,8 +153,36 @@ def test_rollscope_figures_equal_trls_own_step_by_step(runs):
     clipped = [e["completions/clipped_ratio"] for e in trl.values()]
     assert any(f > 0 for f in frac) and any(f < 1 for f in frac)
     assert any(0 < c < 1 for c in clipped)
+    assert {"entropy", "kl", "grad_norm"} <= set.intersection(*(set(e) for e in trl.values()))
+    assert (
+        "| loss | entropy | kl | clip_ratio/region_mean | grad_norm | learning_rate" in table.splitlines()[1]
+    )
     scored = analyses.rewards_by_step(con, RUN)
     assert (scored[scored.reward_name == "brevity"].scored < 8).any()
+
+
+@pytest.mark.slow
+def test_a_clip_ratio_trl_logs_is_the_steps_clip_fraction(tmp_path):
+    """With two optimizer passes over each generation round (``num_iterations=2``) the second pass's importance
+    ratios leave 1 and TRL's loss clips some tokens: rollscope records TRL's clip ratio, entropy and grad norm
+    of every step as TRL logged them (the other figures are TRL's averages over a round; not compared here)."""
+    _needs_trl()
+    from rollscope.integrations.trl import instrument
+    from rollscope.queries import analyses, connect
+
+    trainer = trl_tiny.trainer(tmp_path / "out", max_steps=10, num_iterations=2, epsilon=0.01)
+    inst = instrument(trainer, store=tmp_path / "store", run_id=RUN)
+    trainer.train()
+    inst.close()
+    steps = analyses.trainer_steps(connect(tmp_path / "store"), RUN).set_index("step")
+    logged = {e["step"]: e for e in trainer.state.log_history if "clip_ratio/region_mean" in e}
+    clip = [e["clip_ratio/region_mean"] for e in logged.values()]
+    assert len(logged) == 10 and any(c > 0 for c in clip), clip
+    for trl_step, entry in logged.items():
+        for key, column in TRL_SIGNALS.items():
+            if key in entry:
+                assert _same(_number(steps.loc[trl_step - 1, column]), _number(entry[key])), (trl_step, key)
+    inst.rl.shutdown()
 
 
 @pytest.mark.slow

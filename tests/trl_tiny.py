@@ -103,8 +103,15 @@ def trainer(output_dir, max_steps: int = 20, seed: int = 0, rollout_func=None, *
         dataloader_num_workers=0,
     )
     settings.update(config)
+    policy = model(tok, seed)
+    if settings.get(
+        "beta"
+    ):  # a KL penalty: TRL builds its reference model from the policy's path, so save it
+        path = Path(output_dir) / "reference"
+        policy.save_pretrained(path)
+        policy.config._name_or_path = str(path)
     return GRPOTrainer(
-        model=model(tok, seed),
+        model=policy,
         processing_class=tok,
         reward_funcs=[has_a, brevity],
         args=GRPOConfig(**settings),

@@ -18,6 +18,7 @@ from rollscope.app.commands import (
     simulate,
     sql,
     views,
+    watch,
 )
 
 # Order is the order of `rollscope --help`; a new command is a module here and one entry below.
@@ -28,6 +29,7 @@ COMMANDS = (
     import_,
     report,
     check,
+    watch,
     advise,
     show,
     runs,

@@ -10,11 +10,20 @@ def register(sub) -> None:
         "check",
         help="health rules for a run (exit 1 when one fails)",
         description="Check a run: drafter log-probs, acceptance drift, staleness violations, nonzero-signal "
-        "collapse, dropped spans, stalls. One PASS/FAIL line per rule; exit status 1 when any fails.",
+        "collapse, dropped spans, train-inference mismatch, stalls, and the detectors of training going wrong "
+        "(entropy collapse, KL acceleration, length drift and limit, reward dominance and divergence, group "
+        "collapse, mismatch rising). One PASS/FAIL line per rule; exit status 1 when any fails.",
     )
     add_store(p)
     add_progress(p)
     add_run(p, optional=True)
+    add_rule_options(p, now="last-span")
+    p.set_defaults(func=run)
+
+
+def add_rule_options(p, now: str) -> None:
+    """--threshold and --now, as `check` and `watch` take them; ``now``: the default of --now (a run's newest
+    span for `check`, which also reads finished runs; wall-clock now for `watch`, which watches a live one)."""
     p.add_argument(
         "--threshold",
         action="append",
@@ -26,11 +35,10 @@ def register(sub) -> None:
     p.add_argument(
         "--now",
         choices=("last-span", "wall"),
-        default="last-span",
-        help="what 'now' is for the stall rule: the end of the run's newest span (default; a finished or "
+        default=now,
+        help=f"what 'now' is for the stall rule (default {now}): the end of the run's newest span (a finished or "
         "simulated run) or wall-clock now (a live job, to catch a whole run gone silent)",
     )
-    p.set_defaults(func=run)
 
 
 def _thresholds():

@@ -54,7 +54,24 @@ def _sections(report: dict) -> list[tuple[str, list[tuple[str, str]]]]:
         ("Staleness", staleness_rows(report["staleness"])),
         ("Trainer and throughput", _throughput_rows(report["trainer"], report["throughput"])),
         ("Health (as of the run's newest span)", _health_rows(report["health"], report["goodput"])),
+        ("Is training going wrong (detectors)", _detector_rows(report["detectors"])),
     ]
+
+
+def _detector_rows(detectors: dict) -> list[tuple[str, str]]:
+    """Each detector: firing now, fired before, never fired, or nothing to judge yet (docs/metrics.md)."""
+    rows = []
+    for key, d in detectors.items():
+        if not d["steps_judged"]:
+            verdict = "nothing to judge yet"
+        elif d["firing"]:
+            verdict = f"FIRING (first fired at step {d['first_step']}, {fmt.count(d['steps_fired'])} steps)"
+        elif d["steps_fired"]:
+            verdict = f"fired at {fmt.count(d['steps_fired'])} steps, {d['first_step']}–{d['last_step']}"
+        else:
+            verdict = f"never fired in {fmt.count(d['steps_judged'])} steps"
+        rows.append((key.replace("_", "-"), verdict))
+    return rows
 
 
 def _health_rows(health: dict, goodput: dict) -> list[tuple[str, str]]:

@@ -1,8 +1,10 @@
-"""Health: is the run stuck — rollouts in flight, silent processes, scoring latency — and where time waits."""
+"""Health: the alerts a watch sent, is the run stuck — rollouts in flight, silent processes, scoring latency — and
+where time waits."""
 
 import streamlit as st
 
 from rollscope.app import charts, data
+from rollscope.errors import StoreError
 from rollscope.queries import analyses, report
 
 TRAINER = ["computing_s", "data_wait_s", "sync_wait_s", "other_s"]
@@ -156,7 +158,33 @@ def goodput(filters: data.Filters) -> None:
         )
 
 
+def alerts(filters: data.Filters) -> None:
+    st.subheader("Alerts")
+    try:
+        events = data.alert_events(filters)
+    except StoreError as e:  # the rest of the page does not depend on it
+        st.warning(f"**{e.title}**: {e}")
+        return
+    if events.empty:
+        st.caption(
+            f"No alert recorded for this run. `rollscope watch --store {filters.store} --run {filters.run_id} "
+            "--notify URL` runs every check rule every minute, posts each change from PASS to FAIL and back to a "
+            "webhook (Slack or any JSON receiver), and records it here."
+        )
+        return
+    st.plotly_chart(charts.timeline(events), key="health-alerts")
+    failing = events.groupby("rule")["state"].last().eq("FAIL").sum()
+    st.caption(
+        f"{charts.count(len(events))} changes recorded by `rollscope watch`; {charts.count(failing)} rules failing "
+        "as of the latest. What to look for: a rule that flaps between FAIL and PASS sits on its threshold; a "
+        "FAIL with no PASS after it is still going on. Delivered: whether the webhook took the alert."
+    )
+    shown = events.assign(time=events["time"].dt.strftime("%Y-%m-%d %H:%M:%S"))
+    st.dataframe(shown.iloc[::-1], hide_index=True, width="stretch", key="health-alert-table")
+
+
 def body(filters: data.Filters) -> None:
+    alerts(filters)
     liveness(filters)
     scoring(filters)
     goodput(filters)
@@ -165,6 +193,8 @@ def body(filters: data.Filters) -> None:
 data.live(
     body,
     data.page(
-        "Health", "Is it stuck: rollouts in flight, silent processes, scoring latency, and where time waits."
+        "Health",
+        "The alerts `rollscope watch` sent, and is it stuck: rollouts in flight, silent processes, scoring "
+        "latency, and where time waits.",
     ),
 )

@@ -1,4 +1,5 @@
-"""Learning: is the policy improving, which groups carry no signal and why, and do trainer and engine agree."""
+"""Learning: is the policy improving and is training going wrong (the detectors, entropy, KL, lengths against their
+limit), which groups carry no signal and why, and do trainer and engine agree."""
 
 from functools import partial
 
@@ -7,8 +8,9 @@ import streamlit as st
 
 from rollscope.app import charts, data
 from rollscope.queries import analyses
-from rollscope.queries.analyses import SUCCESS_THRESHOLD
-from rollscope.queries.checks import THRESHOLDS
+from rollscope.queries import report as queries_report
+from rollscope.queries.analyses import DETECTORS, SUCCESS_THRESHOLD
+from rollscope.queries.checks import THRESHOLDS, detector_parameters
 
 STATUSES = ("always solved", "mixed", "never solved")  # task_solve_rates' curriculum statuses
 KIND_COLORS = {
@@ -64,7 +66,141 @@ def analyses_record(frame) -> dict:
     return {} if frame.empty else frame.iloc[0].to_dict()
 
 
-def rewards(figures: data.Figures) -> None:
+def detectors(figures: data.Figures, filters: data.Filters) -> None:
+    st.subheader("Is training going wrong")
+    verdicts = figures["detectors"]
+    rows = []
+    for rule in DETECTORS:
+        v, episodes = verdicts[rule.replace("-", "_")], figures[f"episodes:{rule}"]
+        latest = episodes.iloc[-1] if len(episodes) else None
+        rows.append(
+            {
+                "rule": rule,
+                "now": _now(v),
+                "first fired at step": charts.count(v["first_step"]),
+                "fired at steps": charts.count(v["steps_fired"]),
+                "latest stretch": "—" if latest is None else f"steps {latest.first_step}–{latest.last_step}",
+                "where": "—" if latest is None else (latest.environment or "all environments"),
+                "example rollouts": None if latest is None else _rollouts_of(filters, latest),
+            }
+        )
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        width="stretch",
+        key="detectors",
+        column_config={
+            "example rollouts": st.column_config.LinkColumn(display_text="rollouts of those steps"),
+        },
+    )
+    st.caption(
+        'The `rollscope check` rules that watch training itself (docs/metrics.md, "Detectors"), over the whole '
+        "run; each stretch of steps a rule fired at is shaded on the chart of the figure it watches, and links "
+        "to the rollouts of those steps. What to look for: a rule firing now (`rollscope watch` posts it to a "
+        "webhook as it starts and stops)."
+    )
+
+
+def _now(verdict: dict) -> str:
+    if not verdict["steps_judged"]:
+        return "nothing to judge yet"
+    return "FIRING" if verdict["firing"] else "passing"
+
+
+def _rollouts_of(filters: data.Filters, stretch) -> str:
+    return data.link("rollouts", filters.run_id, (stretch.first_step, stretch.last_step), stretch.environment)
+
+
+def _shade(fig, figures: data.Figures, filters: data.Filters, *rules: str):
+    """Shade the steps each of ``rules`` fired at that lie in the page's step range."""
+    lo, hi = filters.steps or (None, None)
+    for rule in rules:
+        episodes = figures[f"episodes:{rule}"]
+        if lo is not None:
+            episodes = episodes[(episodes["last_step"] >= lo) & (episodes["first_step"] <= hi)]
+        charts.firing(fig, episodes, rule)
+    return fig
+
+
+def signals(figures: data.Figures, filters: data.Filters) -> None:
+    st.subheader("Entropy and KL")
+    steps = figures["trainer_steps"]
+    entropy = steps[steps["train_entropy"].notna()]
+    if entropy.empty:
+        st.caption(
+            "The trainer logs no entropy (rl.train.entropy; TRL's `entropy`, verl's `actor/entropy` are read as it)."
+        )
+    else:
+        fig = charts.per_step(
+            entropy, ["train_entropy"], "Policy entropy per step", "entropy (nats per token)"
+        )
+        st.plotly_chart(_shade(fig, figures, filters, "entropy-collapse"), key="entropy")
+        st.caption(
+            "What to look for: a slow fall is the policy growing confident; a collapse (shaded: the "
+            "entropy-collapse rule) ends exploration, and groups soon answer alike."
+        )
+    kl = [c for c in ("train_kl", "train_policy_kl") if steps[c].notna().any()]
+    if not kl:
+        st.caption("The trainer logs no KL (rl.train.kl: TRL's `kl`, verl's `actor/kl_loss`).")
+        return
+    names = {"train_kl": "KL to the reference", "train_policy_kl": "the update's KL (policy_kl)"}
+    fig = charts.per_step(steps, kl, "KL per step", "KL (nats per token)", names=[names[c] for c in kl])
+    st.plotly_chart(_shade(fig, figures, filters, "kl-acceleration"), key="kl")
+    st.caption(
+        "What to look for: the KL to the reference rising steadily is the policy moving; rising faster and "
+        "faster (shaded: kl-acceleration) is the classic onset of reward hacking."
+    )
+
+
+def lengths(figures: data.Figures, filters: data.Filters) -> None:
+    st.subheader("Response length against its limit")
+    frame = figures["generations_by_step"]
+    if frame.empty:
+        st.info("No consumed rollout with turns in this selection yet.")
+        return
+    ys = ["mean_output_tokens", "longest_response"]
+    fig = charts.lines(
+        frame,
+        "step",
+        ys,
+        "Decoded tokens per step, and the response limit",
+        "train step",
+        "tokens",
+        names=["mean decoded tokens per rollout", "longest single response"],
+    )
+    if frame["max_tokens"].notna().any():
+        xs, limit = charts.thinned(frame["step"], frame["max_tokens"])
+        fig.add_scatter(
+            x=xs, y=limit, mode="lines", name="largest response limit (max_tokens)", line={"dash": "dash"}
+        )
+    st.plotly_chart(_shade(fig, figures, filters, "length-drift", "length-limit"), key="lengths")
+    st.caption(
+        "What to look for: the longest response pinned at the dashed limit while the mean climbs towards it "
+        "(shaded: length-limit) — the cut-off samples teach the limit, not the task; a fast swing of the mean "
+        "either way (shaded: length-drift)."
+    )
+    cuts = ["response_cut_share", "context_cut_share", "turns_cut_share", "tools_cut_share"]
+    st.plotly_chart(
+        charts.lines(
+            frame,
+            "step",
+            cuts,
+            "Rollouts cut off per step, by the limit that cut them",
+            "train step",
+            "share of the step's rollouts",
+            percent=True,
+            names=["response limit", "context length", "turn budget", "tool budget"],
+        ),
+        key="cut-off",
+    )
+    st.caption(
+        "Each rollout counts against the limit that applied to it (its own turn or tool budget, else the token "
+        "limit its last turn hit), never against the batch's longest sample. What to look for: the context "
+        "length cutting off multi-turn rollouts whose responses never reach max_tokens."
+    )
+
+
+def rewards(figures: data.Figures, filters: data.Filters) -> None:
     st.subheader("Reward and success per step")
     by_step = figures["learning_by_step"]
     if by_step.empty:
@@ -82,7 +218,7 @@ def rewards(figures: data.Figures) -> None:
             mode="lines",
             line={"width": 1, "dash": "dot"},
         )
-    st.plotly_chart(fig, key="reward")
+    st.plotly_chart(_shade(fig, figures, filters, "reward-divergence", "reward-dominance"), key="reward")
     st.caption(
         f"Pale: each step's mean; dark: the mean of the last {charts.ROLLING_STEPS} steps; dotted: p10, median, p90 "
         "(with 0/1 rewards they sit at 0 or 1). What to look for: a rising mean; p90 at the top while p10 stays "
@@ -142,25 +278,23 @@ def loss(figures: data.Figures) -> None:
     )
 
 
-def zero_signal(figures: data.Figures) -> None:
+def zero_signal(figures: data.Figures, filters: data.Filters) -> None:
     st.subheader("Why groups carry no signal")
     by_step = figures["zero_signal_by_step"]
     if by_step.empty:
         st.info("No rollout lost at the nonzero-signal stage in this selection.")
         return
     kinds = list(KIND_COLORS)
-    st.plotly_chart(
-        charts.bars(
-            by_step,
-            "step",
-            kinds,
-            "Rollouts with no signal per step, by why",
-            "train step",
-            "rollouts",
-            colors=KIND_COLORS,
-        ),
-        key="zero-signal",
+    fig = charts.bars(
+        by_step,
+        "step",
+        kinds,
+        "Rollouts with no signal per step, by why",
+        "train step",
+        "rollouts",
+        colors=KIND_COLORS,
     )
+    st.plotly_chart(_shade(fig, figures, filters, "group-collapse"), key="zero-signal")
     st.caption(
         "All-wrong: every attempt failed (too hard); all-right: every attempt succeeded (too easy); other-equal: "
         "equal partial scores. What to look for: all-right growing as the policy learns means the curriculum "
@@ -201,7 +335,7 @@ def tasks(figures: data.Figures) -> None:
         st.dataframe(frame, hide_index=True)
 
 
-def mismatch(figures: data.Figures) -> None:
+def mismatch(figures: data.Figures, filters: data.Filters) -> None:
     st.subheader("Train-inference mismatch")
     by_step = figures["mismatch_by_step"]
     if by_step.empty:
@@ -221,7 +355,7 @@ def mismatch(figures: data.Figures) -> None:
     )
     limit = THRESHOLDS["mismatch-kl"]
     fig.add_hline(y=limit, line_dash="dash", line_color="#ef4444", annotation_text=f"check: {limit:g}")
-    st.plotly_chart(fig, key="mismatch")
+    st.plotly_chart(_shade(fig, figures, filters, "mismatch-rising"), key="mismatch")
     st.caption(
         "What to look for: a step above the dashed line (the mismatch-kl check) means the engine's log-probs "
         "and the trainer's disagree: a kernel, precision or weight-sync problem, not learning."
@@ -283,7 +417,24 @@ def body(filters: data.Filters) -> None:
                 rolling=("success_rate",),
                 percentiles=False,
             ),
-            "trainer_steps": partial(trainer, analyses.trainer_steps, rolling=("train_loss",)),
+            "trainer_steps": partial(
+                trainer,
+                analyses.trainer_steps,
+                rolling=("train_loss", "train_entropy", "train_kl", "train_policy_kl"),
+            ),
+            "generations_by_step": partial(analysis, analyses.generations_by_step),
+            "detectors": partial(data.call, filters.store, queries_report.detectors, filters.run_id),
+            **{
+                f"episodes:{rule}": partial(
+                    data.call,
+                    filters.store,
+                    analyses.detector_episodes,
+                    filters.run_id,
+                    rule,
+                    **detector_parameters(rule),
+                )
+                for rule in DETECTORS
+            },
             "zero_signal_by_step": partial(analysis, analyses.zero_signal, by="step"),
             "zero_signal_by_environment": partial(analysis, analyses.zero_signal, by="environment"),
             "task_solve_rates": partial(analysis, analyses.task_solve_rates),
@@ -293,11 +444,14 @@ def body(filters: data.Filters) -> None:
         }
     )
     headline(figures)
-    rewards(figures)
+    detectors(figures, filters)
+    rewards(figures, filters)
+    signals(figures, filters)
+    lengths(figures, filters)
     loss(figures)
-    zero_signal(figures)
+    zero_signal(figures, filters)
     tasks(figures)
-    mismatch(figures)
+    mismatch(figures, filters)
     transcript_flags(figures)
 
 
@@ -305,7 +459,8 @@ data.live(
     body,
     data.page(
         "Learning",
-        "Is the policy improving: reward, success and loss per step; which groups carry no signal and why; "
-        "tasks too easy or too hard; whether the trainer's log-probabilities match the engine's.",
+        "Is the policy improving, and is training going wrong: reward, success, entropy, KL, lengths against "
+        "their limit and loss per step, with the detectors' firing steps shaded; which groups carry no signal and "
+        "why; tasks too easy or too hard; whether the trainer's log-probabilities match the engine's.",
     ),
 )

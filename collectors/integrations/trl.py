@@ -57,6 +57,7 @@ import hashlib
 import inspect
 import json
 import logging
+import math
 import queue
 import threading
 import time
@@ -105,6 +106,17 @@ _STALENESS, _SAMPLE_TOKENS = _NAME["sample_staleness"], _NAME["sample_tokens"]
 _PROMPT, _CONTEXT, _PREFIX = _NAME["task_prompt_tokens"], _NAME["context_tokens"], _NAME["prefix_tokens"]
 _CACHED, _BREAK = _NAME["cached_input_tokens"], _NAME["continuity_break"]
 _INPUT_MESSAGES, _OUTPUT_MESSAGES = CONTENT_FIELDS["input"][0], CONTENT_FIELDS["output"][0]
+_MAX_TOKENS, _CONTEXT_LENGTH = _NAME["max_tokens"], _NAME["context_length"]
+# What TRL logs about each update (its trainer's ``log``, every ``logging_steps``), and the rl.train_step column
+# each lands in (docs/semconv.md, "Training signals").
+SIGNALS = {
+    "loss": "train_loss",
+    "entropy": "train_entropy",
+    "kl": "train_kl",
+    "clip_ratio/region_mean": "train_clip_fraction",
+    "grad_norm": "train_grad_norm",
+    "learning_rate": "train_learning_rate",
+}
 
 
 def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) -> TRLInstrumentation:
@@ -151,6 +163,22 @@ def _close_at_exit(inst: TRLInstrumentation) -> None:
 
     inst._exit_hook = close
     atexit.register(close)
+
+
+def _limits(trainer) -> dict:
+    """The limits a completion is generated under (docs/semconv.md, "Truncation"): TRL's max_completion_length
+    as each turn's response limit, and vLLM's max_model_len as the context length where TRL sets it."""
+    out = {}
+    try:
+        limit = getattr(trainer, "max_completion_length", None)
+        if isinstance(limit, int) and limit > 0:
+            out[_MAX_TOKENS] = limit
+        context = getattr(trainer.args, "vllm_max_model_length", None)
+        if getattr(trainer, "use_vllm", False) and isinstance(context, int) and context > 0:
+            out[_CONTEXT_LENGTH] = context
+    except Exception:
+        log.debug("rollscope: could not read the generation limits", exc_info=True)
+    return out
 
 
 def _describe(trainer) -> dict:
@@ -337,6 +365,8 @@ class TRLInstrumentation:
         self._batch: _Batch | None = None  # the round being generated / scored
         self._buffer: _Batch | None = None  # the round whose samples the trainer is consuming
         self._step_start_ns: int | None = None
+        self._ended_step: tuple | None = None  # the step ended, its span's figures, until TRL logs it
+        self._limits = _limits(trainer)  # the token limits every turn carries
         self._step_wait_s = 0.0
         self._step_samples = 0
         self._step_tokens = 0
@@ -404,6 +434,7 @@ class TRLInstrumentation:
         hook = getattr(self, "_exit_hook", None)
         if hook is not None:
             atexit.unregister(hook)
+        self._guard("close", self._submit_step)
         self._guard("close", self._retire_buffer)
         self._guard("close", self._drain)
         self._guard("close", self._stop_worker)
@@ -887,6 +918,7 @@ class TRLInstrumentation:
                 context += n
                 k += 1
         attributes = {
+            **{name: [value] * len(owner) for name, value in self._limits.items()},
             FINISH_REASONS: reasons,
             TIMING: timing,
             _TURN: index,
@@ -911,22 +943,49 @@ class TRLInstrumentation:
                 self.counts["execute_tool"] += 1
 
     def _emit_step(self, state) -> None:
+        """The step's span waits for TRL's log of the step (``_log``, right after on_step_end), which carries
+        what the update measured; a step TRL does not log goes when the next begins or training ends."""
         if self._step_start_ns is None:
             return
+        self._submit_step()
         step = int(state.global_step) - 1
         figures = (self._step_samples, self._step_tokens, self._step_taken, self._step_wait_s)
-        self._submit("train_step", self._emit_step_span, step, self._step_start_ns, time.time_ns(), *figures)
+        self._ended_step = (step, self._step_start_ns, time.time_ns(), *figures)
         self._step_start_ns = None
         self._step_taken = []  # handed over with the step: from here the span's builder reads that list
         if self._async is not None:  # its counts run from one step's end to the next's
             self._step_counts_reset()
             self._async.retire()
 
+    def _log(self, state, logs: dict | None) -> None:
+        """TRL's log of the step that just ended: its signals (``SIGNALS``) go on that step's span, as logged.
+        With ``logging_steps`` > 1 TRL logs a mean over the steps since its last log, on the step it logs at;
+        the steps between carry none. Its last log (train_runtime ...) comes after the step's and adds nothing."""
+        ended = self._ended_step
+        if ended is None or not logs or int(state.global_step) - 1 != ended[0]:
+            return
+        signals = {column: float(logs[name]) for name, column in SIGNALS.items() if _finite(logs.get(name))}
+        self._submit_step(signals)
+
+    def _submit_step(self, signals: dict | None = None) -> None:
+        ended, self._ended_step = self._ended_step, None
+        if ended is not None:
+            self._submit("train_step", self._emit_step_span, *ended, signals or {})
+
     def _emit_step_span(
-        self, step: int, start: int, end: int, samples: int, tokens: int, taken: list, wait_s: float
+        self,
+        step: int,
+        start: int,
+        end: int,
+        samples: int,
+        tokens: int,
+        taken: list,
+        wait_s: float,
+        signals: dict,
     ):
         """``tokens``: what was counted while training (the async trainer's samples); ``taken``: the rounds'
-        samples whose tokens are counted here (their rounds were measured before, in ``_emit_rollouts``)."""
+        samples whose tokens are counted here (their rounds were measured before, in ``_emit_rollouts``);
+        ``signals``: what TRL logged about the update."""
         # a round that could not be measured (its rollouts' hook failed) adds none
         tokens += sum(
             b.prompt_lengths[i] + b.completion_lengths[i] for b, i in taken if i < len(b.completion_lengths)
@@ -937,6 +996,7 @@ class TRLInstrumentation:
             train_samples=samples,
             train_tokens=tokens,
             train_wait_s=wait_s,
+            **signals,
         )
         self._out.spans(semconv.TRAIN_STEP, [start], [end], _columns(_attributes(fields)))
         self.counts["rl.train_step"] += 1
@@ -947,6 +1007,7 @@ class TRLInstrumentation:
         self.counts["rl.weight_sync"] += 1
 
     def _step_begin(self) -> None:
+        self._submit_step()  # a step TRL did not log (logging_steps > 1)
         self._step_start_ns = time.time_ns()
         if self._async is None:  # the async trainer's loader takes a step's samples before the step begins
             self._step_counts_reset()
@@ -970,7 +1031,11 @@ def _callback(inst: TRLInstrumentation):
         def on_step_end(self, args, state, control, **kwargs):
             inst._hook("train_step", inst._emit_step, state)
 
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            inst._hook("train_step", inst._log, state, logs)
+
         def on_train_end(self, args, state, control, **kwargs):
+            inst._guard("train_end", inst._submit_step)
             inst._guard("train_end", inst._retire_buffer)
             inst._guard("train_end", inst._drain)
             inst._guard("train_end", inst.rl.force_flush)
@@ -1039,6 +1104,11 @@ def _decisions(trainer, rewards_per_func, weights, unscorable) -> list[str]:
         "unscored" if u else "zero_signal" if z else "used"
         for u, z in zip(unscorable.tolist(), zero, strict=True)
     ]
+
+
+def _finite(value) -> bool:
+    """A logged figure worth recording: a real, finite number (TRL logs NaN for a mean of nothing)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _nanstd(values, axis=None):

@@ -14,6 +14,7 @@ SELECT
     coalesce(s.rollout_status, CASE WHEN s.status_code = 'error' THEN 'infra_error' ELSE 'ok' END)
         AS rollout_status,
     coalesce(s.reward, sc.reward) AS reward,
+    s.truncation_limit,  -- what the rollout's agent loop says stopped it (a turn or tool budget), if anything
     make_timestamp_ns(s.start_ns) AS start_time, make_timestamp_ns(s.end_ns) AS end_time,
     (s.end_ns - s.start_ns) / 1e9 AS duration_s, s.start_ns, s.end_ns,
     s.service_name, s.instance_id, lower(hex(s.trace_id)) AS trace_id, s.span_id, s.error_type,

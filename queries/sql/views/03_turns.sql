@@ -4,6 +4,9 @@
 -- with the request: rollscope.integrations.engines) is not a turn of its own: it fills that turn's empty
 -- columns (prefill / decode time, time to first token, cached and other token counts, speculative decoding).
 -- Joins use the raw binary trace ids, and only traces holding an unlinked generation are searched.
+-- truncation_limit: the limit that cut the generation off (docs/metrics.md, "Truncation"): the one it recorded,
+-- else, when its finish reasons hold "length", the context length if prompt and response reach it, else the
+-- response limit.
 -- _turns_src is the definition; a reader reads it from the store's derived table (store/derived.py).
 CREATE OR REPLACE VIEW _turns_src AS
 WITH engine_candidates AS (  -- few rows: engine request spans with a parent (none in most runs)
@@ -85,6 +88,13 @@ SELECT
     l.output_tokens, l.context_tokens,
     l.prefix_tokens, l.continuity_break, l.compaction_tokens_before, l.compaction_tokens_after, l.sample_id,
     r.task_prompt_tokens,
+    coalesce(
+        l.truncation_limit,
+        CASE WHEN coalesce(json_contains(l.attributes::JSON -> '$."gen_ai.response.finish_reasons"', '"length"'), false)
+            THEN CASE WHEN l.input_tokens + l.output_tokens >= l.context_length THEN 'context' ELSE 'response' END
+        END
+    ) AS truncation_limit,
+    l.max_tokens, l.context_length,
     l.spec_draft_tokens, l.spec_accepted_tokens, l.spec_verify_steps, l.spec_k,
     l.drafter_version, l.drafter_policy_version, l.logprobs_source,
     l.prefill_time_s, l.decode_time_s, l.ttft_s, l.request_model, l.response_id,

@@ -3,7 +3,8 @@
 -- TRL adapter records what each rank sees), so a step is the union of its rows: it starts at the first one's
 -- start and ends at the last one's end; its data was ready when the last process had its share (ready_ns;
 -- train_wait_s, the longest wait); its samples and tokens are the processes' sums; the version it produced the
--- highest recorded and its loss their mean. A step recorded once is its row as it was. What is counted per
+-- highest recorded, its loss and the other signals the trainer logged (entropy, KL, clip fraction, grad norm,
+-- learning rate) their mean. A step recorded once is its row as it was. What is counted per
 -- process (the trainer's device-seconds, _work_rows_src) reads train_steps itself.
 CREATE OR REPLACE MACRO _steps(run) AS TABLE
 SELECT
@@ -16,7 +17,13 @@ SELECT
     max(start_ns + CAST(round(coalesce(train_wait_s, 0) * 1e9) AS BIGINT)) AS ready_ns,
     sum(train_samples) AS train_samples,
     sum(train_tokens) AS train_tokens,
-    avg(train_loss) AS train_loss
+    avg(train_loss) AS train_loss,
+    avg(train_entropy) AS train_entropy,
+    avg(train_kl) AS train_kl,
+    avg(train_policy_kl) AS train_policy_kl,
+    avg(train_clip_fraction) AS train_clip_fraction,
+    avg(train_grad_norm) AS train_grad_norm,
+    avg(train_learning_rate) AS train_learning_rate
 FROM train_steps
 WHERE run_id = run AND train_step IS NOT NULL
 GROUP BY train_step;

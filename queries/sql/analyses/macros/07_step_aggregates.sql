@@ -150,39 +150,65 @@ GROUP BY ALL;
 CREATE OR REPLACE MACRO _lint_sums(run) AS TABLE SELECT * FROM _lint_sums_src(run);
 
 -- _generation_sums_src(run): consumed rollouts with turns per step and environment, their decoded tokens and
--- how many were clipped at the length limit (generations_by_step.sql).
+-- how many were clipped at a length limit (their last turn cut off by the response limit or the context length:
+-- generations_by_step.sql); how many each limit cut off (docs/metrics.md, "Truncation": the rollout's own limit, a
+-- turn or tool budget, else its last turn's), the largest response limit their turns asked for and the longest
+-- single response (truncation_by_step.sql).
 CREATE OR REPLACE MACRO _generation_sums_src(run) AS TABLE
 WITH per_rollout AS (
     SELECT
         rollout_id,
         sum(output_tokens) AS output_tokens,
-        arg_max(
-            coalesce(json_contains(attributes -> '$."gen_ai.response.finish_reasons"', '"length"'), false),
-            coalesce(turn_index, 0)
-        ) AS clipped
+        max(output_tokens) AS longest_response,
+        max(max_tokens) AS max_tokens,
+        -- arg_max skips a NULL argument: '' stands for "not cut off" so the last turn's is always taken
+        nullif(arg_max(coalesce(truncation_limit, ''), coalesce(turn_index, 0)), '') AS last_turn_limit
     FROM turns
     WHERE run_id = run AND rollout_id IS NOT NULL
     GROUP BY rollout_id
+),
+limited AS (
+    SELECT p.*, coalesce(r.truncation_limit, p.last_turn_limit) AS cut_by
+    FROM per_rollout AS p
+    LEFT JOIN (SELECT rollout_id, truncation_limit FROM rollouts WHERE run_id = run) AS r USING (rollout_id)
 )
 SELECT
     c.step, c.environment,
     count(*) AS rollouts,
     count(p.output_tokens) AS rollouts_with_tokens,
     sum(p.output_tokens)::BIGINT AS output_tokens,
-    count(*) FILTER (p.clipped) AS clipped
+    count(*) FILTER (p.last_turn_limit IN ('response', 'context')) AS clipped,
+    count(*) FILTER (p.cut_by = 'response') AS cut_response,
+    count(*) FILTER (p.cut_by = 'context') AS cut_context,
+    count(*) FILTER (p.cut_by = 'turns') AS cut_turns,
+    count(*) FILTER (p.cut_by = 'tools') AS cut_tools,
+    max(p.max_tokens) AS max_tokens,
+    max(p.longest_response) AS longest_response
 FROM rollout_steps(run) AS c
-JOIN per_rollout AS p USING (rollout_id)
+JOIN limited AS p USING (rollout_id)
 WHERE c.step IS NOT NULL
 GROUP BY ALL;
 CREATE OR REPLACE MACRO _generation_sums(run) AS TABLE SELECT * FROM _generation_sums_src(run);
 
--- _reward_sums_src(run): rl.reward scores per consuming step, environment and reward function
--- (rewards_by_step.sql): how many, and their sum.
+-- _reward_sums_src(run): scores per consuming step, environment and scoring function: each verifier's (rl.reward
+-- spans, kind 'verifier', by reward_name: rewards_by_step.sql) and each judge's (rl.judge spans, kind 'judge', by
+-- the judge model asked, else 'judge'): how many scored, their sum and the sum of their magnitudes (the reward
+-- detectors, docs/metrics.md "Detectors"). Rollouts that ended infra_error or aborted are left out: an
+-- infrastructure abort is no reward, whatever a scorer wrote for it (docs/metrics.md, "Truncation").
 CREATE OR REPLACE MACRO _reward_sums_src(run) AS TABLE
-SELECT r.step, r.environment, w.reward_name, count(w.reward) AS scored, sum(w.reward) AS reward_sum
+WITH scores AS (
+    SELECT rollout_id, 'verifier' AS kind, reward_name, reward FROM rewards WHERE run_id = run
+    UNION ALL
+    SELECT rollout_id, 'judge', coalesce(request_model, 'judge'), reward FROM judges WHERE run_id = run
+)
+SELECT
+    r.step, r.environment, w.kind, w.reward_name,
+    count(w.reward) AS scored,
+    sum(w.reward) AS reward_sum,
+    sum(abs(w.reward)) AS reward_abs_sum
 FROM rollout_steps(run) AS r
-JOIN rewards AS w ON w.run_id = run AND w.rollout_id = r.rollout_id
-WHERE r.step IS NOT NULL
+JOIN scores AS w USING (rollout_id)
+WHERE r.step IS NOT NULL AND coalesce(r.rollout_status, 'ok') NOT IN ('infra_error', 'aborted')
 GROUP BY ALL;
 CREATE OR REPLACE MACRO _reward_sums(run) AS TABLE SELECT * FROM _reward_sums_src(run);
 
