@@ -4,9 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Extras the slow suite installs on top of dev: trl (torch, transformers, trl) for the TRL adapter's real
-# GRPOTrainer runs, verifiers for the verifiers hook's tests against the real package. The quick tests that
-# need one of them (marked `extras`) skip in `make test` without it and run here.
-SLOW_EXTRAS := dev,trl,verifiers
+# GRPOTrainer runs, verifiers for the verifiers hook's tests against the real package, verl for the verl adapter's
+# run of verl's own agent loop. The quick tests that need one of them (marked `extras`) skip in `make test` without
+# it and run here.
+SLOW_EXTRAS := dev,trl,verifiers,verl
 SLOW_STAMP := $(VENV)/.installed-slow
 
 .PHONY: demo test test-slow lint format schemas bench clean
