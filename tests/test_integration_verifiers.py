@@ -317,11 +317,22 @@ def test_a_prime_rl_run_imports_with_its_funnel_losses_equal_to_all_minus_effect
     for row in losses.itertuples():
         cause = {"all-equal group": "zero_signal"}.get(row.reason, row.reason)
         lost[cause] = lost.get(cause, 0) + int(row.lost)
-    print("\nprime-rl all − effective by cause:", expected, "\nrollscope funnel losses:", losses.to_dict("records"))
+    print(
+        "\nprime-rl all − effective by cause:",
+        expected,
+        "\nrollscope funnel losses:",
+        losses.to_dict("records"),
+    )
     assert lost == expected
     funnel = analyses.funnel(con, "prime")
     assert int(funnel.dispatched.iloc[0]) == len(traces)
     assert int(funnel.usable.iloc[0]) == len(shipped)
     steps = analyses.trainer_steps(con, "prime")
     assert steps.step.tolist() == [1, 2] and steps.train_samples.tolist() == [len(shipped), 0]
-    assert con.execute("SELECT count(*), count(DISTINCT rollout_id) FROM rollouts").fetchone() == (len(traces),) * 2
+    assert (
+        con.execute("SELECT count(*), count(DISTINCT rollout_id) FROM rollouts").fetchone()
+        == (len(traces),) * 2
+    )
+    from tests.test_verl import documented, recorded
+
+    assert recorded(store) == documented("prime-rl")

@@ -37,7 +37,9 @@ def test_something_that_is_not_a_verl_trainer_is_refused_before_anything_is_writ
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """STEPS steps of 2 prompts x 4 rollouts; returns (store, verl's metrics per step, handle)."""
-    pytest.importorskip("verl", reason="needs the verl extra: pip install -e '.[dev,verl]' (make test-slow does)")
+    pytest.importorskip(
+        "verl", reason="needs the verl extra: pip install -e '.[dev,verl]' (make test-slow does)"
+    )
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.trainer.ppo.metric_utils import compute_data_metrics
 
@@ -92,7 +94,9 @@ def test_rollscope_figures_equal_verls_compute_data_metrics_step_by_step(run):
     frame = con.execute(PER_ROLLOUT, [RUN]).df().groupby("step").mean()
     generations = analyses.generations_by_step(con, RUN).set_index("step")
     scores = analyses.rewards_by_step(con, RUN).set_index(["step", "reward_name"])["mean_reward"]
-    header = "verl step | response_length/mean | response_length/clip_ratio | critic/score/mean | num_turns/mean"
+    header = (
+        "verl step | response_length/mean | response_length/clip_ratio | critic/score/mean | num_turns/mean"
+    )
     lines = [header, " | ".join("---" for _ in header.split(" | "))]
     mismatches = []
     for step, metrics in logged.items():
@@ -146,7 +150,88 @@ def test_turns_and_tools_carry_the_agent_loops_own_times_names_and_transcripts(r
     later = [t for t in turns if t[1] > 0]
     assert later and all(json.loads(t[6])[0]["role"] == "tool" for t in later)
     assert any('"done' in json.loads(t[5])[0]["parts"][0]["content"] or "done" in t[5] for t in turns)
-    assert con.execute("SELECT list(policy_version ORDER BY policy_version) FROM weight_syncs").fetchone()[0] == list(
-        range(1, STEPS + 1)
-    )
+    assert con.execute("SELECT list(policy_version ORDER BY policy_version) FROM weight_syncs").fetchone()[
+        0
+    ] == list(range(1, STEPS + 1))
     assert syncs == list(range(1, STEPS + 1))  # the wrapped sync still ran verl's own
+
+
+@pytest.mark.extras
+def test_a_finished_runs_dumps_and_file_log_import_as_rollouts_samples_and_steps(tmp_path, monkeypatch):
+    """The files verl itself writes: RayPPOTrainer._write_generations (trainer.rollout_data_dir) and the file
+    logger (trainer.logger=['file'])."""
+    pytest.importorskip("verl", reason="needs the verl extra")
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+    from verl.utils.tracking import FileLogger
+
+    from rollscope.queries import analyses, connect
+    from tests.conftest import rollscope
+
+    dumps = tmp_path / "dumps"
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(dumps / "metrics.jsonl"))
+    dumps.mkdir()
+    logger = FileLogger("p", "e")
+    for step in (1, 2):
+        scores = [1.0, 0.0, 1.0, 1.0] if step == 1 else [0.0, 0.0, 1.0, 0.0]
+        extra = {"uid": ["u1", "u1", "u2", "u2"] if step == 1 else ["u3", "u3", "u4", "u4"]}
+        RayPPOTrainer._write_generations(
+            ["a", "a", "b", "b"], ["x", "y", "z", "w"], [None] * 4, scores, extra, str(dumps), step
+        )
+        metrics = {"timing_s/step": 2.0, "timing_s/gen": 1.5, "critic/score/mean": sum(scores) / 4}
+        logger.log(metrics, step)
+    logger.finish()
+    code, out, err = rollscope("import", "verl", dumps, "--store", tmp_path / "store", "--run-id", "v")
+    assert (code, err) == (0, "") and out.strip() == "imported 2 steps, 8 rollouts into run v"
+    con = connect(tmp_path / "store")
+    decisions = con.execute(
+        "SELECT train_step, sample_decision, count(*) FROM samples GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    assert decisions == [(0, "used", 2), (0, "zero_signal", 2), (1, "used", 2), (1, "zero_signal", 2)]
+    steps = analyses.trainer_steps(con, "v")
+    assert steps.train_samples.tolist() == [4, 4] and steps.train_wait_s.tolist() == [1.5, 1.5]
+    means = analyses.rewards_by_step(con, "v").mean_reward.tolist()
+    assert means == [0.75, 0.25]
+    assert recorded(tmp_path / "store") == documented("verl files")
+    code, out, err = rollscope(
+        "import", "verl", tmp_path / "nothing", "--store", tmp_path / "s2", "--run-id", "v"
+    )
+    assert code == 1 and "not found" in err
+
+
+# docs/integrations.md's "What each records" table, kept true: a row is what its test's store holds.
+RECORDED = {
+    "rollouts": "SELECT count(*) > 0 FROM rollouts",
+    "turns": "SELECT count(*) > 0 FROM turns",
+    "tools": "SELECT count(*) > 0 FROM tools",
+    "rewards": "SELECT count(reward) > 0 FROM rewards",
+    "sample decisions": "SELECT count(sample_decision) > 0 FROM samples",
+    "staleness": "SELECT count(sample_staleness) > 0 FROM samples",
+    "spec decoding": "SELECT count(spec_draft_tokens) > 0 FROM turns",
+    "transcripts": "SELECT count(*) > 0 FROM turns WHERE attributes->>'$.\"gen_ai.output.messages\"' IS NOT NULL",
+    "weight syncs": "SELECT count(*) > 0 FROM weight_syncs",
+}
+
+
+def recorded(store) -> dict[str, str]:
+    from rollscope.queries import connect
+
+    con = connect(store)
+    return {what: "yes" if con.execute(sql).fetchone()[0] else "no" for what, sql in RECORDED.items()}
+
+
+def documented(framework: str) -> dict[str, str]:
+    from tests.conftest import ROOT
+
+    text = (ROOT / "docs" / "integrations.md").read_text()
+    table = text.split("<!-- recorded-table", 1)[1].split("<!-- /recorded-table -->", 1)[0]
+    rows = [
+        [c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("|")
+    ]
+    header = rows[0]
+    row = next(r for r in rows[2:] if r[0] == framework)
+    return dict(zip(header[2:], row[2:], strict=True))
+
+
+@pytest.mark.slow
+def test_the_docs_table_row_for_verl_is_what_the_adapter_recorded(run):
+    assert recorded(run[0]) == documented("verl")

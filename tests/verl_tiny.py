@@ -127,16 +127,18 @@ def answered(text: str) -> float:
 def step_batch(worker, config, tokenizer, step: int, prompts: list[str]):
     """One step of ``RayPPOTrainer.fit``'s data path: uid per prompt, n rollouts each through the agent loop
     worker, the score at the last response token (``rm_scores``' layout), GRPO advantages."""
+    import uuid
+
     import numpy as np
     import torch
     from verl.protocol import DataProto
     from verl.trainer.ppo.ray_trainer import compute_advantage
 
-    import uuid
-
     n = config.actor_rollout_ref.rollout.n
     columns = {
-        "raw_prompt": np.array([[{"role": "user", "content": p}] for p in prompts] + [None], dtype=object)[:-1],
+        "raw_prompt": np.array([[{"role": "user", "content": p}] for p in prompts] + [None], dtype=object)[
+            :-1
+        ],
         "uid": np.array([str(uuid.uuid4()) for _ in prompts], dtype=object),
         "index": np.array([PROMPTS.index(p) for p in prompts]),
         "data_source": np.array(["words"] * len(prompts), dtype=object),
