@@ -48,6 +48,20 @@ class Handover:
         self._built = 0  # ... and those it has finished (their spans with the processor)
         self._handoff_seconds = float(getattr(rl.exporter, "segment_seconds", handoff_seconds))
         self._warned: set[str] = set()
+        self._closed = False
+
+    def close(self) -> None:
+        """Build what is pending, end the adapter's thread and flush the store exporter (training keeps going
+        if any of it fails)."""
+        if self._closed:
+            return
+        self._closed = True
+        hook = getattr(self, "_exit_hook", None)
+        if hook is not None:
+            atexit.unregister(hook)
+        self._guard("close", self._drain)
+        self._guard("close", self._stop_worker)
+        self._guard("close", self.rl.force_flush)
 
     @property
     def stats(self) -> dict:
@@ -182,6 +196,20 @@ class Handover:
         if worker is not None and worker.is_alive():
             self._queue.put(None)
             worker.join(timeout)
+
+
+def installed(cls, trainer, store, run_id, attach_kwargs: dict):
+    """``attach()``, then the adapter ``cls``'s handle on ``trainer``, installed and closed at exit. Its spans go
+    as store columns when the provider is attach()'s own (``_Columns``), else through the SDK."""
+    from rollscope.collectors.attaching import attach
+    from rollscope.integrations.trl import _Columns, _private_provider, _SDKSpans
+
+    rl = attach(store=store, run_id=run_id, **attach_kwargs)
+    inst = cls(trainer, rl, _Columns(rl) if _private_provider(rl) else _SDKSpans(rl))
+    inst.install()
+    trainer._rollscope_instrumentation = inst
+    close_at_exit(inst)
+    return inst
 
 
 def close_at_exit(inst) -> None:

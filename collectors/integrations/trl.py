@@ -48,7 +48,6 @@ weight syncs (``rollscope.integrations.trl_async``), and train steps as above.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import hashlib
 import inspect
@@ -62,7 +61,7 @@ import numpy as np
 
 from rollscope.collectors import semconv
 from rollscope.collectors.spans import attributes_from_fields
-from rollscope.integrations.handover import Handover, close_at_exit
+from rollscope.integrations.handover import Handover, installed
 
 log = logging.getLogger("rollscope.integrations.trl")
 
@@ -112,19 +111,12 @@ def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) 
         raise TypeError(
             f"instrument() takes a built trl.GRPOTrainer (a transformers Trainer), not {type(trainer).__name__}"
         )
-    from rollscope.collectors.attaching import attach
-
     attach_kwargs.setdefault("role", "train")
     attach_kwargs.setdefault("algorithm", "grpo")
     attach_kwargs.setdefault("set_global", False)  # the job's own tracing stays as it was
     for key, value in _describe(trainer).items():
         attach_kwargs.setdefault(key, value)
-    rl = attach(store=store, run_id=run_id, **attach_kwargs)
-    inst = TRLInstrumentation(trainer, rl, _Columns(rl) if _private_provider(rl) else _SDKSpans(rl))
-    inst.install()
-    trainer._rollscope_instrumentation = inst
-    close_at_exit(inst)
-    return inst
+    return installed(TRLInstrumentation, trainer, store, run_id, attach_kwargs)
 
 
 def _describe(trainer) -> dict:
@@ -308,7 +300,6 @@ class TRLInstrumentation(Handover):
         self._step_tokens = 0
         self._step_taken: list = []  # (_Batch, sample) the step trained on: tokens counted when it is built
         self._eos_and_pad: set | None = None
-        self._closed = False
         self._async = None  # AsyncSamples, for trl.experimental's async GRPO trainer
 
     # --- installing ---------------------------------------------------------------------------------------
@@ -363,17 +354,10 @@ class TRLInstrumentation(Handover):
             )
 
     def close(self) -> None:
-        """Record the samples still buffered, then flush the store exporter (training keeps going if it fails)."""
-        if self._closed:
-            return
-        self._closed = True
-        hook = getattr(self, "_exit_hook", None)
-        if hook is not None:
-            atexit.unregister(hook)
-        self._guard("close", self._retire_buffer)
-        self._guard("close", self._drain)
-        self._guard("close", self._stop_worker)
-        self._guard("close", self.rl.force_flush)
+        """Record the samples still buffered, then what ``Handover.close`` does."""
+        if not self._closed:
+            self._guard("close", self._retire_buffer)
+        super().close()
 
     def _training(self) -> bool:
         model = getattr(self.trainer, "model", None)

@@ -43,15 +43,12 @@ import logging
 import time
 
 from rollscope.collectors import semconv
-from rollscope.integrations.handover import Handover, close_at_exit
+from rollscope.integrations.handover import Handover, installed
 from rollscope.integrations.trl import (
     _NAME,
     _attributes,
-    _Columns,
     _columns,
-    _private_provider,
     _runs,
-    _SDKSpans,
 )
 
 log = logging.getLogger("rollscope.integrations.verl")
@@ -80,19 +77,12 @@ def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) 
         return existing
     if not callable(getattr(trainer, "_update_actor", None)) or not callable(getattr(trainer, "fit", None)):
         raise TypeError(f"instrument() takes a verl RayPPOTrainer, not {type(trainer).__name__}")
-    from rollscope.collectors.attaching import attach
-
     attach_kwargs.setdefault("role", "train")
     attach_kwargs.setdefault("service_name", "verl")
     attach_kwargs.setdefault("set_global", False)
     for key, value in _describe(trainer).items():
         attach_kwargs.setdefault(key, value)
-    rl = attach(store=store, run_id=run_id, **attach_kwargs)
-    inst = VerlInstrumentation(trainer, rl, _Columns(rl) if _private_provider(rl) else _SDKSpans(rl))
-    inst.install()
-    trainer._rollscope_instrumentation = inst
-    close_at_exit(inst)
-    return inst
+    return installed(VerlInstrumentation, trainer, store, run_id, attach_kwargs)
 
 
 def _describe(trainer) -> dict:
@@ -119,7 +109,6 @@ class VerlInstrumentation(Handover):
         self.trainer = trainer
         self._gen: tuple[int, int] | None = None  # the step's generation window
         self._last_end: int | None = None
-        self._closed = False
 
     # --- installing ---------------------------------------------------------------------------------------
 
@@ -140,20 +129,6 @@ class VerlInstrumentation(Handover):
         checkpoints = getattr(t, "checkpoint_manager", None)
         if checkpoints is not None and not hasattr(checkpoints.update_weights, "_rollscope"):
             checkpoints.update_weights = self._wrap_sync(checkpoints.update_weights)
-
-    def close(self) -> None:
-        """Record what is still pending, end the adapter's thread and flush the store exporter."""
-        if self._closed:
-            return
-        self._closed = True
-        hook = getattr(self, "_exit_hook", None)
-        if hook is not None:
-            import atexit
-
-            atexit.unregister(hook)
-        self._guard("close", self._drain)
-        self._guard("close", self._stop_worker)
-        self._guard("close", self.rl.force_flush)
 
     # --- wrappers (training thread: times and references only) ----------------------------------------------
 
