@@ -49,6 +49,9 @@ def attach(
     creates and installs a provider when there is none. With ``set_global=False`` (or when an earlier
     attach() already installed the global one) the helpers get a private provider with this resource. Plain OpenTelemetry spans that carry the convention
     attributes land in the store exactly as the helpers' spans do.
+
+    ``capture_content=False`` (or ``ROLLSCOPE_CAPTURE_CONTENT=0``) keeps transcripts out of the store; with
+    ``content_max_chars`` and ``content_sample`` it is the capture policy (docs/store.md "Transcripts").
     """
     config = Settings.resolve(
         store=store, run_id=run_id, role=role, devices=devices, service_name=service_name, **settings
@@ -92,6 +95,7 @@ def _attach(config: Settings, resource: Resource, tracer_provider, set_global: b
             "role": config.role,
         },
         flush_thread=False,  # the processor's thread publishes
+        content=config.content,
     )
     processor = StoreSpanProcessor(
         exporter,

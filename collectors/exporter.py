@@ -29,6 +29,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from rollscope.collectors.content import ContentPolicy, Transcripts
 from rollscope.collectors.rows import SpanColumns, SpanRecords, SpanRows, readable_spans_to_rows
 from rollscope.store import arrow_memory
 from rollscope.store.layout import SegmentWriter
@@ -54,6 +55,8 @@ _STAT_NAMES = (
     "spans_failed",
     "attributes_kept_untyped",
     "segments_published",
+    "messages_exported",
+    "messages_sampled_out",
 )
 
 
@@ -120,6 +123,7 @@ class StoreSpanExporter(SpanExporter):
         compact_seconds: float | None = None,
         identity: Mapping[str, object] | None = None,
         flush_thread: bool = True,
+        content: ContentPolicy | None = None,
     ):
         self.store = store
         self.default_run_id = default_run_id
@@ -129,6 +133,7 @@ class StoreSpanExporter(SpanExporter):
         self.stats_seconds = stats_seconds
         self.compact_seconds = compact_seconds  # None: no background compaction (store.compaction)
         self.identity = dict(identity or {})
+        self.content = content or ContentPolicy()
         self.stats = CollectorStats()
         self._flush_thread = flush_thread
         self._shutdown = False
@@ -148,7 +153,10 @@ class StoreSpanExporter(SpanExporter):
         self._stats_writer = SegmentWriter(
             self.store, "collector_stats", compact_seconds=self.compact_seconds, dictionary=False
         )
+        self._messages = SegmentWriter(self.store, "messages", compact_seconds=self.compact_seconds)
+        self._transcripts = Transcripts(self.content)
         self._buffer: dict[str | None, list[pa.Table]] = {}
+        self._message_buffer: dict[str, list[pa.Table]] = {}
         self._buffered = 0
         self._oldest: float | None = None
         self._last_stats: dict[str, int] | None = None
@@ -197,6 +205,7 @@ class StoreSpanExporter(SpanExporter):
         self._write_stats(force=True)
         self._spans.close()  # this process stops compacting the runs it wrote (store.compaction)
         self._stats_writer.close()
+        self._messages.close()
 
     # --- buffering and publishing -------------------------------------------------------------------------
 
@@ -214,15 +223,32 @@ class StoreSpanExporter(SpanExporter):
             return False
         if rows.untyped:
             self.stats.add("attributes_kept_untyped", rows.untyped)
+        messages = self._messages_of(rows)
         with self._lock:
             for run_id, table in tables.items():
                 self._buffer.setdefault(run_id, []).append(table)
+            for run_id, table in messages.items():
+                self._message_buffer.setdefault(run_id, []).append(table)
             self._buffered += len(rows)
             now = time.monotonic()
             oldest = min(now, since) if since is not None else now
             if self._oldest is None or oldest < self._oldest:
                 self._oldest = oldest
         return self._publish_if_due()
+
+    def _messages_of(self, rows) -> dict[str, pa.Table]:
+        """The batch's content as ``messages`` tables per run, under the capture policy (none when it is off).
+        A failure here loses the content, never the spans."""
+        try:
+            sampler = self._transcripts.sampler
+            dropped = sampler.dropped if sampler is not None else 0
+            tables = self._transcripts.tables(rows.found)
+            if sampler is not None and sampler.dropped > dropped:
+                self.stats.add("messages_sampled_out", sampler.dropped - dropped)
+            return tables
+        except Exception:
+            _log_failure("rollscope: could not read the content of %d spans", len(rows))
+            return {}
 
     def idle(self) -> bool:
         """Nothing left to do until more spans come: nothing buffered, the counters as last written."""
@@ -261,7 +287,9 @@ class StoreSpanExporter(SpanExporter):
     def _publish_buffer(self) -> bool:
         with self._lock:
             buffer, self._buffer = self._buffer, {}
+            messages, self._message_buffer = self._message_buffer, {}
             self._buffered, self._oldest = 0, None
+        self._publish_messages(messages)  # first: a span in the store has its content there too
         ok = True
         for run_id, tables in buffer.items():
             rows = sum(t.num_rows for t in tables)
@@ -280,6 +308,17 @@ class StoreSpanExporter(SpanExporter):
             self.stats.add("spans_exported", rows)
             self.stats.add("segments_published")
         return ok
+
+    def _publish_messages(self, buffer: dict[str, list[pa.Table]]) -> None:
+        for run_id, tables in buffer.items():
+            try:
+                self._messages.publish(run_id, pa.concat_tables(tables, memory_pool=arrow_memory.pool()))
+            except Exception:
+                _log_failure(
+                    "rollscope: could not publish the transcripts of run %s to %s", run_id, self.store
+                )
+                continue
+            self.stats.add("messages_exported", sum(t.num_rows for t in tables))
 
     def _flush_loop(self) -> None:
         interval = max(0.05, min(self.segment_seconds, self.stats_seconds) / 4)

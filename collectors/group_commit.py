@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rollscope.collectors.content import ContentPolicy, Transcripts
 from rollscope.collectors.otlp import Decoded
 from rollscope.collectors.rows import SpanRows
 from rollscope.store.layout import SegmentWriter
@@ -37,6 +38,7 @@ class GroupCommit:
         window: float = 0.05,
         max_rows: int = 200_000,
         compact_seconds: float | None = None,
+        content: ContentPolicy | None = None,
     ):
         self.store = Path(store)
         self.window = window
@@ -44,9 +46,12 @@ class GroupCommit:
         self.segments_published = 0
         self.segments_by_run: dict[str, int] = {}
         self.untyped_by_run: dict[str, int] = {}
+        self.messages_by_run: dict[str, int] = {}
         self._writer = SegmentWriter(
             self.store, "spans", durable=True, compact_seconds=compact_seconds, dictionary=False
         )
+        self._messages = SegmentWriter(self.store, "messages", durable=True, compact_seconds=compact_seconds)
+        self._transcripts = Transcripts(content or ContentPolicy())
         self._rows: dict[str, SpanRows] = {}
         self._waiting: list[tuple[Done, set[str]]] = []  # each request's callback and the runs it added to
         self._expected = 0  # requests announced by expect() and not yet submitted (or given up)
@@ -99,6 +104,7 @@ class GroupCommit:
             self._cond.notify()
         self._thread.join()
         self._writer.close()
+        self._messages.close()
 
     def _loop(self) -> None:
         while True:
@@ -133,12 +139,25 @@ class GroupCommit:
     def _pending(self) -> int:
         return sum(len(rows) for rows in self._rows.values())
 
+    def _publish_messages(self, rows: SpanRows) -> None:
+        """The batch's content (``messages``, under the capture policy). A failure loses the content, logged,
+        never the spans or the requests' answers: a client retrying would send the same content again."""
+        try:
+            for run_id, table in self._transcripts.tables(rows.found).items():
+                self._messages.publish(run_id, table)
+                self.messages_by_run[run_id] = self.messages_by_run.get(run_id, 0) + table.num_rows
+        except Exception:
+            log.exception("rollscope collect: could not write the transcripts of %d spans", len(rows))
+
     def _commit(self, batch: dict[str, SpanRows]) -> dict[str, BaseException]:
-        """Publish one segment per run; a run that fails fails only the requests that added to it."""
+        """Publish one segment per run (its messages first, when its spans carried content); a run that fails
+        fails only the requests that added to it."""
         errors = {}
         for run_id, rows in batch.items():
             try:
-                for table in rows.tables().values():
+                tables = rows.tables()
+                self._publish_messages(rows)
+                for table in tables.values():
                     self._writer.publish(run_id, table)
             except Exception as e:  # those requests answer 503 and their clients retry
                 log.exception(

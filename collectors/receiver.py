@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from rollscope.collectors import ports
+from rollscope.collectors.content import ContentPolicy
 from rollscope.collectors.group_commit import GroupCommit
 from rollscope.collectors.otlp import (
     Decoded,
@@ -44,7 +45,7 @@ from rollscope.collectors.otlp import (
     error_status,
     export_response,
 )
-from rollscope.collectors.settings import compact_seconds
+from rollscope.collectors.settings import Settings, compact_seconds
 from rollscope.store.layout import SegmentWriter, check_run_id
 from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
 
@@ -79,6 +80,8 @@ class ReceiverConfig:
     retry_after_s: int = 1
     grpc_port: int | None = None  # OTLP/gRPC too, on this port (0 = any free); None = HTTP only
     compact_seconds: float | None = field(default_factory=compact_seconds)  # None: no background compaction
+    # what it keeps of the content senders send (transcripts): ROLLSCOPE_CAPTURE_CONTENT & co by default
+    content: ContentPolicy = field(default_factory=lambda: Settings.resolve().content)
 
     def __post_init__(self) -> None:
         self.store = Path(self.store)
@@ -121,7 +124,10 @@ class Receiver:
     def _started(self) -> Iterator[None]:
         self.config.store.mkdir(parents=True, exist_ok=True)
         self._commit = GroupCommit(
-            self.config.store, window=self.config.commit_window, compact_seconds=self.config.compact_seconds
+            self.config.store,
+            window=self.config.commit_window,
+            compact_seconds=self.config.compact_seconds,
+            content=self.config.content,
         )
         try:
             yield
@@ -439,6 +445,7 @@ class ReceiverStats:
                 **counts,
                 "segments_published": commit.segments_by_run.get(run_id, 0) if commit else 0,
                 "attributes_kept_untyped": commit.untyped_by_run.get(run_id, 0) if commit else 0,
+                "messages_exported": commit.messages_by_run.get(run_id, 0) if commit else 0,
             }
             try:
                 self._writer.publish(run_id, pa.Table.from_pylist([row], schema=COLLECTOR_STATS_SCHEMA))

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from opentelemetry.trace import SpanKind, StatusCode
 
 from rollscope.collectors import semconv
+from rollscope.collectors.content import EVENT, Found
 from rollscope.store.arrow_memory import pool
 from rollscope.store.schema import SPAN_FIELDS, SPAN_SCHEMA
 
@@ -33,6 +34,7 @@ _RESOURCE_COLUMN_NAMES = tuple(c for c in _RESOURCE_COLUMNS.values() if c != "ru
 _SPAN_ONLY = tuple(dict.fromkeys(_SPAN_COLUMNS.values()))
 _ATTRIBUTE_OF_COLUMN = {a.column: a.name for a in semconv.ALL_ATTRIBUTES}
 _POOL = pool()  # every array made here comes from it: see rollscope.store.arrow_memory
+_CONTENT_EVENTS = {*semconv.CONTENT_EVENTS, semconv.CONTENT_DETAILS_EVENT}
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,10 @@ class SpanRows:
         self._sparse: dict[str, tuple[array, list]] = {c: (array("q"), []) for c in _SPAN_ONLY}
         self._extras: dict[int, dict] = {}
         self._events: tuple[list[int], list[str]] = ([], [])
+        self._content: dict[int, list[tuple[str, object]]] = {}  # row: content entries (collectors.content)
+        self.found: Found | None = (
+            None  # set by tables(): this batch's spans and content, for the transcripts
+        )
         self.untyped = 0  # convention attributes kept as JSON because their type was wrong
         self._ascending = True  # every sparse column's rows in ascending order (so a full one needs no take)
 
@@ -120,8 +126,7 @@ class SpanRows:
         fixed["scope_name"].append(scope_name or None)
         self._resource_of_row.append(self._resource_index(resource))
         if events:
-            self._events[0].append(row)
-            self._events[1].append(dumps(events))
+            self._add_events(row, events)
         self._add_attributes(row, attributes)
 
     def extend(
@@ -142,9 +147,21 @@ class SpanRows:
         index = {key: self._resource_index(r) for key, r in distinct.items()}
         self._resource_of_row.extend(map(index.__getitem__, map(id, resources)))
         for row, row_events in (events or {}).items():
-            self._events[0].append(first + row)
-            self._events[1].append(dumps(row_events))
+            self._add_events(first + row, row_events)
         self._add_attribute_batch(first, attributes)
+
+    def _add_events(self, row: int, events: list[dict]) -> None:
+        """A span's events: GenAI content events are set aside with its content, the rest kept as JSON."""
+        kept = []
+        for event in events:
+            name = event.get("name")
+            if name in _CONTENT_EVENTS:
+                self._content.setdefault(row, []).append((EVENT + name, event.get("attributes")))
+            else:
+                kept.append(event)
+        if kept:
+            self._events[0].append(row)
+            self._events[1].append(dumps(kept))
 
     def _add_attribute_batch(self, first: int, attributes: Iterable[Mapping[str, object]]) -> None:
         """Spans grouped by their attribute names, then each group's values moved a column at a time.
@@ -174,7 +191,7 @@ class SpanRows:
         for keys, (rows, dicts) in groups.items():
             if not keys:
                 continue
-            columns, extras = _plan(keys)
+            columns, extras, content = _plan(keys)
             row_bytes = array("q", rows).tobytes() if isinstance(rows, list) else rows.tobytes()
             for i, column in columns:  # a column at a time, in C: no per-span object is made
                 column_rows, column_values = sparse[column]
@@ -186,6 +203,10 @@ class SpanRows:
                 for row, d in zip(array("q", row_bytes), dicts, strict=True):
                     picked = pick(d)
                     self._extras[row] = dict(zip(names, picked if len(names) > 1 else (picked,), strict=True))
+            if content:
+                names = [key for _, key in content]
+                for row, d in zip(array("q", row_bytes), dicts, strict=True):
+                    self._content.setdefault(row, []).extend((key, d[key]) for key in names)
 
     def _resource_index(self, resource: ResourceRow) -> int:
         index = self._resource_ids.get(id(resource))
@@ -201,6 +222,9 @@ class SpanRows:
         for key, value in attributes.items():
             column = _SPAN_COLUMNS.get(key)
             if column is None:
+                if semconv.is_content(key):
+                    self._content.setdefault(row, []).append((key, value))
+                    continue
                 if extras is None:
                     extras = self._extras.setdefault(row, {})
                 extras[key] = value
@@ -238,7 +262,13 @@ class SpanRows:
         events = pa.array(self._events[1], pa.string(), memory_pool=_POOL)
         columns["events"] = _scatter(self._events[0], events, n, True)
         table = pa.Table.from_arrays([columns[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA)
+        self.found = self._found(table)
         return self._split_by_run(table, resource_of_row)
+
+    def _found(self, table: pa.Table) -> Found:
+        runs, of_row = [r.run_id for r in self._resources], self._resource_of_row
+        content = self._content
+        return Found(table, lambda row: runs[of_row[row]], list(content), list(content.values()))
 
     def _split_by_run(self, table: pa.Table, resource_of_row: pa.Array) -> dict[str | None, pa.Table]:
         runs = [r.run_id for r in self._resources]
@@ -324,8 +354,9 @@ def _nulls(arrow_type: pa.DataType, n: int) -> pa.Array:
 _PLANS: dict[tuple, tuple[list, list]] = {}
 
 
-def _plan(keys: tuple) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
-    """Where each of these attribute names goes: ``(index, column)`` pairs and ``(index, name)`` extras.
+def _plan(keys: tuple) -> tuple[list[tuple[int, str]], list[tuple[int, str]], list[tuple[int, str]]]:
+    """Where each of these attribute names goes: ``(index, column)`` pairs, ``(index, name)`` extras and
+    ``(index, name)`` content (``semconv.is_content``: set aside for the transcripts, never kept in a span).
 
     An alias goes to its column unless the canonical name (or an earlier alias) already filled it; then it
     is kept, as JSON, after the other extras.
@@ -333,11 +364,11 @@ def _plan(keys: tuple) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
     plan = _PLANS.get(keys)
     if plan is not None:
         return plan
-    columns, extras, aliased, taken = [], [], [], set()
+    columns, extras, content, aliased, taken = [], [], [], [], set()
     for i, key in enumerate(keys):
         column = _SPAN_COLUMNS.get(key)
         if column is None:
-            extras.append((i, key))
+            (content if semconv.is_content(key) else extras).append((i, key))
         elif key in _ALIASES:
             aliased.append((i, key, column))
         else:
@@ -351,7 +382,7 @@ def _plan(keys: tuple) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
             taken.add(column)
     if len(_PLANS) >= 4096:  # a sender inventing names per span must not grow this without bound
         _PLANS.clear()
-    plan = _PLANS[keys] = (columns, extras)
+    plan = _PLANS[keys] = (columns, extras, content)
     return plan
 
 
@@ -590,26 +621,30 @@ class SpanColumns:
         if not n:
             return
         keys = tuple(attributes)
-        columns, extras = _plan(keys)
+        columns, extras, content = _plan(keys)
         values = [attributes[key] for key in keys]
         kept = {column: values[i] for i, column in columns}
         rows = None
         if extras:
             names = [key for _, key in extras]
             rows = _json_rows(names, zip(*[values[i] for i, _ in extras], strict=True))
-        self._blocks.append((name, n, trace_ids, span_ids, parent_ids, starts, ends, kept, rows))
+        entries = None
+        if content:  # per span, its content entries (collectors.content), None values left out
+            named = [(key, values[i]) for i, key in content]
+            entries = [[(key, v[j]) for key, v in named if v[j] is not None] for j in range(n)]
+        self._blocks.append((name, n, trace_ids, span_ids, parent_ids, starts, ends, kept, rows, entries))
         self._n += n
 
     def head(self, count: int) -> SpanColumns:
         """The first ``count`` spans (what fits a bounded queue)."""
         kept = SpanColumns(self.scope, self.resource)
-        for name, n, traces, ids, parents, starts, ends, columns, rows in self._blocks:
+        for name, n, traces, ids, parents, starts, ends, columns, rows, entries in self._blocks:
             m = min(n, count - kept._n)
             if m <= 0:
                 break
             cut = {column: values[:m] for column, values in columns.items()}
             block = (name, m, traces[:m], ids[:m], parents and parents[:m], starts[:m], ends[:m], cut)
-            kept._blocks.append((*block, rows and rows[:m]))
+            kept._blocks.append((*block, rows and rows[:m], entries and entries[:m]))
             kept._n += m
         return kept
 
@@ -634,6 +669,7 @@ class _ColumnRows:
         self._columns = columns
         self._resource = resource
         self.untyped = 0
+        self.found: Found | None = None  # set by tables(), as SpanRows sets it
 
     def __len__(self) -> int:
         return len(self._columns)
@@ -687,7 +723,19 @@ class _ColumnRows:
             out["attributes"] = _nulls(pa.string(), n)
         out["events"] = _nulls(pa.string(), n)
         table = pa.Table.from_arrays([out[name] for name in SPAN_SCHEMA.names], schema=SPAN_SCHEMA)
+        self.found = self._found(table)
         return {self._resource.run_id: table}
+
+    def _found(self, table: pa.Table) -> Found:
+        run, rows, entries, row = self._resource.run_id, [], [], 0
+        for block in self._columns._blocks:
+            if block[9]:
+                for i, span_entries in enumerate(block[9]):
+                    if span_entries:
+                        rows.append(row + i)
+                        entries.append(span_entries)
+            row += block[1]
+        return Found(table, lambda _: run, rows, entries)
 
     def _typed(self, column: str, values: list, extras: list) -> pa.Array:
         """The column in its type; a value that is not (and cannot be coerced without loss) is kept as JSON in

@@ -311,6 +311,85 @@ SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
 )
 
 ALL_ATTRIBUTES = RESOURCE_ATTRIBUTES + SPAN_ATTRIBUTES
+
+# --- content: what the agent said and did ----------------------------------------------------------------
+# These attributes carry text, not figures. They never land in the spans dataset (a scan of spans must not read
+# text): the collectors move them into the run's ``messages`` dataset, one row per message, under the capture
+# policy (docs/store.md "Transcripts"). The names are OpenTelemetry GenAI's; values are JSON in GenAI's message
+# shape (``[{"role": ..., "parts": [{"type": "text", "content": ...}, ...], "finish_reason": ...}]``), or plain
+# text.
+
+
+@dataclass(frozen=True)
+class ContentAttribute:
+    """One content convention: its attribute name, the ``source`` its rows get in ``messages``, where it is set."""
+
+    name: str
+    source: str
+    where: str
+    doc: str
+
+
+CONTENT_ATTRIBUTES: tuple[ContentAttribute, ...] = (
+    ContentAttribute(
+        "gen_ai.system_instructions",
+        "system",
+        "rl.turn, rl.judge, GenAI spans",
+        "System prompt or instructions: a JSON list of parts, or text. Role system.",
+    ),
+    ContentAttribute(
+        "gen_ai.input.messages",
+        "input",
+        "rl.turn, rl.judge, GenAI spans",
+        "Messages sent to the model. On rl.turn: only what this turn adds (the user message, tool results or "
+        "observation), never the re-sent history; a GenAI span that re-sends its whole conversation is stored "
+        "from the first message its trace had not sent before. On rl.judge: the judge's prompt.",
+    ),
+    ContentAttribute(
+        "gen_ai.output.messages",
+        "output",
+        "rl.turn, rl.judge, GenAI spans",
+        "The model's reply: text, reasoning parts, tool calls with arguments, finish_reason. On rl.judge: "
+        "the judge's rationale.",
+    ),
+    ContentAttribute(
+        "gen_ai.tool.call.arguments",
+        "tool_arguments",
+        "execute_tool",
+        "The arguments the tool was called with (JSON, or text). Role assistant.",
+    ),
+    ContentAttribute(
+        "gen_ai.tool.call.result",
+        "tool_result",
+        "execute_tool",
+        "What the tool returned (its output, a test log, an observation). Role tool.",
+    ),
+)
+CONTENT_SOURCES = {a.name: a.source for a in CONTENT_ATTRIBUTES}
+# GenAI's earlier event conventions (span events), read as the same messages: event name -> (source, role).
+CONTENT_EVENTS = {
+    "gen_ai.system.message": ("system", "system"),
+    "gen_ai.user.message": ("input", "user"),
+    "gen_ai.assistant.message": ("input", "assistant"),
+    "gen_ai.tool.message": ("input", "tool"),
+    "gen_ai.choice": ("output", "assistant"),
+}
+# The event that carries the current attributes above as its own attributes (GenAI's opt-in event form).
+CONTENT_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+# The older indexed attributes many instrumentations still send (gen_ai.prompt.0.role, .content, ...).
+CONTENT_INDEXED_PREFIXES = {"gen_ai.prompt.": "input", "gen_ai.completion.": "output"}
+# The variable OpenTelemetry's GenAI instrumentations read for their capture switch; rollscope honours it.
+GENAI_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+
+def is_content(name: str) -> bool:
+    """Whether an attribute name carries content (and so goes to ``messages``, never to the spans dataset)."""
+    return name in CONTENT_SOURCES or name in _INDEXED_WHOLE or name.startswith(_INDEXED)
+
+
+_INDEXED = tuple(CONTENT_INDEXED_PREFIXES)
+_INDEXED_WHOLE = {prefix.rstrip(".") for prefix in CONTENT_INDEXED_PREFIXES}  # gen_ai.prompt as one text
+
 RUN_ID = "rl.run.id"
 SERVICE_INSTANCE_ID = "service.instance.id"
 SERVICE_NAME = "service.name"
@@ -389,6 +468,25 @@ def markdown() -> str:
             alias = f" Also read from {', '.join(f'`{x}`' for x in a.aliases)}." if a.aliases else ""
             out.append(f"| `{a.name}` | `{a.column}` | {a.type} | {a.where} | {a.doc}{alias} |")
     out += [
+        "",
+        "## Content (transcripts)",
+        "",
+        "What the agent said and did. These attributes never land in the spans dataset: the collectors move",
+        'them into the run\'s `messages` dataset (one row per message; docs/store.md, "Transcripts"), under',
+        'the capture policy (README, "Configuration"). Values are JSON in GenAI\'s message shape',
+        '(`[{"role": "user", "parts": [{"type": "text", "content": "..."}]}]`, with parts `text`,',
+        "`reasoning`, `tool_call` {id, name, arguments} and `tool_call_response` {id, response}, and",
+        "`finish_reason` on output messages), or plain text.",
+        "",
+        "| attribute | messages.source | on | meaning |",
+        "|---|---|---|---|",
+        *(f"| `{a.name}` | `{a.source}` | {a.where} | {a.doc} |" for a in CONTENT_ATTRIBUTES),
+        "",
+        "Also read as messages: GenAI's span events "
+        + ", ".join(f"`{name}`" for name in CONTENT_EVENTS)
+        + f" (their `content`, `tool_calls`, `message`, `finish_reason` and `id` attributes), `{CONTENT_DETAILS_EVENT}`",
+        "(carrying the attributes above), and the older indexed attributes `gen_ai.prompt.N.role` / `.content`",
+        "and `gen_ai.completion.N.*`. With capture off none of them is written anywhere.",
         "",
         "## Conventions the analyses apply",
         "",

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from rollscope.collectors import semconv
+
 log = logging.getLogger("rollscope")
 
 # Documented in README.md ("Configuration"); a test keeps the two equal.
@@ -29,6 +31,13 @@ ENV = {
     "ROLLSCOPE_COMPACT": "0 turns off compacting runs in the background while they are written (default 1: on).",
     "ROLLSCOPE_COMPACT_SECONDS": "How often each writing process tries to compact its runs (default 10).",
     "ROLLSCOPE_TOKEN": "Bearer token `rollscope collect` requires (instead of --token, which `ps` shows).",
+    "ROLLSCOPE_CAPTURE_CONTENT": "0 keeps transcripts out of the store: no message content is written anywhere "
+    "(default 1: on; see docs/store.md).",
+    "ROLLSCOPE_CONTENT_MAX_CHARS": "Longest text kept per message; longer ones keep head and tail (default 32768).",
+    "ROLLSCOPE_CONTENT_SAMPLE": "Share of groups whose transcripts are kept; failed and unscored rollouts are "
+    "kept regardless (default 1: all).",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "OpenTelemetry GenAI's content switch, read when "
+    "ROLLSCOPE_CAPTURE_CONTENT is unset: false or NO_CONTENT turns capture off.",
     "OTEL_SERVICE_NAME": "service.name of this process.",
     "OTEL_RESOURCE_ATTRIBUTES": "Extra resource attributes, key=value,... (may carry rl.run.id).",
     "OTEL_BSP_MAX_QUEUE_SIZE": "Batch span processor queue (rollscope's default 65536, not the SDK's 2048).",
@@ -37,16 +46,18 @@ ENV = {
 }
 
 
-def _env_value(name: str, parse, default):
+def _env_value(name: str, parse, default, *, quiet: bool = False):
     """``parse(os.environ[name])``; unset or empty gives ``default``, and so does any bad value, with a
-    warning: whatever a job's environment holds, the job keeps running."""
+    warning (unless ``quiet``: a second read of the same variable): whatever a job's environment holds, the
+    job keeps running."""
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
         return parse(raw.strip())
     except (ValueError, TypeError, OverflowError) as e:
-        log.warning("rollscope: ignoring %s=%r (%s); using %r", name, raw, e, default)
+        if not quiet:
+            log.warning("rollscope: ignoring %s=%r (%s); using %r", name, raw, e, default)
         return default
 
 
@@ -77,6 +88,15 @@ def _switch(value) -> bool:
     if text not in ("0", "1", "true", "false", "on", "off", "yes", "no"):
         raise ValueError(f"expected 0/1, true/false, on/off or yes/no, not {value!r}")
     return text in ("1", "true", "on", "yes")
+
+
+def _genai_capture(value) -> bool:
+    """OpenTelemetry GenAI's capture variable: true/false, or its newer NO_CONTENT | SPAN_ONLY | EVENT_ONLY |
+    SPAN_AND_EVENT (any but NO_CONTENT captures)."""
+    text = str(value).strip().upper()
+    if text in ("NO_CONTENT", "SPAN_ONLY", "EVENT_ONLY", "SPAN_AND_EVENT"):
+        return text != "NO_CONTENT"
+    return _switch(value)
 
 
 def _role(value) -> str:
@@ -133,7 +153,12 @@ FIELDS = {
     "max_export_batch_size": ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", _number(int, 0, 4_194_304)),
     "schedule_delay_millis": ("OTEL_BSP_SCHEDULE_DELAY", _number(float, 0, 3_600_000)),
     "token": ("ROLLSCOPE_TOKEN", _text),
+    "capture_content": ("ROLLSCOPE_CAPTURE_CONTENT", _switch),
+    "content_max_chars": ("ROLLSCOPE_CONTENT_MAX_CHARS", _number(int, 63, 1 << 30)),
+    "content_sample": ("ROLLSCOPE_CONTENT_SAMPLE", _number(float, 0, 1, low_inclusive=True)),
 }
+# Standard variables read for a field whose own variable is unset (OpenTelemetry's precedence: ours, then theirs).
+FALLBACKS = {"capture_content": (semconv.GENAI_CAPTURE_CONTENT, _genai_capture)}
 
 
 @dataclass
@@ -143,7 +168,7 @@ class Settings:
     Bounds (a value outside them is an error as an argument, and ignored with a warning from the environment):
     devices 0-1,000,000; segment_rows 1-10,000,000; segment_seconds, stats_seconds and compact_seconds above 0 and at most a
     day; max_queue_size and max_export_batch_size 1-4,194,304; schedule_delay_millis above 0 and at most an
-    hour. Numbers must be finite.
+    hour; content_max_chars 64 to 2^30; content_sample 0-1. Numbers must be finite.
     """
 
     store: Path = Path("runs")
@@ -160,6 +185,13 @@ class Settings:
     max_export_batch_size: int = 8_192
     schedule_delay_millis: float = 500.0
     token: str | None = None  # the bearer token `rollscope collect` requires
+    # Transcripts (docs/store.md). On by default: the content is the run's own training data, which the trainer
+    # holds anyway and RL frameworks dump by default (verl's rollout_data_dir, prime-rl's traces), and a run
+    # whose transcripts were not kept cannot be looked at afterwards; capped per message, so one huge tool
+    # output costs a bounded amount.
+    capture_content: bool = True
+    content_max_chars: int = 32_768
+    content_sample: float = 1.0
 
     @classmethod
     def resolve(cls, **arguments) -> Settings:
@@ -169,6 +201,10 @@ class Settings:
             raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
         d = cls()
         env = {name: _env_value(var, parse, getattr(d, name)) for name, (var, parse) in FIELDS.items()}
+        for name, (var, parse) in FALLBACKS.items():
+            ours = FIELDS[name][0]
+            if _env_value(ours, FIELDS[name][1], None, quiet=True) is None:  # unset or bad: theirs decides
+                env[name] = _env_value(var, parse, env[name])
         given = {k: v for k, v in arguments.items() if v is not None}
         for name, value in given.items():
             if name in FIELDS:
@@ -179,6 +215,13 @@ class Settings:
         settings = cls(**{**env, **given})
         settings.validate()
         return settings
+
+    @property
+    def content(self):
+        """The capture policy collectors apply (``collectors.content``)."""
+        from rollscope.collectors.content import ContentPolicy
+
+        return ContentPolicy(self.capture_content, self.content_max_chars, self.content_sample)
 
     def validate(self) -> None:
         self.store = Path(self.store)

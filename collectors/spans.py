@@ -5,6 +5,11 @@ type in SQL, and become the convention attributes (``gen_ai.usage.input_tokens``
 Child spans of a rollout get its ``rl.rollout.id`` automatically, so turns, tools and rewards join to their
 rollout without walking parent ids. Every helper accepts ``start_time`` / ``end_time`` in Unix nanoseconds
 for jobs (and the simulator) that record spans after the fact.
+
+Content goes in the same way, under natural names: ``rl.turn(input=..., output=...)``, ``span.set(output=...)``
+once the reply is in, ``rl.tool(name, arguments=..., result=...)``, ``rl.judge(prompt=..., rationale=...)``
+(text, a message dict or a list of messages). They become GenAI's content attributes, which the store keeps
+apart from the spans (``collectors.content``); with capture off they are not even set.
 """
 
 from __future__ import annotations
@@ -17,9 +22,31 @@ from contextvars import ContextVar
 from opentelemetry.trace import Span, Status, StatusCode
 
 from rollscope.collectors import semconv
+from rollscope.collectors.content import encode, encode_text
 
 _ATTRIBUTE_OF = {a.column: a.name for a in semconv.SPAN_ATTRIBUTES}
+# Content keyword arguments: the attribute each sets and the source its text is encoded for (None: as text).
+CONTENT_FIELDS = {
+    "system": ("gen_ai.system_instructions", "system"),
+    "input": ("gen_ai.input.messages", "input"),
+    "output": ("gen_ai.output.messages", "output"),
+    "prompt": ("gen_ai.input.messages", "input"),  # a judge's
+    "rationale": ("gen_ai.output.messages", "output"),  # a judge's
+    "arguments": ("gen_ai.tool.call.arguments", None),
+    "result": ("gen_ai.tool.call.result", None),
+}
 _current_rollout: ContextVar[str | None] = ContextVar("rollscope_rollout", default=None)
+
+
+def content_attributes(fields: dict, capture: bool) -> dict:
+    """Pop the content keyword arguments out of ``fields``; their attributes when ``capture``, else none."""
+    out = {}
+    for key in [k for k in fields if k in CONTENT_FIELDS]:
+        value = fields.pop(key)
+        if capture and value is not None:
+            name, source = CONTENT_FIELDS[key]
+            out[name] = encode(value, source) if source is not None else encode_text(value)
+    return out
 
 
 def attributes_from_fields(fields: dict) -> dict:
@@ -37,12 +64,15 @@ def attributes_from_fields(fields: dict) -> dict:
 class RLSpan:
     """An OpenTelemetry span that also takes column-named fields: ``span.set(reward=1.0)``."""
 
-    def __init__(self, span: Span):
+    def __init__(self, span: Span, capture: bool = True):
         self.span = span
+        self.capture = capture
         self.fields_set: set[str] = set()
 
     def set(self, **fields) -> RLSpan:
-        self.span.set_attributes(attributes_from_fields(fields))
+        """Column-named fields, and content (``output=``, ``result=``, ...), on the span."""
+        content = content_attributes(fields, self.capture)
+        self.span.set_attributes({**attributes_from_fields(fields), **content})
         self.fields_set.update(k for k, v in fields.items() if v is not None)
         return self
 
@@ -60,20 +90,22 @@ class RL:
         self.exporter = exporter
         self.settings = settings
         self.run_id = exporter.default_run_id
+        self.capture = exporter.content.enabled  # content keyword arguments are dropped when off
 
     @contextmanager
     def span(
         self, name: str, *, start_time=None, end_time=None, attributes=None, **fields
     ) -> Iterator[RLSpan]:
-        """Any span, with fields and raw attributes; the building block of the helpers below."""
-        attrs = {**(attributes or {}), **attributes_from_fields(fields)}
+        """Any span, with fields, content and raw attributes; the building block of the helpers below."""
+        content = content_attributes(fields, self.capture)
+        attrs = {**(attributes or {}), **attributes_from_fields(fields), **content}
         rollout_id = _current_rollout.get()
         if rollout_id is not None:
             attrs.setdefault(semconv.ROLLOUT_ID, rollout_id)
         with self.tracer.start_as_current_span(
             name, attributes=attrs, start_time=start_time, end_on_exit=False
         ) as otel_span:
-            wrapped = RLSpan(otel_span)
+            wrapped = RLSpan(otel_span, self.capture)
             wrapped.fields_set.update(fields)
             try:
                 yield wrapped

@@ -23,6 +23,8 @@ VIEW_DOCS = {
     "weight_syncs": "policy weights reaching rollout workers",
     "collector_stats": "latest exported / dropped / failed counts per writing process",
     "runs": "one row per run: spans, rollouts, steps, first/last time",
+    "messages": "one row per message of the transcripts: what the agent was sent and said, tool calls and "
+    "results, judge prompts and rationales",
 }
 
 

@@ -103,12 +103,17 @@ def analysis_macros(*, definitions: bool) -> tuple[str, ...]:
     return tuple(kept)
 
 
-def raw_views(con, spans: list, collector_stats: list) -> None:
+def raw_views(con, spans: list, collector_stats: list, messages: list | None = None) -> None:
     """The raw views over these segments and the schema files (``reader.hive_path``: read with hive
-    partitioning, whatever folders the store itself sits in)."""
+    partitioning, whatever folders the store itself sits in). ``messages`` (the transcripts) defaults to none:
+    a derivation never reads text."""
+    from rollscope.queries.reader import schema_file
+
     text = sqlfiles.load("raw/raw_views")
-    text = text.replace("@spans_files", hive_list(spans)).replace(
-        "@collector_stats_files", hive_list(collector_stats)
+    text = (
+        text.replace("@spans_files", hive_list(spans))
+        .replace("@collector_stats_files", hive_list(collector_stats))
+        .replace("@messages_files", hive_list(messages or [schema_file("messages")]))
     )
     con.execute(text)
 

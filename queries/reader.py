@@ -263,6 +263,7 @@ class Reader:
             cur,
             [*raw["spans"], schema_file("spans")],
             [*raw["collector_stats"], schema_file("collector_stats")],
+            [*raw["messages"], schema_file("messages")],
         )
         template = sqlfiles.load("raw/derived_files")
         published = [s.file_names() for _, s in sorted(states.items())]  # once per run, not once per table

@@ -22,9 +22,21 @@ def views_script(store_dir: Path | str) -> str:
     raw = sqlfiles.load("raw/raw_views_by_filename" if "=" in str(root) else "raw/raw_views")
     for dataset in DATASET_NAMES:
         files = [str(p.resolve()) for p in store.segments(store_dir, dataset)]
+        if not files and dataset == "messages":  # a store without transcripts: the view is there, empty
+            raw = _without_messages(raw)
+            continue
         if not files:
             raise StoreError("Empty store", f"{store_dir} has no {dataset} segments yet")
         raw = raw.replace(f"@{dataset}_files", sql_list(files))
     lines += [raw]
     lines += [sqlfiles.load(n) for n in [*sqlfiles.folder("views"), *sqlfiles.folder("analyses/macros")]]
     return "\n".join(lines)
+
+
+def _without_messages(raw: str) -> str:
+    """The raw views' script with ``raw_messages`` as an empty view of the dataset's columns."""
+    from rollscope.store.schema import DUCKDB_TYPES, columns
+
+    head = raw[: raw.index("CREATE OR REPLACE VIEW raw_messages")]
+    names = ", ".join(f'CAST(NULL AS {DUCKDB_TYPES[t]}) AS "{c}"' for c, t in columns("messages"))
+    return f"{head}CREATE OR REPLACE VIEW raw_messages AS SELECT {names}, CAST(NULL AS VARCHAR) AS run_id WHERE false;\n"

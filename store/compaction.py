@@ -65,13 +65,13 @@ from rollscope.store.layout import (
     REPLACED_DIR,
     REPLACED_GRACE_S,
     RETIRE_AFTER_S,
-    ROW_GROUP_ROWS,
     SOURCES_KEY,
     _published,
     partition_dir,
     publishing,
     replaced_path,
     require_store,
+    row_group_rows,
     run_ids,
     segments,
     sources,
@@ -291,6 +291,7 @@ def merge(directory: Path, sources: list[Path], *, stop: threading.Event | None 
     schema = schema.with_metadata({SOURCES_KEY: json.dumps([p.name for p in sources]).encode()})
     name = f"cmp-{time.time_ns() // 1_000_000:013d}-{os.getpid():x}{secrets.token_hex(3)}.parquet"
     final = directory / name
+    group_rows = row_group_rows(_split(directory)[1])
     with (
         publishing(final, durable=True) as sink,
         pq.ParquetWriter(sink, schema, compression=COMPACTED_COMPRESSION) as out,
@@ -299,22 +300,22 @@ def merge(directory: Path, sources: list[Path], *, stop: threading.Event | None 
         for source in sources:
             if stop is not None and stop.is_set():
                 raise Stopped
-            for table in _pieces(source):
+            for table in _pieces(source, group_rows):
                 if stop is not None and stop.is_set():
                     raise Stopped
                 pending.append(_conform(table, schema))
-                if sum(t.num_rows for t in pending) >= ROW_GROUP_ROWS:
+                if sum(t.num_rows for t in pending) >= group_rows:
                     _write_group(out, pending)
         _write_group(out, pending)
     return final
 
 
-def _pieces(source: Path) -> Iterable[pa.Table]:
+def _pieces(source: Path, group_rows: int) -> Iterable[pa.Table]:
     """A small file in one read (most are), a large one a row group at a time."""
-    if _facts(str(source))[0] <= ROW_GROUP_ROWS:
+    if _facts(str(source))[0] <= group_rows:
         yield pq.ParquetFile(source).read(use_threads=False)
         return
-    for batch in pq.ParquetFile(source).iter_batches(batch_size=ROW_GROUP_ROWS):
+    for batch in pq.ParquetFile(source).iter_batches(batch_size=group_rows):
         yield pa.Table.from_batches([batch])
 
 

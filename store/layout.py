@@ -49,6 +49,16 @@ COMPACT_TARGET_ROWS = 2_000_000
 # bounded in time (one rollout's waterfall) reads the few row groups of that time and skips the rest; a merge
 # buffers and sorts one row group at a time, so this also bounds its memory.
 ROW_GROUP_ROWS = 131_072
+# Messages are text, up to the capture cap each: row groups of that many would hold gigabytes, and one rollout's
+# transcript is a few rows of one time range, so they are kept small.
+MESSAGE_ROW_GROUP_ROWS = 8_192
+
+
+def row_group_rows(dataset: str) -> int:
+    """Rows per Parquet row group in the files of ``dataset``."""
+    return MESSAGE_ROW_GROUP_ROWS if dataset == "messages" else ROW_GROUP_ROWS
+
+
 # Codecs. A segment is written while a job or a receiver waits on it, and lives until the next compaction
 # (seconds), so it is written with LZ4: measured on the TRL adapter's 820-span segment (71 columns) a zstd
 # write took 3.2 ms of CPU and an LZ4 one 1.6 ms, for a file 15 % larger (42 KB against 37 KB); on a 20,000-span
@@ -132,7 +142,7 @@ class SegmentWriter:
             table,
             sink,
             compression=SEGMENT_COMPRESSION,
-            row_group_size=ROW_GROUP_ROWS,
+            row_group_size=row_group_rows(self.dataset),
             use_dictionary=self.dictionary,
             memory_pool=arrow_memory.pool(),  # not pyarrow's default: see rollscope.store.arrow_memory
         )

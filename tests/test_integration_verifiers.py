@@ -6,6 +6,7 @@ OpenAI-compatible endpoint served on loopback; ``instrument(env)`` records what 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 
 import pytest
@@ -167,6 +168,39 @@ def test_each_rollout_verifiers_ran_is_a_rollout_with_turns_tools_and_rubric_rew
     assert {(r["reward_name"], r["reward"]) for r in rewards} == {("correct", 1.0), ("used_tool", 1.0)}
 
 
+MESSAGES = (
+    "SELECT rollout_id, turn_index, span_name, source, role, content, tool_calls, tool_call_id FROM messages "
+    "ORDER BY rollout_id, start_ns, span_id, ordinal"
+)
+
+
+def test_each_rollout_keeps_its_conversation_as_verifiers_built_it(live):
+    """Each model call's new input and reply, and each tool call's arguments and result, in the order
+    verifiers' trace graph has them."""
+    store, _, episodes, _ = live
+    rows = sql_json(store, MESSAGES)
+    answered = [t for e in episodes for t in e.traces if t.ok]
+    assert len(answered) == 2 * ROLLOUTS_PER_TASK
+    for trace in answered:
+        mine = [r for r in rows if r["rollout_id"] == trace.id and r["span_name"] == "rl.turn"]
+        branch = [n.message for n in trace.nodes]
+        assert [(r["role"], r["content"]) for r in mine] == [(m.role, m.content) for m in branch]
+        called = [json.loads(r["tool_calls"]) for r in mine if r["tool_calls"]]
+        assert called == [
+            [{"id": c.id, "name": c.name, "arguments": json.loads(c.arguments)} for c in m.tool_calls]
+            for m in branch
+            if m.role == "assistant" and m.tool_calls
+        ]
+        tools = [r for r in rows if r["rollout_id"] == trace.id and r["span_name"].startswith("execute_tool")]
+        results = [m for m in branch if m.role == "tool"]
+        assert [(r["source"], r["tool_call_id"]) for r in tools] == [
+            pair
+            for m in results
+            for pair in (("tool_arguments", m.tool_call_id), ("tool_result", m.tool_call_id))
+        ]
+        assert [r["content"] for r in tools if r["source"] == "tool_result"] == [m.content for m in results]
+
+
 def test_saved_results_import_to_the_same_rows(live, tmp_path):
     store, saved, _, _ = live
     imported = tmp_path / "imported"
@@ -177,7 +211,7 @@ def test_saved_results_import_to_the_same_rows(live, tmp_path):
         f"{5 * ROLLOUTS_PER_TASK} turns, {2 * ROLLOUTS_PER_TASK} tool calls, {4 * ROLLOUTS_PER_TASK} rewards "
         "into run vf-live"
     )
-    for query in (ROLLOUTS, TURNS, TOOLS, REWARDS):
+    for query in (ROLLOUTS, TURNS, TOOLS, REWARDS, MESSAGES):
         assert sql_json(imported, query) == sql_json(store, query)
 
 

@@ -451,6 +451,97 @@ def test_trls_tool_loop_gives_a_turn_per_model_call_and_a_span_per_tool_call(tmp
     inst.rl.shutdown()
 
 
+def _recording(func, seen: list):
+    """``func`` as a reward function that also keeps the prompts and completions TRL passed it."""
+
+    def recording(prompts, completions, **kwargs):
+        seen.append((prompts, completions))
+        return func(prompts=prompts, completions=completions, **kwargs)
+
+    recording.__name__ = func.__name__
+    return recording
+
+
+def _conversations(con, run: str) -> list[tuple[str, list]]:
+    """Each rollout's transcript as (role, content) pairs, in order, from the messages view."""
+    rows = con.execute(
+        "SELECT rollout_id, list((role, content) ORDER BY start_ns, span_id, ordinal) FROM messages "
+        "WHERE run_id = ? GROUP BY rollout_id ORDER BY rollout_id",
+        [run],
+    ).fetchall()
+    return [(rollout, [tuple(pair) for pair in pairs]) for rollout, pairs in rows]
+
+
+@pytest.mark.slow
+def test_every_completion_trl_decoded_is_in_the_transcripts_as_its_reward_functions_read_it(tmp_path):
+    _needs_trl()
+    from rollscope.integrations.trl import instrument
+    from rollscope.queries import connect
+
+    seen: list = []
+    trainer = trl_tiny.trainer(tmp_path / "out", max_steps=3)
+    trainer.reward_funcs[0] = _recording(trainer.reward_funcs[0], seen)
+    inst = instrument(trainer, store=tmp_path / "store", run_id="texts")
+    trainer.train()
+    inst.close()
+    assert inst.stats["failures"] == {}
+    received = sorted(
+        (p, c) for prompts, completions in seen for p, c in zip(prompts, completions, strict=True)
+    )
+    assert len(received) == 3 * 8
+    stored = sorted(
+        (turns[0][1], turns[1][1]) for _, turns in _conversations(connect(tmp_path / "store"), "texts")
+    )
+    assert stored == received
+    inst.rl.shutdown()
+
+
+@pytest.mark.slow
+def test_a_tool_loop_conversation_is_stored_turn_by_turn_as_trl_ran_it(tmp_path):
+    _needs_trl()
+    from rollscope.integrations.trl import instrument
+    from rollscope.queries import connect
+
+    seen: list = []
+    trainer = trl_tiny.tool_trainer(tmp_path / "out", max_steps=1)
+    trainer.reward_funcs[0] = _recording(trainer.reward_funcs[0], seen)
+    inst = instrument(trainer, store=tmp_path / "store", run_id="tools")
+    trainer.train()
+    inst.close()
+    assert inst.stats["failures"] == {}
+    con = connect(tmp_path / "store")
+    stored = sorted(turns for _, turns in _conversations(con, "tools"))
+    received = sorted(
+        [(m["role"], m["content"]) for m in [*prompt, *completion]]
+        for prompts, completions in seen
+        for prompt, completion in zip(prompts, completions, strict=True)
+    )
+    assert len(stored) == 8 and stored == received
+    # each model call is a turn: its output the assistant message, the tool's answer the next turn's input
+    per_turn = con.execute(
+        "SELECT turn_index, list(role ORDER BY ordinal) FROM messages WHERE run_id = 'tools' "
+        "GROUP BY rollout_id, turn_index, span_id ORDER BY rollout_id, turn_index"
+    ).fetchall()
+    assert {tuple(roles) for index, roles in per_turn if index == 0} == {("user", "assistant")}
+    assert {tuple(roles) for index, roles in per_turn if index > 0} == {("tool", "assistant")}
+    inst.rl.shutdown()
+
+
+@pytest.mark.slow
+def test_with_capture_off_training_records_no_text(tmp_path):
+    _needs_trl()
+    from rollscope.integrations.trl import instrument
+    from rollscope.store.layout import segments
+
+    trainer = trl_tiny.trainer(tmp_path / "out", max_steps=2)
+    inst = instrument(trainer, store=tmp_path / "store", run_id="quiet", capture_content=False)
+    trainer.train()
+    inst.close()
+    assert inst.stats["failures"] == {} and inst.stats["spans"]["rl.rollout"] == 16
+    assert segments(tmp_path / "store", "messages", "quiet") == []
+    inst.rl.shutdown()
+
+
 @pytest.mark.slow
 def test_a_failing_adapter_is_logged_and_counted_never_raised(tmp_path, caplog):
     _needs_trl()

@@ -67,6 +67,12 @@ def register(subparsers) -> None:
         default=0.05,
         help="seconds requests wait to share one durable segment (0.05); larger = fewer, bigger files",
     )
+    parser.add_argument(
+        "--no-content",
+        action="store_true",
+        help="keep no transcripts: the message content senders send is written nowhere (default: "
+        "$ROLLSCOPE_CAPTURE_CONTENT, else on)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -83,17 +89,19 @@ def run(args: argparse.Namespace) -> int:
     from rollscope.collectors.receiver import ReceiverConfig, bind, bind_grpc, serve
     from rollscope.collectors.settings import Settings, default_store
 
+    settings = Settings.resolve(capture_content=False if args.no_content else None)
     try:
         config = ReceiverConfig(
             store=args.store or default_store(),
             host=args.host,
             port=args.port,
-            token=args.token or Settings.resolve().token,
+            token=args.token or settings.token,
             run_id=args.run_id,
             max_request_bytes=int(args.max_request_mib * _MIB),
             max_pending_bytes=int(args.max_pending_mib * _MIB),
             commit_window=args.commit_window,
             grpc_port=_grpc_default(args),
+            content=settings.content,
         )
     except ValueError as e:
         raise RollscopeError("Bad option", str(e)) from None

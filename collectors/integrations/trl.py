@@ -18,6 +18,9 @@ through the store exporter of ``attach()``:
   ``["tool_calls"]``. In TRL's tool loop each turn has the time of the batched generate call it came from;
   a ``rollout_func`` does its calls itself, so there the generation window is shared among its turns in
   proportion to their decoded tokens and the turn says so (``rollscope.turn.timing`` = ``"apportioned"``).
+* the transcripts (``messages``, unless capture is off): each turn's input and output are the prompt and the
+  completion TRL decoded, the very strings (or chat messages) its reward functions receive; a multi-turn chat
+  completion is split at its assistant messages, the tool results before each one being that turn's input.
 * ``execute_tool {name}`` per tool call TRL's tool loop made, with its own time, the sample it served, and
   ``rl.tool.exit_code`` 1 when the tool raised (TRL then feeds the error text back to the model).
 * ``rl.reward`` per reward function with its value (a function returning ``None`` for a sample: a span with no
@@ -55,12 +58,14 @@ import json
 import logging
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from rollscope.collectors import semconv
-from rollscope.collectors.spans import attributes_from_fields
+from rollscope.collectors.content import encode
+from rollscope.collectors.spans import CONTENT_FIELDS, attributes_from_fields
 from rollscope.integrations.handover import Handover, installed
 
 log = logging.getLogger("rollscope.integrations.trl")
@@ -94,6 +99,7 @@ _VERSION, _STATUS, _SCORE = _NAME["policy_version"], _NAME["rollout_status"], _N
 _TURN, _INPUT, _OUTPUT = _NAME["turn_index"], _NAME["input_tokens"], _NAME["output_tokens"]
 _REWARD_NAME, _STEP, _DECISION = _NAME["reward_name"], _NAME["train_step"], _NAME["sample_decision"]
 _STALENESS, _SAMPLE_TOKENS = _NAME["sample_staleness"], _NAME["sample_tokens"]
+_INPUT_MESSAGES, _OUTPUT_MESSAGES = CONTENT_FIELDS["input"][0], CONTENT_FIELDS["output"][0]
 
 
 def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) -> TRLInstrumentation:
@@ -264,6 +270,7 @@ class _Batch:
     rewards_cpu: list | None = None
     weights: list | None = None  # the trainer's reward_weights, likewise
     rewards_per_func: list | None = None  # this process's rows: [sample][function], None = no score
+    texts: tuple | None = None  # (prompts, completions) as TRL gave them to its reward functions
     combined: list | None = None
     decisions: list | None = None
     rollout_ids: list = field(default_factory=list)
@@ -461,7 +468,7 @@ class TRLInstrumentation(Handover):
             started = time.time_ns()
             result = original(*args, **kwargs)
             if self._batch is not None:
-                self._hook("reward", self._record_rewards, result, started, time.time_ns())
+                self._hook("reward", self._record_rewards, result, started, time.time_ns(), args, kwargs)
             return result
 
         return calculate_rewards
@@ -542,9 +549,11 @@ class TRLInstrumentation(Handover):
         b.gen_start_ns, b.gen_end_ns = started, ended
         b.generated = (result[0], result[1], result[2])
 
-    def _record_rewards(self, rewards_per_func, started: int, ended: int) -> None:
+    def _record_rewards(self, rewards_per_func, started: int, ended: int, args=(), kwargs=None) -> None:
         b = self._batch
         b.reward_start_ns, b.reward_end_ns = started, ended
+        if self.rl.capture:  # references to TRL's own lists, read where the spans are built
+            b.texts = _reward_texts(args, kwargs or {})
         # One torch call each (the values, exactly: float32 and bfloat16 are exact as Python floats, and _score
         # reads them back as float32, as TRL computes): a copy, as TRL goes on with the tensor.
         b.rewards_cpu = rewards_per_func.detach().tolist()
@@ -712,6 +721,8 @@ class TRLInstrumentation(Handover):
             _VERSION: [b.policy_version] * len(owner),
             semconv.ROLLOUT_ID: [b.rollout_ids[i] for i in owner],
         }
+        if b.texts is not None:
+            attributes[_INPUT_MESSAGES], attributes[_OUTPUT_MESSAGES] = _turn_messages(b.texts, owner, index)
         self._out.spans(semconv.TURN, starts, ends, attributes, rollouts, owner)
         self.counts["rl.turn"] += len(owner)
         for i in range(len(b.inputs)):
@@ -917,3 +928,53 @@ def _task_id(example) -> str | None:
     if len(text) <= _TASK_ID_MAX:
         return text
     return f"{text[:200]}…#{hashlib.sha1(text.encode()).hexdigest()[:12]}"
+
+
+# --- transcripts ---------------------------------------------------------------------------------------------
+
+
+def _reward_texts(args: tuple, kwargs: dict) -> tuple | None:
+    """``(prompts, completions)`` from ``_calculate_rewards(inputs, prompts, completions, ...)``'s arguments."""
+    prompts = kwargs.get("prompts", args[1] if len(args) > 1 else None)
+    completions = kwargs.get("completions", args[2] if len(args) > 2 else None)
+    return (prompts, completions) if prompts is not None and completions is not None else None
+
+
+def _turn_messages(texts: tuple, owner: list, index: list) -> tuple[list, list]:
+    """Each turn's ``gen_ai.input.messages`` and ``gen_ai.output.messages``: the sample's prompt is its first
+    turn's input; its completion (text, or chat messages) is split at its assistant messages when there is one
+    per turn, the messages before each being that turn's input; otherwise the last turn gets it whole."""
+    prompts, completions = texts
+    turns = Counter(owner)
+    splits = {sample: _split_completion(completions[sample], n) for sample, n in turns.items()}
+    inputs, outputs = [], []
+    for sample, k in zip(owner, index, strict=True):
+        split = splits[sample]
+        if split is not None:
+            given, reply = split[k]
+            given = [*_as_list(prompts[sample]), *given] if k == 0 else given
+            inputs.append(encode(given, "input") if given else None)
+            outputs.append(encode(reply, "output"))
+            continue
+        inputs.append(encode(prompts[sample], "input") if k == 0 else None)
+        outputs.append(encode(completions[sample], "output") if k == turns[sample] - 1 else None)
+    return inputs, outputs
+
+
+def _split_completion(completion, turns: int) -> list | None:
+    """A chat completion as ``turns`` (input messages, assistant message) pairs, or None when it is not one
+    assistant message per turn (text, or a loop that merged messages)."""
+    if not isinstance(completion, list) or not all(isinstance(m, dict) for m in completion):
+        return None
+    pairs, given = [], []
+    for message in completion:
+        if message.get("role") == "assistant":
+            pairs.append((given, message))
+            given = []
+        else:
+            given.append(message)
+    return pairs if len(pairs) == turns and not given else None
+
+
+def _as_list(prompt) -> list:
+    return prompt if isinstance(prompt, list) else [prompt]

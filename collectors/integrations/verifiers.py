@@ -25,6 +25,10 @@ Per trace (one agent's rollout in an episode):
   reason, and the call's error if it failed.
 - ``execute_tool {name}`` per tool call the model made: from the end of the model call that asked for it to
   the moment its result entered the conversation (the result message's timestamp; the next request).
+- the transcripts (``messages``, unless capture is off): each turn's input is what entered the conversation
+  since the model's last reply (the prompt, tool results, user messages: the trace's nodes back along the
+  parent links to the previous sampled one), its output the assistant message the call committed; each tool
+  call's arguments and result.
 - ``rl.reward`` per rubric function, timed by the scoring stage: its score (unweighted) and weight; a
   function that did not run (``None``) gives a reward span with no score.
 
@@ -207,7 +211,7 @@ def _record_trace(rl, trace: Mapping, environment: str, group: str | None, polic
         turn_end = {}
         for index, call in enumerate(calls):
             counts["turns"] += 1
-            turn_end[call.get("node")] = _record_call(rl, index, call, start)
+            turn_end[call.get("node")] = _record_call(rl, index, call, start, nodes)
         counts["tool_calls"] += _record_tools(rl, nodes, turn_end)
         score_start, score_end = (_ns(t) for t in _span(timing, "scoring"))
         score_start = score_start or end
@@ -259,7 +263,7 @@ def _is_truncated(trace: Mapping, calls: list) -> bool:
     return bool(last and last.get("finish_reason") == "length")
 
 
-def _record_call(rl, index: int, call: Mapping, fallback: int) -> int:
+def _record_call(rl, index: int, call: Mapping, fallback: int, nodes: list) -> int:
     begin, finish = (_ns(t) for t in _span(call, "time"))
     begin = begin or fallback
     finish = max(finish, begin)
@@ -279,6 +283,7 @@ def _record_call(rl, index: int, call: Mapping, fallback: int) -> int:
         attributes["error.type"] = str(error.get("type"))
     with rl.turn(
         index,
+        **_turn_content(nodes, call.get("node")),
         input_tokens=prompt + (cached or 0) if prompt is not None else None,
         cached_input_tokens=cached,
         output_tokens=usage.get("completion_tokens"),
@@ -312,6 +317,8 @@ def _record_tools(rl, nodes: list, turn_end: dict) -> int:
             with rl.tool(
                 name,
                 tool_call_id=call.get("id"),
+                arguments=call.get("arguments"),
+                result=(result.get("message") or {}).get("content") if result else None,
                 start_time=begin,
                 end_time=finish,
                 attributes={"verifiers.tool.answered": result is not None},
@@ -319,6 +326,21 @@ def _record_tools(rl, nodes: list, turn_end: dict) -> int:
                 pass
             count += 1
     return count
+
+
+def _turn_content(nodes: list, node) -> dict:
+    """A model call's ``input`` (the messages that entered the conversation since the last sampled one, found
+    back along the committed node's parent links) and ``output`` (the message it committed)."""
+    if not isinstance(node, int) or not 0 <= node < len(nodes):
+        return {}
+    given, parent, seen = [], nodes[node].get("parent"), set()
+    while isinstance(parent, int) and 0 <= parent < len(nodes) and parent not in seen:
+        seen.add(parent)
+        if nodes[parent].get("sampled"):
+            break
+        given.append(nodes[parent].get("message") or {})
+        parent = nodes[parent].get("parent")
+    return {"input": given[::-1] or None, "output": nodes[node].get("message")}
 
 
 def _error_attributes(error: Mapping) -> dict:

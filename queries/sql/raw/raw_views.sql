@@ -7,3 +7,6 @@ SELECT * FROM read_parquet(@spans_files,
 CREATE OR REPLACE VIEW raw_collector_stats AS
 SELECT * FROM read_parquet(@collector_stats_files,
     hive_partitioning = true, union_by_name = true, hive_types = {'run_id': 'VARCHAR'});
+CREATE OR REPLACE VIEW raw_messages AS
+SELECT * FROM read_parquet(@messages_files,
+    hive_partitioning = true, union_by_name = true, hive_types = {'run_id': 'VARCHAR'});

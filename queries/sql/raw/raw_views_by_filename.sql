@@ -15,3 +15,8 @@ SELECT * EXCLUDE (_rollscope_file),
     regexp_extract(_rollscope_file, '[/\\]run_id=([^/\\]+)[/\\][^/\\]+$', 1) AS run_id
 FROM read_parquet(@collector_stats_files,
     hive_partitioning = false, union_by_name = true, filename = '_rollscope_file');
+CREATE OR REPLACE VIEW raw_messages AS
+SELECT * EXCLUDE (_rollscope_file),
+    regexp_extract(_rollscope_file, '[/\\]run_id=([^/\\]+)[/\\][^/\\]+$', 1) AS run_id
+FROM read_parquet(@messages_files,
+    hive_partitioning = false, union_by_name = true, filename = '_rollscope_file');
