@@ -367,6 +367,15 @@ def test_a_prime_rl_run_imports_with_its_funnel_losses_equal_to_all_minus_effect
         con.execute("SELECT count(*), count(DISTINCT rollout_id) FROM rollouts").fetchone()
         == (len(traces),) * 2
     )
+    # each answered trace's conversation, as its episode record holds it (the trace's message graph)
+    rows = sql_json(store, MESSAGES)
+    for trace in (t for t in traces if t["ok"]):
+        mine = [
+            (r["role"], r["content"])
+            for r in rows
+            if r["rollout_id"] == trace["id"] and r["span_name"] == "rl.turn"
+        ]
+        assert mine == [(n["message"]["role"], n["message"]["content"]) for n in trace["nodes"]]
     from tests.test_verl import documented, recorded
 
     assert recorded(store) == documented("prime-rl")

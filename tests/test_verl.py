@@ -5,8 +5,10 @@ instrumented trainer's actor update, and rollscope's per-step figures equal verl
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import re
 import subprocess
 import sys
 import types
@@ -53,7 +55,7 @@ def run(tmp_path_factory):
     syncs = []
     trainer.checkpoint_manager = types.SimpleNamespace(update_weights=syncs.append)
     inst = instrument(trainer, store=root / "store", run_id=RUN)
-    logged = {}
+    logged, batches = {}, {}
     for step in range(1, STEPS + 1):  # RayPPOTrainer.fit's order: generate, score, advantages, update, sync
         trainer.global_steps = step
         prompts = [verl_tiny.PROMPTS[(2 * step + k) % len(verl_tiny.PROMPTS)] for k in range(2)]
@@ -61,8 +63,11 @@ def run(tmp_path_factory):
         trainer._update_actor(batch)
         trainer.checkpoint_manager.update_weights(step)
         logged[step] = compute_data_metrics(batch=batch, use_critic=False)
+        batches[step] = batch
     inst.close()
-    yield root / "store", logged, inst, syncs
+    yield types.SimpleNamespace(
+        store=root / "store", logged=logged, inst=inst, syncs=syncs, batches=batches, tokenizer=tok
+    )
     inst.rl.shutdown()
 
 
@@ -88,7 +93,7 @@ def _same(ours: float, theirs: float) -> bool:
 def test_rollscope_figures_equal_verls_compute_data_metrics_step_by_step(run):
     from rollscope.queries import analyses, connect
 
-    store, logged, inst, _ = run
+    store, logged, inst = run.store, run.logged, run.inst
     assert inst.stats["failures"] == {}
     con = connect(store)
     frame = con.execute(PER_ROLLOUT, [RUN]).df().groupby("step").mean()
@@ -123,37 +128,99 @@ def test_rollscope_figures_equal_verls_compute_data_metrics_step_by_step(run):
 
 
 @pytest.mark.slow
-def test_turns_and_tools_carry_the_agent_loops_own_times_names_and_transcripts(run):
+def test_turns_and_tools_carry_the_agent_loops_own_times_names_and_outcomes(run):
     from rollscope.queries import connect
 
-    store, _, _, syncs = run
-    con = connect(store)
-    tools = con.execute(
-        "SELECT tool_name, tool_exit_code, attributes->>'$.\"gen_ai.tool.call.arguments\"', "
-        "attributes->>'$.\"gen_ai.tool.call.result\"', duration_s FROM tools"
-    ).fetchall()
+    con = connect(run.store)
+    tools = con.execute("SELECT tool_name, tool_exit_code, duration_s FROM tools").fetchall()
     assert {t[0] for t in tools} == {"lookup", "broken"}
-    for name, code, arguments, result, duration in tools:
-        word = json.loads(arguments)["word"]
-        assert (name == "broken") == (word == "c") == (code == 1)
-        assert result == (word.upper() if code == 0 else "Error executing tool 'broken': broken tool")
-        assert duration >= 0
+    assert all((name == "broken") == (code == 1) and duration >= 0 for name, code, duration in tools)
     turns = con.execute(
-        "SELECT t.rollout_id, t.turn_index, t.start_time, t.end_time, t.spec_draft_tokens, "
-        "t.attributes->>'$.\"gen_ai.output.messages\"', t.attributes->>'$.\"gen_ai.input.messages\"', "
-        "t.attributes->>'$.\"rollscope.turn.timing\"' FROM turns t ORDER BY t.rollout_id, t.turn_index"
+        "SELECT spec_draft_tokens, attributes->>'$.\"rollscope.turn.timing\"' FROM turns"
     ).fetchall()
-    assert all(t[7] is None for t in turns)  # every turn has the loop's own times, none apportioned
-    assert all(t[4] is not None and t[4] > 0 for t in turns)  # the server's per-request speculative counts
-    first = [t for t in turns if t[1] == 0]
-    assert all(json.loads(t[6])[0]["role"] == "user" for t in first)
-    later = [t for t in turns if t[1] > 0]
-    assert later and all(json.loads(t[6])[0]["role"] == "tool" for t in later)
-    assert any('"done' in json.loads(t[5])[0]["parts"][0]["content"] or "done" in t[5] for t in turns)
-    assert con.execute("SELECT list(policy_version ORDER BY policy_version) FROM weight_syncs").fetchone()[
-        0
-    ] == list(range(1, STEPS + 1))
-    assert syncs == list(range(1, STEPS + 1))  # the wrapped sync still ran verl's own
+    assert all(timing is None for _, timing in turns)  # every turn has the loop's own times, none apportioned
+    assert all(drafted is not None and drafted > 0 for drafted, _ in turns)  # the server's per-request counts
+    syncs = con.execute("SELECT list(policy_version ORDER BY policy_version) FROM weight_syncs").fetchone()[0]
+    assert syncs == list(range(1, STEPS + 1))
+    assert run.syncs == list(range(1, STEPS + 1))  # the wrapped sync still ran verl's own
+
+
+TRANSCRIPT = """
+SELECT rollout_id, list((span_name, source, role, content, tool_calls::VARCHAR) ORDER BY start_ns, span_id, ordinal)
+FROM messages WHERE run_id = ? GROUP BY rollout_id
+"""
+
+
+def _held(batch, i: int, tok) -> list[tuple]:
+    """Rollout ``i``'s conversation as verl held it in the step's batch: the prompt it gave the loop, then per
+    run of ``response_mask`` the model's tokens (decoded as verl's dumps decode them; the tool calls read from
+    the raw text) or the tool messages fed back (their text inside the chat template's ``<tool_response>``)."""
+    width, width_r = batch.batch["prompts"].shape[1], batch.batch["responses"].shape[1]
+    length = int(batch.batch["attention_mask"][i, width:].sum())
+    ids = batch.batch["responses"][i, :length].tolist()
+    mask = batch.batch["response_mask"][i, :length].tolist()
+    prompt = batch.non_tensor_batch["raw_prompt"][i][0]["content"]
+    out, given, position = [], [("input", "user", prompt)], 0
+    for is_model, n in ((bool(k), len(list(g))) for k, g in itertools.groupby(mask)):
+        run, position = ids[position : position + n], position + n
+        if not is_model:
+            raw = tok.decode(run, skip_special_tokens=True)
+            given = [
+                ("input", "tool", r)
+                for r in re.findall(r"<tool_response>\n(.*?)\n</tool_response>", raw, re.S)
+            ]
+            continue
+        calls = [
+            json.loads(c) for c in re.findall(r"<tool_call>\n(.*?)\n</tool_call>", tok.decode(run), re.S)
+        ]
+        calls = calls if position < width_r else []  # a reply reaching the length limit runs no tools
+        out += [("rl.turn", source, role, text, None) for source, role, text in given]
+        text = tok.decode(run, skip_special_tokens=True)
+        out.append(("rl.turn", "output", "assistant", text, json.dumps(calls) if calls else None))
+        out += [("execute_tool", "tool_arguments", c["arguments"]) for c in calls]
+        given = []
+    return out
+
+
+@pytest.mark.slow
+def test_each_rollouts_transcript_is_the_text_verl_held_turn_by_turn(run):
+    """Every turn's input and reply, the tool calls the model wrote and each tool's arguments and result, as
+    the messages view returns them, against what verl's batch held (decoded here, independently)."""
+    from rollscope.queries import connect
+
+    stored = dict(connect(run.store).execute(TRANSCRIPT, [RUN]).fetchall())
+    assert len(stored) == STEPS * 8
+    tool_turns = 0
+    for step, batch in run.batches.items():
+        for i in range(len(batch)):
+            rows = stored[f"{RUN}/s{step - 1}/{i}"]
+            turns = [
+                (span, source, role, text, calls and [dict(c, id=None) for c in json.loads(calls)])
+                for span, source, role, text, calls in rows
+                if span == "rl.turn"
+            ]
+            tools = [
+                (span.split()[0], source, json.loads(text) if source == "tool_arguments" else text)
+                for span, source, _, text, _ in rows
+                if span != "rl.turn"
+            ]
+            held = _held(batch, i, run.tokenizer)
+            expected_turns = [
+                (s, src, role, text, calls and [dict(c, id=None) for c in json.loads(calls)])
+                for s, src, role, text, calls in (h for h in held if h[0] == "rl.turn")
+            ]
+            assert turns == expected_turns
+            arguments = [(s, src, args) for s, src, args in (h for h in held if h[0] == "execute_tool")]
+            assert [t for t in tools if t[1] == "tool_arguments"] == arguments
+            # each tool's result is the tool message verl fed back to the model next; the last turn's tools
+            # ran, but verl ends the rollout when their reply would pass the length limit (never fed back)
+            results = [t[2] for t in tools if t[1] == "tool_result"]
+            fed_back = [text for _, source, role, text, _ in turns if role == "tool"]
+            last_turn = max(k for k, row in enumerate(rows) if row[0] == "rl.turn")
+            after_last = [row for row in rows[last_turn:] if row[1] == "tool_result"]
+            assert results == fed_back + [row[3] for row in after_last]
+            tool_turns += bool(results)
+    assert tool_turns > 0 and any("Error executing tool" in t for r in stored.values() for *_, t, _ in r if t)
 
 
 @pytest.mark.extras
@@ -191,6 +258,18 @@ def test_a_finished_runs_dumps_and_file_log_import_as_rollouts_samples_and_steps
     assert steps.train_samples.tolist() == [4, 4] and steps.train_wait_s.tolist() == [1.5, 1.5]
     means = analyses.rewards_by_step(con, "v").mean_reward.tolist()
     assert means == [0.75, 0.25]
+    # each rollout's transcript: the input and output verl decoded into its dump
+    conversations = con.execute(
+        "SELECT rollout_id, list((role, content) ORDER BY ordinal) FROM messages GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    dumped = [
+        (f"v/s{step}/{i}", [("user", row["input"]), ("assistant", row["output"])])
+        for step in (1, 2)
+        for i, row in enumerate(
+            json.loads(line) for line in (dumps / f"{step}.jsonl").read_text().splitlines()
+        )
+    ]
+    assert [(r, [tuple(m) for m in ms]) for r, ms in conversations] == dumped
     assert recorded(tmp_path / "store") == documented("verl files")
     code, out, err = rollscope(
         "import", "verl", tmp_path / "nothing", "--store", tmp_path / "s2", "--run-id", "v"
@@ -207,7 +286,7 @@ RECORDED = {
     "sample decisions": "SELECT count(sample_decision) > 0 FROM samples",
     "staleness": "SELECT count(sample_staleness) > 0 FROM samples",
     "spec decoding": "SELECT count(spec_draft_tokens) > 0 FROM turns",
-    "transcripts": "SELECT count(*) > 0 FROM turns WHERE attributes->>'$.\"gen_ai.output.messages\"' IS NOT NULL",
+    "transcripts": "SELECT count(*) > 0 FROM messages",
     "weight syncs": "SELECT count(*) > 0 FROM weight_syncs",
 }
 
@@ -234,4 +313,4 @@ def documented(framework: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_the_docs_table_row_for_verl_is_what_the_adapter_recorded(run):
-    assert recorded(run[0]) == documented("verl")
+    assert recorded(run.store) == documented("verl")

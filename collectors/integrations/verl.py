@@ -20,9 +20,11 @@ the rollout manager's ``generate_sequences`` (the generation window) and the che
 * ``rl.reward`` (``score``), ``rl.sample`` (``used``; ``zero_signal`` when every score of the uid group is
   equal, GRPO's zero advantage; ``invalid`` for an aborted response), ``rl.train_step`` (samples, tokens =
   verl's ``global_token_num``, seconds waiting for generation), ``rl.weight_sync``.
-* Transcripts, as OpenTelemetry GenAI attributes: each turn's ``gen_ai.output.messages`` (the reply, decoded
-  with the trainer's tokenizer), ``gen_ai.input.messages`` (what the turn adds: the prompt's messages on the
-  first turn, the tool replies after), ``gen_ai.system_instructions``; each tool's arguments and result.
+* Transcripts (the ``messages`` dataset, unless capture is off), decoded with the trainer's tokenizer as verl's
+  own dumps are: each turn's input is what entered the conversation since the model's last reply (the
+  dataset's chat messages on the first turn, system ones as its system instructions; then the tool messages
+  verl fed back), its output the reply with the tool calls verl's parser found in it; each tool call's
+  arguments and result.
 
 With rollscope's agent loops in verl's workers (``rollscope.integrations.verl_agent``, one config entry),
 turns and tool calls carry their own times, tool names, outcomes and per-call speculative counts; without
@@ -38,11 +40,12 @@ into training (a failure is logged once per hook and counted in ``stats``).
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 
 from rollscope.collectors import semconv
+from rollscope.collectors.content import encode, encode_text
+from rollscope.collectors.spans import CONTENT_FIELDS
 from rollscope.integrations.handover import Handover, installed
 from rollscope.integrations.trl import (
     _NAME,
@@ -56,11 +59,9 @@ log = logging.getLogger("rollscope.integrations.verl")
 KEY = "rollscope"  # the rollout note of rollscope.integrations.verl_agent (kept equal there)
 FINISH_REASONS = "gen_ai.response.finish_reasons"
 TIMING = "rollscope.turn.timing"
-INPUT_MESSAGES = "gen_ai.input.messages"
-OUTPUT_MESSAGES = "gen_ai.output.messages"
-SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
-TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
-TOOL_RESULT = "gen_ai.tool.call.result"
+_SYSTEM, _INPUT, _OUTPUT, _ARGUMENTS, _RESULT = (
+    CONTENT_FIELDS[key][0] for key in ("system", "input", "output", "arguments", "result")
+)
 _SPEC = {
     "spec_num_draft_tokens": "spec_draft_tokens",
     "spec_num_accepted_tokens": "spec_accepted_tokens",
@@ -212,9 +213,9 @@ class VerlInstrumentation(Handover):
     def _emit_step(self, step: dict) -> None:
         rollouts = _rollouts(step, self.rl.run_id)
         self._emit_rollouts(step, rollouts)
-        tokenizer = getattr(self.trainer, "tokenizer", None)
+        decode = _decoder(getattr(self.trainer, "tokenizer", None)) if self.rl.capture else None
         for r in rollouts:
-            self._emit_turns(step, r, tokenizer)
+            self._emit_turns(step, r, decode)
         self._emit_samples(step, rollouts)
         fields = dict(
             train_step=step["step"],
@@ -254,8 +255,8 @@ class VerlInstrumentation(Handover):
         self.counts["rl.rollout"] += n
         self.counts["rl.reward"] += n
 
-    def _emit_turns(self, step: dict, r: dict, tokenizer) -> None:
-        for turn in _turns(r, tokenizer):
+    def _emit_turns(self, step: dict, r: dict, decode) -> None:
+        for turn in _turns(r, decode):
             extra = {FINISH_REASONS: turn.pop("finish"), **turn.pop("attributes")}
             fields = {k: v for k, v in turn.items() if k not in ("start", "end")}
             one = _attributes(fields, extra, r["id"])
@@ -263,7 +264,7 @@ class VerlInstrumentation(Handover):
                 semconv.TURN, [turn["start"]], [turn["end"]], _columns(one), step["spans"], [r["i"]]
             )
             self.counts["rl.turn"] += 1
-        for tool in _tools(r, tokenizer):
+        for tool in _tools(r, decode):
             name = tool.pop("name")
             start, end, extra = tool.pop("start"), tool.pop("end"), tool.pop("attributes")
             extra[semconv.OPERATION_NAME] = semconv.TOOL_PREFIX
@@ -357,19 +358,20 @@ def _decide(rollouts: list[dict]) -> None:
             r["decision"] = "used"
 
 
-def _turns(r: dict, tokenizer) -> list[dict]:
-    """One turn per run of model tokens; times from the loop's note, else the window shared by tokens."""
+def _turns(r: dict, decode) -> list[dict]:
+    """One turn per run of model tokens; times from the loop's note, else the window shared by tokens; with
+    ``decode`` (capture on), its transcript."""
     calls = (r["note"] or {}).get("calls") or []
     model = [n for is_model, n in r["runs"] if is_model] or [0]
     timed = len(calls) >= len(model)
     total, cursor, context, k = sum(n or 1 for n in model), r["start"], r["prompt_tokens"], 0
-    turns, pending_input, position = [], _first_input(r), 0
+    turns, given, position = [], _prompt(r), 0
     for is_model, n in r["runs"] or [(True, 0)]:
         ids = r["response_ids"][position : position + n]
         position += n
         if not is_model:
             context += n
-            pending_input = [_message("tool", "tool_call_response", _decode(tokenizer, ids))]
+            given = _replies(r, k - 1, ids, decode) if decode else []
             continue
         last = k == len(model) - 1
         if timed:
@@ -378,17 +380,14 @@ def _turns(r: dict, tokenizer) -> list[dict]:
             start, cursor = cursor, cursor + (r["end"] - r["start"]) * (n or 1) // total
             end = r["end"] if last else cursor
         finish = ("length" if r["clipped"] else "stop") if last else "tool_calls"
-        output = [{**_message("assistant", "text", _decode(tokenizer, ids)), "finish_reason": finish}]
-        attributes = {OUTPUT_MESSAGES: json.dumps(output), INPUT_MESSAGES: json.dumps(pending_input)}
-        if k == 0 and r.get("system"):
-            attributes[SYSTEM_INSTRUCTIONS] = json.dumps(r["system"])
-        if not timed:
-            attributes[TIMING] = "apportioned"
+        attributes = {} if timed else {TIMING: "apportioned"}
+        if decode is not None:
+            attributes.update(_turn_content(r, k, given, decode(ids), finish))
         turn = dict(turn_index=k, input_tokens=context, output_tokens=n, policy_version=r["policy_version"])
         turn.update(_spec(r, calls[k] if timed else None, last))
         turns.append(dict(turn, start=start, end=max(end, start), finish=(finish,), attributes=attributes))
         context += n
-        pending_input, k = [], k + 1
+        given, k = [], k + 1
     return turns
 
 
@@ -399,9 +398,9 @@ def _spec(r: dict, call: dict | None, last: bool) -> dict:
     return {column: (int(v) if v is not None else None) for column, v in r["spec"].items()} if last else {}
 
 
-def _tools(r: dict, tokenizer) -> list[dict]:
+def _tools(r: dict, decode) -> list[dict]:
     """The loop's noted tool calls (the reply's tokens on the first of each turn's calls), else one
-    ``environment`` call per run of reply tokens."""
+    ``environment`` call per run of reply tokens; with ``decode``, their arguments and results."""
     noted = (r["note"] or {}).get("tools") or []
     replies, k = [], -1  # (turn before it, tokens, ids)
     position = 0
@@ -415,7 +414,7 @@ def _tools(r: dict, tokenizer) -> list[dict]:
     for tool in noted:
         tokens = next((n for turn, n, _ in replies if turn == tool["turn"] and turn not in given), None)
         given.add(tool["turn"])
-        attributes = {TOOL_ARGUMENTS: str(tool.get("arguments")), TOOL_RESULT: str(tool.get("result"))}
+        content = {_ARGUMENTS: encode_text(tool.get("arguments")), _RESULT: encode_text(tool.get("result"))}
         out.append(
             dict(
                 name=tool["name"],
@@ -424,40 +423,65 @@ def _tools(r: dict, tokenizer) -> list[dict]:
                 observation_tokens=tokens,
                 start=tool["start_ns"],
                 end=tool["end_ns"],
-                attributes=attributes,
+                attributes=content if decode else {},
             )
         )
     for turn, n, ids in replies:
         if turn not in given:
             when = r["end"]
-            attributes = {TOOL_RESULT: _decode(tokenizer, ids)}
+            content = {_RESULT: decode(ids)} if decode else {}
             out.append(
-                dict(name="environment", observation_tokens=n, start=when, end=when, attributes=attributes)
+                dict(name="environment", observation_tokens=n, start=when, end=when, attributes=content)
             )
     return out
 
 
-def _first_input(r: dict) -> list:
-    """The first turn's input messages (the prompt's, system ones aside: they are the system instructions)."""
+# --- transcripts (capture on) -------------------------------------------------------------------------------
+
+
+def _decoder(tokenizer):
+    """Token ids to text as verl's own dumps decode them (special tokens skipped); None without a tokenizer."""
+    if tokenizer is None:
+        return None
+    return lambda ids: tokenizer.decode(ids, skip_special_tokens=True) if ids else ""
+
+
+def _prompt(r: dict) -> list:
+    """The first turn's input: the dataset's chat messages (``raw_prompt``) as verl gave them to the loop,
+    system ones aside (they are the system instructions, ``r["system"]``)."""
     messages = r.get("raw_prompt")
     if not isinstance(messages, list | tuple):
         return []
-    r["system"] = [
-        {"type": "text", "content": str(m.get("content"))} for m in messages if m.get("role") == "system"
+    messages = [m for m in messages if isinstance(m, dict)]
+    r["system"] = [m for m in messages if m.get("role") == "system"]
+    return [m for m in messages if m.get("role") != "system"]
+
+
+def _replies(r: dict, turn: int, ids: list, decode) -> list:
+    """What was fed back after model call ``turn``: the loop's tool messages (their text as verl put it in
+    the conversation), else the decoded tokens of the reply."""
+    noted = [t for t in (r["note"] or {}).get("tools") or [] if t["turn"] == turn]
+    if not noted:
+        return [{"role": "tool", "content": decode(ids)}]
+    return [{"role": "tool", "content": t.get("result"), "tool_call_id": t.get("id")} for t in noted]
+
+
+def _turn_content(r: dict, k: int, given: list, text: str, finish: str) -> dict:
+    """A turn's content attributes: what it added to the conversation, its reply (text, and the tool calls
+    the loop parsed from it), and on the first turn the system instructions."""
+    calls = [
+        {"type": "tool_call", "id": t.get("id"), "name": t["name"], "arguments": t.get("arguments")}
+        for t in (r["note"] or {}).get("tools") or []
+        if t["turn"] == k
     ]
-    return [
-        _message(str(m.get("role")), "text", str(m.get("content")))
-        for m in messages
-        if m.get("role") != "system"
-    ]
-
-
-def _message(role: str, kind: str, text: str) -> dict:
-    part = {"type": kind, "response" if kind == "tool_call_response" else "content": text}
-    return {"role": role, "parts": [part]}
-
-
-def _decode(tokenizer, ids: list) -> str:
-    if tokenizer is None or not ids:
-        return ""
-    return tokenizer.decode(ids, skip_special_tokens=True)
+    reply = {
+        "role": "assistant",
+        "parts": [{"type": "text", "content": text}, *calls],
+        "finish_reason": finish,
+    }
+    out = {_OUTPUT: encode(reply, "output")}
+    if given:
+        out[_INPUT] = encode(given, "input")
+    if k == 0 and r.get("system"):
+        out[_SYSTEM] = encode(r["system"], "system")
+    return out

@@ -109,9 +109,6 @@ def _record_rollouts(rl, run_id: str, step: int, rows: list, start: int, end: in
         rollout_id = f"{run_id}/s{step}/{i}"
         group = groups[uid]
         flat = uid is not None and len(group) > 1 and max(group) == min(group)
-        output = [{"role": "assistant", "parts": [{"type": "text", "content": str(row["output"])}]}]
-        prompt = [{"role": "user", "parts": [{"type": "text", "content": str(row.get("input", ""))}]}]
-        messages = {"gen_ai.input.messages": json.dumps(prompt), "gen_ai.output.messages": json.dumps(output)}
         fields = dict(
             task_id=_task_id({"prompt": row.get("input")}), group_id=str(uid) if uid is not None else None
         )
@@ -124,7 +121,9 @@ def _record_rollouts(rl, run_id: str, step: int, rows: list, start: int, end: in
             end_time=end,
             **fields,
         ):
-            with rl.turn(0, start_time=start, end_time=end, attributes=messages):
+            with rl.turn(
+                0, input=str(row.get("input", "")), output=str(row["output"]), start_time=start, end_time=end
+            ):
                 pass
             with rl.reward(reward_name="score", reward=score, start_time=end, end_time=end):
                 pass
