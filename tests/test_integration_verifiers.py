@@ -25,7 +25,7 @@ from verifiers.v1.utils.trace_store import write_episode  # noqa: E402
 import tests.fixtures.vf_harness  # noqa: E402
 import tests.fixtures.vf_taskset  # noqa: E402
 from rollscope.integrations.verifiers import instrument  # noqa: E402
-from tests.conftest import rollscope, sql_json  # noqa: E402
+from tests.conftest import documented, recorded, rollscope, sql_json  # noqa: E402
 from tests.fixtures.openai_server import openai_server  # noqa: E402
 
 # verifiers imports plugins by module name: give the test's harness and taskset one
@@ -199,6 +199,10 @@ def test_each_rollout_keeps_its_conversation_as_verifiers_built_it(live):
             for pair in (("tool_arguments", m.tool_call_id), ("tool_result", m.tool_call_id))
         ]
         assert [r["content"] for r in tools if r["source"] == "tool_result"] == [m.content for m in results]
+
+
+def test_the_docs_table_row_for_verifiers_is_what_the_adapter_recorded(live):
+    assert recorded(live[0]) == documented("verifiers")
 
 
 def test_saved_results_import_to_the_same_rows(live, tmp_path):
@@ -375,7 +379,5 @@ def test_a_prime_rl_run_imports_with_its_funnel_losses_equal_to_all_minus_effect
             for r in rows
             if r["rollout_id"] == trace["id"] and r["span_name"] == "rl.turn"
         ]
-        assert mine == [(n["message"]["role"], n["message"]["content"]) for n in trace["nodes"]]
-    from tests.test_verl import documented, recorded
-
+        assert mine == [(n["message"]["role"], n["message"].get("content")) for n in trace["nodes"]]
     assert recorded(store) == documented("prime-rl")

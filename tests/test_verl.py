@@ -36,6 +36,20 @@ def test_something_that_is_not_a_verl_trainer_is_refused_before_anything_is_writ
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.extras
+def test_verls_v1_trainer_is_refused_saying_what_to_use_instead(tmp_path):
+    """verl 0.9's default trainer (trainer.use_v1) keeps its batches in TransferQueue: not wrapped, said at once
+    rather than recording nothing."""
+    pytest.importorskip("verl.trainer.ppo.v1", reason="needs the verl extra")
+    from verl.trainer.ppo.v1 import PPOTrainerSync
+
+    from rollscope.integrations.verl import instrument
+
+    with pytest.raises(TypeError, match=r"trainer.use_v1=false\); PPOTrainerSync is the v1 trainer"):
+        instrument(PPOTrainerSync.__new__(PPOTrainerSync), store=tmp_path / "runs", run_id=RUN)
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """STEPS steps of 2 prompts x 4 rollouts; returns (store, verl's metrics per step, handle)."""
@@ -232,7 +246,7 @@ def test_a_finished_runs_dumps_and_file_log_import_as_rollouts_samples_and_steps
     from verl.utils.tracking import FileLogger
 
     from rollscope.queries import analyses, connect
-    from tests.conftest import rollscope
+    from tests.conftest import documented, recorded, rollscope
 
     dumps = tmp_path / "dumps"
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(dumps / "metrics.jsonl"))
@@ -277,40 +291,8 @@ def test_a_finished_runs_dumps_and_file_log_import_as_rollouts_samples_and_steps
     assert code == 1 and "not found" in err
 
 
-# docs/integrations.md's "What each records" table, kept true: a row is what its test's store holds.
-RECORDED = {
-    "rollouts": "SELECT count(*) > 0 FROM rollouts",
-    "turns": "SELECT count(*) > 0 FROM turns",
-    "tools": "SELECT count(*) > 0 FROM tools",
-    "rewards": "SELECT count(reward) > 0 FROM rewards",
-    "sample decisions": "SELECT count(sample_decision) > 0 FROM samples",
-    "staleness": "SELECT count(sample_staleness) > 0 FROM samples",
-    "spec decoding": "SELECT count(spec_draft_tokens) > 0 FROM turns",
-    "transcripts": "SELECT count(*) > 0 FROM messages",
-    "weight syncs": "SELECT count(*) > 0 FROM weight_syncs",
-}
-
-
-def recorded(store) -> dict[str, str]:
-    from rollscope.queries import connect
-
-    con = connect(store)
-    return {what: "yes" if con.execute(sql).fetchone()[0] else "no" for what, sql in RECORDED.items()}
-
-
-def documented(framework: str) -> dict[str, str]:
-    from tests.conftest import ROOT
-
-    text = (ROOT / "docs" / "integrations.md").read_text()
-    table = text.split("<!-- recorded-table", 1)[1].split("<!-- /recorded-table -->", 1)[0]
-    rows = [
-        [c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("|")
-    ]
-    header = rows[0]
-    row = next(r for r in rows[2:] if r[0] == framework)
-    return dict(zip(header[2:], row[2:], strict=True))
-
-
 @pytest.mark.slow
 def test_the_docs_table_row_for_verl_is_what_the_adapter_recorded(run):
+    from tests.conftest import documented, recorded
+
     assert recorded(run.store) == documented("verl")

@@ -62,6 +62,7 @@ TIMING = "rollscope.turn.timing"
 _SYSTEM, _INPUT, _OUTPUT, _ARGUMENTS, _RESULT = (
     CONTENT_FIELDS[key][0] for key in ("system", "input", "output", "arguments", "result")
 )
+_V1 = "verl.trainer.ppo.v1"  # the TransferQueue trainer (trainer.use_v1, verl 0.9's default): not wrapped
 _SPEC = {
     "spec_num_draft_tokens": "spec_draft_tokens",
     "spec_num_accepted_tokens": "spec_accepted_tokens",
@@ -78,6 +79,11 @@ def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) 
         return existing
     if not callable(getattr(trainer, "_update_actor", None)) or not callable(getattr(trainer, "fit", None)):
         raise TypeError(f"instrument() takes a verl RayPPOTrainer, not {type(trainer).__name__}")
+    if any(c.__module__.startswith(_V1) for c in type(trainer).__mro__):
+        raise TypeError(
+            f"instrument() takes verl's RayPPOTrainer (trainer.use_v1=false); {type(trainer).__name__} is the v1 "
+            "trainer, whose batches stay in TransferQueue: see docs/integrations.md, verl"
+        )
     attach_kwargs.setdefault("role", "train")
     attach_kwargs.setdefault("service_name", "verl")
     attach_kwargs.setdefault("set_global", False)
