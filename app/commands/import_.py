@@ -13,63 +13,59 @@ def register(sub) -> None:
         description="Import saved results as spans of one run: the same rows a live adapter would write.",
     )
     kinds = p.add_subparsers(dest="kind", metavar="KIND", required=True)
-    vf = kinds.add_parser(
+    vf = _kind(
+        kinds,
         "verifiers",
-        help="a verifiers run's traces.jsonl (or its run directory)",
-        description=(
-            "Each episode's traces become rl.rollout spans with their turns (token usage, cached input "
-            "tokens), tool calls, per-rubric-function rewards, errors, stop condition and timings."
-        ),
+        "a verifiers run's traces.jsonl (or its run directory)",
+        "Each episode's traces become rl.rollout spans with their turns (token usage, cached input "
+        "tokens), tool calls, per-rubric-function rewards, errors, stop condition and timings.",
+        ("file", "FILE", "traces.jsonl, or the run directory holding it"),
+        run_verifiers,
     )
-    vf.add_argument("file", metavar="FILE", help="traces.jsonl, or the run directory holding it")
-    add_store(vf)
-    vf.add_argument("--run-id", required=True, metavar="ID", help="the run to write the rollouts to")
     vf.add_argument("--environment", default=None, help="environment name (default: the env id in the file)")
-    vf.set_defaults(func=run_verifiers)
-    prime = kinds.add_parser(
+    _kind(
+        kinds,
         "prime-rl",
-        help="a prime-rl run directory (rollouts/step_N/train/{all,effective}, metrics.jsonl)",
-        description=(
-            "Every train step's episodes as rollouts with turns, tool calls and rewards; the traces prime-rl "
-            "trained on as used samples, the others lost by cause (infra_error, zero_signal, invalid); a train "
-            "step per step. Steps already in the store are skipped: import a run still being written again to "
-            "add its new steps."
-        ),
+        "a prime-rl run directory (rollouts/step_N/train/{all,effective}, metrics.jsonl)",
+        "Every train step's episodes as rollouts with turns, tool calls and rewards; the traces prime-rl "
+        "trained on as used samples, the others lost by cause (infra_error, zero_signal, invalid); a train "
+        "step per step. Steps already in the store are skipped: import a run still being written again to "
+        "add its new steps.",
+        ("dir", "DIR", "the run's output directory (holding rollouts/)"),
+        run_prime_rl,
     )
-    prime.add_argument("dir", metavar="DIR", help="the run's output directory (holding rollouts/)")
-    add_store(prime)
-    prime.add_argument("--run-id", required=True, metavar="ID", help="the run to write to")
-    prime.set_defaults(func=run_prime_rl)
-    verl = kinds.add_parser(
+    verl = _kind(
+        kinds,
         "verl",
-        help="a finished verl run: trainer.rollout_data_dir dumps and the file logger's JSONL",
-        description=(
-            "Each dumped rollout as a rollout with its transcript, score, group (uid) and sample; each logged "
-            "step as a train step carrying verl's metrics."
-        ),
+        "a finished verl run: trainer.rollout_data_dir dumps and the file logger's JSONL",
+        "Each dumped rollout as a rollout with its transcript, score, group (uid) and sample; each logged "
+        "step as a train step carrying verl's metrics.",
+        ("dir", "DIR", "the rollout_data_dir ({step}.jsonl files)"),
+        run_verl,
     )
-    verl.add_argument("dir", metavar="DIR", help="the rollout_data_dir ({step}.jsonl files)")
-    add_store(verl)
-    verl.add_argument("--run-id", required=True, metavar="ID", help="the run to write to")
     verl.add_argument(
         "--metrics", default=None, metavar="FILE", help="the file logger's JSONL (default: found in DIR)"
     )
-    verl.set_defaults(func=run_verl)
+
+
+def _kind(kinds, name: str, summary: str, description: str, source: tuple, func):
+    """One ``rollscope import KIND SOURCE --store --run-id`` subcommand."""
+    p = kinds.add_parser(name, help=summary, description=description)
+    dest, metavar, help_text = source
+    p.add_argument(dest, metavar=metavar, help=help_text)
+    add_store(p)
+    p.add_argument("--run-id", required=True, metavar="ID", help="the run to write to")
+    p.set_defaults(func=func)
+    return p
 
 
 def run_verifiers(args) -> int:
     from rollscope.collectors.settings import default_store
     from rollscope.integrations.verifiers import BadRecord, import_file
-    from rollscope.store.layout import check_run_id
 
+    run_id = _run_id(args)
     try:
-        check_run_id(args.run_id)
-    except ValueError as e:
-        raise RollscopeError("Bad option", str(e)) from None
-    try:
-        counts = import_file(
-            args.file, args.store or default_store(), args.run_id, environment=args.environment
-        )
+        counts = import_file(args.file, args.store or default_store(), run_id, environment=args.environment)
     except FileNotFoundError:
         raise RollscopeError(
             "No such file", f"{args.file}: no such file (or no traces.jsonl in it)"
