@@ -4,10 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Extras the slow suite installs on top of dev: trl (torch, transformers, trl) for the TRL adapter's real
-# GRPOTrainer runs, verifiers for the verifiers hook's tests against the real package, ray for runs derived on
-# a local two-node Ray cluster and the store read by Ray Data. The quick tests that need one of them (marked
-# `extras`) skip in `make test` without it and run here.
-SLOW_EXTRAS := dev,trl,verifiers,ray
+# GRPOTrainer runs, verifiers for the verifiers hook's tests against the real package, verl for the verl adapter's
+# run of verl's own agent loop, ray for runs derived on a local two-node Ray cluster and the store read by Ray
+# Data. The quick tests that need one of them (marked `extras`) skip in `make test` without it and run here.
+SLOW_EXTRAS := dev,trl,verifiers,verl,ray
 SLOW_STAMP := $(VENV)/.installed-slow
 
 .PHONY: demo test test-slow lint format schemas bench clean

@@ -80,3 +80,37 @@ def spans_on_disk(store) -> int:
 def python(code: str, *args: str, **kwargs) -> subprocess.Popen:
     """A separate Python process (a writer or reader of the store), as in a real multi-process job."""
     return subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, **kwargs)
+
+
+# docs/integrations.md's "What each records" table, kept true: a row is what its test's store holds.
+RECORDED = {
+    "rollouts": "SELECT count(*) > 0 FROM rollouts",
+    "turns": "SELECT count(*) > 0 FROM turns",
+    "tools": "SELECT count(*) > 0 FROM tools",
+    "rewards": "SELECT count(reward) > 0 FROM rewards",
+    "sample decisions": "SELECT count(sample_decision) > 0 FROM samples",
+    "staleness": "SELECT count(sample_staleness) > 0 FROM samples",
+    "spec decoding": "SELECT count(spec_draft_tokens) > 0 FROM turns",
+    "transcripts": "SELECT count(*) > 0 FROM messages",
+    "weight syncs": "SELECT count(*) > 0 FROM weight_syncs",
+}
+
+
+def recorded(store) -> dict[str, str]:
+    """What a store holds, per column of the table: "yes" or "no"."""
+    from rollscope.queries import connect
+
+    con = connect(store)
+    return {what: "yes" if con.execute(sql).fetchone()[0] else "no" for what, sql in RECORDED.items()}
+
+
+def documented(framework: str) -> dict[str, str]:
+    """The table's row for ``framework``, per column."""
+    text = (ROOT / "docs" / "integrations.md").read_text()
+    table = text.split("<!-- recorded-table", 1)[1].split("<!-- /recorded-table -->", 1)[0]
+    rows = [
+        [c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("|")
+    ]
+    header = rows[0]
+    row = next(r for r in rows[2:] if r[0] == framework)
+    return dict(zip(header[2:], row[2:], strict=True))

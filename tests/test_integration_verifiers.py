@@ -25,7 +25,7 @@ from verifiers.v1.utils.trace_store import write_episode  # noqa: E402
 import tests.fixtures.vf_harness  # noqa: E402
 import tests.fixtures.vf_taskset  # noqa: E402
 from rollscope.integrations.verifiers import instrument  # noqa: E402
-from tests.conftest import rollscope, sql_json  # noqa: E402
+from tests.conftest import documented, recorded, rollscope, sql_json  # noqa: E402
 from tests.fixtures.openai_server import openai_server  # noqa: E402
 
 # verifiers imports plugins by module name: give the test's harness and taskset one
@@ -207,6 +207,10 @@ def test_each_rollout_keeps_its_conversation_as_verifiers_built_it(live):
         assert [r["content"] for r in tools if r["source"] == "tool_result"] == [m.content for m in results]
 
 
+def test_the_docs_table_row_for_verifiers_is_what_the_adapter_recorded(live):
+    assert recorded(live[0]) == documented("verifiers")
+
+
 def test_saved_results_import_to_the_same_rows(live, tmp_path):
     store, saved, _, _ = live
     imported = tmp_path / "imported"
@@ -271,3 +275,115 @@ def test_instrument_never_raises_into_the_run(live, tmp_path):
     env = Env()
     instrument(env, rl=Broken())
     assert asyncio.run(env.run_slot(None, None)) == {"traces": [{"id": "t1", "calls": "not a list"}]}
+
+
+# --- prime-rl run directories, built from this run's verifiers episode records ------------------------------
+
+
+def _prime_dir(root, saved, steps: dict) -> None:
+    """prime-rl's layout: rollouts/step_N/train/{all,effective}/traces.jsonl, and metrics.jsonl."""
+    import json
+
+    for step, (everything, effective) in steps.items():
+        for subset, episodes in (("all", everything), ("effective", effective)):
+            if episodes is None:
+                continue
+            path = root / "rollouts" / f"step_{step}" / "train" / subset / "traces.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    rows = [{"step": s, "time": 1.8e9 + 10 * s, "time/wait_for_batch": 0.5 * s} for s in steps]
+    (root / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _episodes(saved):
+    """The run's episodes by task, one group each: the errored task's, and two scored ones. One rollout of the
+    first scored task scores 0, so its group has signal (prime-rl trains on it); the other group is all-equal."""
+    import copy
+    import json
+
+    episodes = [json.loads(line) for line in saved.read_text().splitlines()]
+    by_task: dict = {}
+    for e in episodes:
+        by_task.setdefault(e["traces"][0]["task"]["key"], []).append(e)
+    errored = next(g for g in by_task.values() if not g[0]["traces"][0]["ok"])
+    signal, flat = [g for g in by_task.values() if g[0]["traces"][0]["ok"]]
+    signal = copy.deepcopy(signal)
+    signal[0]["traces"][0]["rewards"]["correct"]["score"] = 0.0
+    return errored, signal, flat
+
+
+def _renamed(group, suffix):
+    import copy
+
+    group = copy.deepcopy(group)
+    for e in group:
+        e["id"] = f"{e['id']}{suffix}"
+        if e.get("group"):
+            e["group"]["id"] = f"{e['group']['id']}{suffix}"
+        for t in e["traces"]:
+            t["id"] = f"{t['id']}{suffix}"
+    return group
+
+
+def test_a_prime_rl_run_imports_with_its_funnel_losses_equal_to_all_minus_effective_by_cause(live, tmp_path):
+    """Step 1: every episode arrived (all), the group with signal shipped (effective). Step 2, still being
+    written (no effective yet) at the first import: another group with signal, which prime-rl then drops (a
+    stale or rejected group). Importing again adds step 2 and nothing twice."""
+    from rollscope.queries import analyses, connect
+
+    _, saved, _, _ = live
+    errored, signal, flat = _episodes(saved)
+    late = _renamed(signal, "-2")
+    run = tmp_path / "run"
+    _prime_dir(run, saved, {1: (errored + signal + flat, signal), 2: (late, None)})
+    store = tmp_path / "store"
+    code, out, err = rollscope("import", "prime-rl", run, "--store", store, "--run-id", "prime")
+    assert (code, err) == (0, "")
+    assert "imported 1 steps" in out and "1 still being written" in out
+    _prime_dir(run, saved, {1: (errored + signal + flat, signal), 2: (late, [])})
+    code, out, err = rollscope("import", "prime-rl", run, "--store", store, "--run-id", "prime")
+    assert (code, err) == (0, "") and "imported 1 steps" in out and "1 steps already imported" in out
+    code, out, _ = rollscope("import", "prime-rl", run, "--store", store, "--run-id", "prime")
+    assert code == 0 and "imported 0 steps" in out
+
+    # all minus effective, by cause, read from the directory the way prime-rl decides
+    traces = [t for group in (errored, signal, flat, late) for e in group for t in e["traces"]]
+    shipped = {t["id"] for e in signal for t in e["traces"]}
+    expected = {
+        "infra_error": sum(1 for t in traces if t["id"] not in shipped and t.get("errors")),
+        "zero_signal": sum(len(e["traces"]) for e in flat),
+        "invalid": sum(len(e["traces"]) for e in late),
+    }
+    assert all(expected.values()) and sum(expected.values()) == len(traces) - len(shipped)
+    con = connect(store)
+    losses = analyses.funnel_losses(con, "prime")
+    lost = {}
+    for row in losses.itertuples():
+        cause = {"all-equal group": "zero_signal"}.get(row.reason, row.reason)
+        lost[cause] = lost.get(cause, 0) + int(row.lost)
+    print(
+        "\nprime-rl all − effective by cause:",
+        expected,
+        "\nrollscope funnel losses:",
+        losses.to_dict("records"),
+    )
+    assert lost == expected
+    funnel = analyses.funnel(con, "prime")
+    assert int(funnel.dispatched.iloc[0]) == len(traces)
+    assert int(funnel.usable.iloc[0]) == len(shipped)
+    steps = analyses.trainer_steps(con, "prime")
+    assert steps.step.tolist() == [1, 2] and steps.train_samples.tolist() == [len(shipped), 0]
+    assert (
+        con.execute("SELECT count(*), count(DISTINCT rollout_id) FROM rollouts").fetchone()
+        == (len(traces),) * 2
+    )
+    # each answered trace's conversation, as its episode record holds it (the trace's message graph)
+    rows = sql_json(store, MESSAGES)
+    for trace in (t for t in traces if t["ok"]):
+        mine = [
+            (r["role"], r["content"])
+            for r in rows
+            if r["rollout_id"] == trace["id"] and r["span_name"] == "rl.turn"
+        ]
+        assert mine == [(n["message"]["role"], n["message"].get("content")) for n in trace["nodes"]]
+    assert recorded(store) == documented("prime-rl")

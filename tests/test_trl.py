@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import trl_tiny
-from tests.conftest import ROOT, free_port, spans_on_disk
+from tests.conftest import ROOT, documented, free_port, recorded, spans_on_disk
 
 STEPS = 20
 RUN = "grpo-1"
@@ -593,6 +593,8 @@ def test_a_tool_loop_conversation_is_stored_turn_by_turn_as_trl_ran_it(tmp_path)
     ).fetchall()
     assert {tuple(roles) for index, roles in per_turn if index == 0} == {("user", "assistant")}
     assert {tuple(roles) for index, roles in per_turn if index > 0} == {("tool", "assistant")}
+    # docs/integrations.md's TRL row; weight syncs need vLLM (the async trainer's test checks that column)
+    assert recorded(tmp_path / "store") == {**documented("TRL"), "weight syncs": "no"}
     inst.rl.shutdown()
 
 
@@ -768,7 +770,7 @@ def test_the_async_trainer_records_what_its_loader_takes_and_drops_as_stale(tmp_
         19,
     )
     syncs = con.execute("SELECT list(policy_version ORDER BY policy_version) FROM weight_syncs").fetchone()[0]
-    assert syncs == [1, 2]
+    assert syncs == [1, 2] and documented("TRL")["weight syncs"] == "yes"
     inst.rl.shutdown()
 
 

@@ -51,18 +51,14 @@ weight syncs (``rollscope.integrations.trl_async``), and train steps as above.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import hashlib
 import inspect
 import json
 import logging
 import math
-import queue
-import threading
 import time
 import uuid
-import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -71,6 +67,7 @@ import numpy as np
 from rollscope.collectors import semconv
 from rollscope.collectors.content import encode
 from rollscope.collectors.spans import CONTENT_FIELDS, attributes_from_fields
+from rollscope.integrations.handover import Handover, installed
 
 log = logging.getLogger("rollscope.integrations.trl")
 
@@ -134,35 +131,12 @@ def instrument(trainer, store=None, run_id: str | None = None, **attach_kwargs) 
         raise TypeError(
             f"instrument() takes a built trl.GRPOTrainer (a transformers Trainer), not {type(trainer).__name__}"
         )
-    from rollscope.collectors.attaching import attach
-
     attach_kwargs.setdefault("role", "train")
     attach_kwargs.setdefault("algorithm", "grpo")
     attach_kwargs.setdefault("set_global", False)  # the job's own tracing stays as it was
     for key, value in _describe(trainer).items():
         attach_kwargs.setdefault(key, value)
-    rl = attach(store=store, run_id=run_id, **attach_kwargs)
-    inst = TRLInstrumentation(trainer, rl, _Columns(rl) if _private_provider(rl) else _SDKSpans(rl))
-    inst.install()
-    trainer._rollscope_instrumentation = inst
-    _close_at_exit(inst)
-    return inst
-
-
-def _close_at_exit(inst: TRLInstrumentation) -> None:
-    """Close ``inst`` at interpreter exit if nothing did before (training interrupted, no ``close()``): its
-    pending spans are built and handed to the processor. Registered after attach() registered the provider's
-    shutdown, so it runs first (atexit is last in, first out). Holds the handle weakly: a trainer the job drops
-    is not kept alive until exit."""
-    ref = weakref.ref(inst)
-
-    def close() -> None:
-        live = ref()
-        if live is not None:
-            live.close()
-
-    inst._exit_hook = close
-    atexit.register(close)
+    return installed(TRLInstrumentation, trainer, store, run_id, attach_kwargs)
 
 
 def _limits(trainer) -> dict:
@@ -337,30 +311,23 @@ class _Batch:
     global_offset: int = 0  # index of this process's first sample in the gathered batch
 
 
-class TRLInstrumentation:
+class TRLInstrumentation(Handover):
     """The hooks on one trainer. ``stats``: spans emitted per kind, failures per hook, seconds the adapter's
     bookkeeping took on the training thread (wall, and CPU: the per-step hooks' wall time, as they never wait,
     ``_hook``; the end of training's from the thread's CPU clock), CPU seconds its span thread took, and the
     store exporter's counters."""
 
+    label = "TRL"
+    thread_name = "rollscope-trl"
+    _log = log
+
+    @property
+    def _handoff_completions(self) -> int:  # read at each hand-over: a test lowers the module's bound
+        return HANDOFF_COMPLETIONS
+
     def __init__(self, trainer, rl, out=None):
+        super().__init__(rl, out or _SDKSpans(rl), HANDOFF_SECONDS)  # where spans go: _Columns or _SDKSpans
         self.trainer = trainer
-        self.rl = rl
-        self._out = out or _SDKSpans(rl)  # where spans go: _Columns or _SDKSpans
-        self.counts: Counter = Counter()
-        self.failures: Counter = Counter()
-        self.seconds = 0.0  # spent in the adapter's own bookkeeping, on the training thread
-        self.cpu_seconds = 0.0  # the same, in CPU time of the training thread
-        self.emit_seconds = 0.0  # CPU time spent building spans, on the adapter's own thread
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._worker: threading.Thread | None = None
-        self._pending: list = []  # span work not yet handed to the adapter's thread
-        self._pending_load = 0  # completions the pending work carries (1 for an item without any)
-        self._handed_at: float | None = None  # the last hand-over, or the first item (the interval's start)
-        self._handed = 0  # batches of span work handed to the adapter's thread ...
-        self._built = 0  # ... and those it has finished (their spans with the processor)
-        self._handoff_seconds = float(getattr(rl.exporter, "segment_seconds", HANDOFF_SECONDS))
-        self._warned: set[str] = set()
         self._round = 0
         self._batch: _Batch | None = None  # the round being generated / scored
         self._buffer: _Batch | None = None  # the round whose samples the trainer is consuming
@@ -372,7 +339,6 @@ class TRLInstrumentation:
         self._step_tokens = 0
         self._step_taken: list = []  # (_Batch, sample) the step trained on: tokens counted when it is built
         self._eos_and_pad: set | None = None
-        self._closed = False
         self._async = None  # AsyncSamples, for trl.experimental's async GRPO trainer
 
     # --- installing ---------------------------------------------------------------------------------------
@@ -427,147 +393,11 @@ class TRLInstrumentation:
             )
 
     def close(self) -> None:
-        """Record the samples still buffered, then flush the store exporter (training keeps going if it fails)."""
-        if self._closed:
-            return
-        self._closed = True
-        hook = getattr(self, "_exit_hook", None)
-        if hook is not None:
-            atexit.unregister(hook)
-        self._guard("close", self._submit_step)
-        self._guard("close", self._retire_buffer)
-        self._guard("close", self._drain)
-        self._guard("close", self._stop_worker)
-        self._guard("close", self.rl.force_flush)
-
-    @property
-    def stats(self) -> dict:
-        return {
-            "spans": dict(self.counts),
-            "failures": dict(self.failures),
-            "adapter_s": self.seconds,
-            "adapter_cpu_s": self.cpu_seconds,
-            "emit_cpu_s": self.emit_seconds,
-            "export_cpu_s": self.rl.processor.thread_cpu_s,
-            "exporter": self.rl.stats,
-        }
-
-    def _guard(self, hook: str, fn, *args):
-        """Run our own bookkeeping; a failure is logged (once per hook), counted, and never raised."""
-        started, cpu = time.perf_counter(), time.thread_time_ns()  # _ns: half the cost of thread_time()
-        try:
-            return fn(*args)
-        except Exception:
-            self._failed(hook)
-            return None
-        finally:
-            if threading.current_thread() is self._worker:
-                self.emit_seconds += (time.thread_time_ns() - cpu) / 1e9
-            else:
-                self.seconds += time.perf_counter() - started
-                self.cpu_seconds += (time.thread_time_ns() - cpu) / 1e9
-
-    def _hook(self, hook: str, fn, *args):
-        """``_guard`` for the hooks training calls every step, timed by the wall clock alone.
-
-        Why: each of these hooks runs right after a burst of training's torch work, and there a read of the
-        thread's CPU clock (a system call, ``clock_gettime(CLOCK_THREAD_CPUTIME_ID)``) and ``current_thread()``
-        cost ~15 us together, measured on the tiny CPU run, against ~3 us for the hook itself: ten hooks a step
-        paid ~0.12 ms a step for their own accounting. They never wait on anything (no lock, I/O or other
-        thread), so their wall time is their CPU time: it is counted as both."""
-        started = time.perf_counter()
-        try:
-            result = fn(*args)
-        except Exception:
-            self._failed(hook)
-            result = None
-        elapsed = time.perf_counter() - started
-        self.seconds += elapsed
-        self.cpu_seconds += elapsed
-        return result
-
-    def _failed(self, hook: str) -> None:
-        self.failures[hook] += 1
-        if hook not in self._warned:
-            self._warned.add(hook)
-            log.warning("rollscope: the TRL adapter's %s hook failed; training goes on", hook, exc_info=True)
-
-    # --- the adapter's own thread: spans are built there, off the training thread ----------------------------
-
-    def _submit(self, hook: str, fn, *args, completions: int = 1) -> None:
-        """Queue span work for the adapter's thread, handed over in batches (``_handoff``): once
-        ``segment_seconds`` have passed since the last hand-over (the first: since the first item; in a run of
-        long steps, an item coming after a pause is handed over at once), or ``HANDOFF_COMPLETIONS`` wait."""
-        now = time.monotonic()
-        if self._handed_at is None:
-            self._handed_at = now
-        self._pending.append((hook, fn, args))
-        self._pending_load += completions
-        if self._pending_load >= HANDOFF_COMPLETIONS or now - self._handed_at >= self._handoff_seconds:
-            self._handoff()
-
-    def _take_pending(self) -> list:
-        """The span work pending, which from now on is handed over (the hand-over interval restarts)."""
-        items, self._pending, self._pending_load = self._pending, [], 0
-        self._handed_at = time.monotonic()
-        return items
-
-    def _handoff(self) -> None:
-        """Give the adapter's thread everything pending, in one queue operation (one wake-up)."""
-        items = self._take_pending()
-        if not items:
-            return
-        if self._worker is None or not self._worker.is_alive():
-            self._worker = threading.Thread(target=self._work, name="rollscope-trl", daemon=True)
-            self._worker.start()
-        self._handed += 1
-        self._queue.put(items)
-
-    def _work(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:  # closed: the thread ends, and with it its hold on this handle and the trainer
-                return
-            if isinstance(item, threading.Event):
-                item.set()
-                continue
-            self._guard("flush", self._build, item)  # its CPU counted once, as the adapter thread's
-            self._built += 1
-
-    def _drain(self, timeout: float = 60.0) -> None:
-        """Hand over what is pending and wait until every span handed to the adapter's thread is built. If that
-        thread never started (training that never filled a hand-over: shorter than the interval, with fewer
-        completions than the bound), the spans are built here instead: the caller waits for them either way,
-        and starting a thread for them would cost it more (a thread start and two GIL hand-overs)."""
-        if self._worker is None:
-            self._build(self._take_pending())
-            return
-        self._handoff()
-        if self._worker is None or self._built == self._handed:
-            return  # every batch handed over is built and with the processor: no round trip to the thread
-        done = threading.Event()
-        self._queue.put(done)
-        if not done.wait(timeout):
-            raise TimeoutError(f"the adapter's thread did not finish in {timeout:.0f} s")
-
-    def _build(self, items: list) -> None:
-        """Span work, then its spans to the processor in one call; each failure handled as ``_guard`` handles
-        it. Runs on the adapter's thread, or on the caller's in ``_drain``; the caller's guard times the whole."""
-        for hook, fn, args in [*items, ("flush", self._out.flush, ())]:
-            try:
-                fn(*args)
-            except Exception:
-                self._failed(hook)
-
-    def _stop_worker(self, timeout: float = 10.0) -> None:
-        """End the adapter's thread (drained first). A thread left waiting on its queue would keep this handle,
-        and through it the trainer (model, optimizer, dataset), alive until the process exits: in a process
-        that builds several trainers each would stay, and every full garbage collection would scan them. Work
-        handed over later (training resumed after ``close()``) starts a new thread."""
-        worker, self._worker = self._worker, None
-        if worker is not None and worker.is_alive():
-            self._queue.put(None)
-            worker.join(timeout)
+        """Record the step and the samples still buffered, then what ``Handover.close`` does."""
+        if not self._closed:
+            self._guard("close", self._submit_step)
+            self._guard("close", self._retire_buffer)
+        super().close()
 
     def _training(self) -> bool:
         model = getattr(self.trainer, "model", None)
