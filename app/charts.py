@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-# one number format for every face (app/formats.py), re-exported for the pages
-from rollscope.app.formats import (  # noqa: F401
+# one number format for every face (rollscope/formats.py), re-exported for the pages
+from rollscope.formats import (  # noqa: F401
     change,
     count,
     device_seconds,

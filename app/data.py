@@ -28,7 +28,8 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from rollscope.app import formats, memory
+from rollscope import formats
+from rollscope.app import memory
 from rollscope.errors import RollscopeError, UnknownRunError
 from rollscope.queries import analyses, trace
 from rollscope.queries import checks as queries_checks
@@ -422,7 +423,7 @@ def analysis(function: Callable, filters: Filters, run_id: str | None = None, **
 def checks(filters: Filters) -> pd.DataFrame:
     """``queries.checks.run_checks`` as a table: failing rules first (✗), each value and threshold written
     the way its message states it (``48.0 %``, not ``0.475``). The checks read the whole run."""
-    from rollscope.app import formats
+    from rollscope import formats
 
     results = sorted(call(filters.store, queries_checks.run_checks, filters.run_id), key=lambda r: r.ok)
     return pd.DataFrame(
@@ -496,7 +497,7 @@ def figure_label(key: str) -> str:
 
 def report_value(key: str, value) -> str:
     """A report value formatted by what it is (a share, FLOPs, seconds, a count), as every page does."""
-    from rollscope.app import formats
+    from rollscope import formats
 
     if value is None or isinstance(value, bool | str):
         return "" if value is None else ("yes" if value is True else "no" if value is False else value)
@@ -581,7 +582,7 @@ def report_table(con, reports: dict[str, dict]) -> pd.DataFrame:
     second (absolute, in the figure's own format, and relative; ``queries.report.changes`` computes both)
     and which run is better where that is plain (``better``: the run's id, else empty). ``key`` keeps the
     report's dotted key."""
-    from rollscope.app import formats
+    from rollscope import formats
 
     flat = {run: _without_run_id(flatten(report)) for run, report in reports.items()}
     (run_a, first), (run_b, second) = flat.items()

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rollscope.app import formats
+from rollscope import formats
 
 SPAN_COLUMNS = (  # a span's accounting, the same on each of its message rows
     "kind", "span_name", "turn_index", "start_s", "duration_s", "input_tokens", "cached_input_tokens",

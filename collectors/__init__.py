@@ -12,7 +12,7 @@ __all__ = ["attach", "RL", "RLSpan"]
 
 
 def __getattr__(name):
-    # Lazy, so `from rollscope.collectors import semconv` (used by the store's schema) pulls in no SDK machinery.
+    # Lazy, so importing the package (rollscope.collectors.content, say) pulls in no SDK machinery.
     if name == "attach":
         from rollscope.collectors.attaching import attach
 

@@ -18,10 +18,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
-from rollscope.collectors import semconv
+from rollscope import semconv
 from rollscope.collectors.exporter import StoreSpanExporter, StoreSpanProcessor, _reinit_after_fork
-from rollscope.collectors.settings import Settings, compact_seconds, safe_run_id
 from rollscope.collectors.spans import RL
+from rollscope.settings import Settings, compact_seconds, safe_run_id
 from rollscope.store.layout import check_run_id
 
 log = logging.getLogger("rollscope")

@@ -1,7 +1,7 @@
 """Transcripts: content attributes and events of finished spans into rows of the ``messages`` dataset.
 
 Content travels as OpenTelemetry GenAI attributes (``gen_ai.input.messages``, ``gen_ai.output.messages``, ...;
-``collectors.semconv`` lists them) or GenAI's older span events. ``rows`` sets them aside while it converts a
+``rollscope.semconv`` lists them) or GenAI's older span events. ``rows`` sets them aside while it converts a
 batch (they never reach the spans dataset), and the writer of the batch (the exporter, the receiver) turns them
 into message rows here, under its ``ContentPolicy``, one row per message:
 
@@ -28,7 +28,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from rollscope.collectors import semconv
+from rollscope import semconv
 
 # The order a span's messages are shown in: the instructions, what was sent, the call, the reply, its result.
 _SOURCE_RANK = {"system": 0, "input": 1, "tool_arguments": 2, "output": 3, "tool_result": 4}

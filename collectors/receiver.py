@@ -45,7 +45,7 @@ from rollscope.collectors.otlp import (
     error_status,
     export_response,
 )
-from rollscope.collectors.settings import Settings, compact_seconds
+from rollscope.settings import Settings, compact_seconds
 from rollscope.store.layout import SegmentWriter, check_run_id
 from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from opentelemetry.trace import SpanKind, StatusCode
 
-from rollscope.collectors import semconv
+from rollscope import semconv
 from rollscope.collectors.content import EVENT, Found
 from rollscope.store.arrow_memory import pool
 from rollscope.store.schema import SPAN_FIELDS, SPAN_SCHEMA

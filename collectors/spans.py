@@ -21,7 +21,7 @@ from contextvars import ContextVar
 
 from opentelemetry.trace import Span, Status, StatusCode
 
-from rollscope.collectors import semconv
+from rollscope import semconv
 from rollscope.collectors.content import encode, encode_text
 
 _ATTRIBUTE_OF = {a.column: a.name for a in semconv.SPAN_ATTRIBUTES}

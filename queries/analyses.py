@@ -233,7 +233,9 @@ def record(frame: pd.DataFrame) -> dict:
 
 
 def plain(value):
-    pandas = sys.modules.get("pandas")  # its NA exists only once pandas is imported (app/formats.py too)
+    pandas = sys.modules.get(
+        "pandas"
+    )  # its NA exists only once pandas is imported (rollscope/formats.py too)
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if pandas is not None and value is pandas.NA:

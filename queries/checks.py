@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rollscope.app import formats  # one number format: the check lines read as the report and pages
+from rollscope import formats  # one number format: the check lines read as the report and pages
 from rollscope.queries import analyses
 
 THRESHOLDS = {

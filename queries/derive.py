@@ -210,8 +210,8 @@ def connection(staging: Path, schemas: dict | None = None, *, memory: int = 0, t
     of the binding. ``memory`` (bytes) and ``threads``: DuckDB's limits (default: the derivation's,
     ``Settings.derive_memory_bytes`` and ``derive_cores``); each connection spills to a folder of its own (a
     full derivation's pieces share the staging directory)."""
-    from rollscope.collectors.settings import Settings
     from rollscope.queries.reader import schema_file
+    from rollscope.settings import Settings
 
     settings = Settings.resolve()
     work = staging / f".work-{secrets.token_hex(4)}"

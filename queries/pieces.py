@@ -149,8 +149,8 @@ def plan(con, job: Job, *, write: bool = True) -> Plan:
     """The run-wide tables and the pieces (module docstring, 1), in ``con`` (``derive.connection``). The
     plan's own tables are written before it returns, unless ``write`` is False (``derive_full`` writes them
     beside the pieces: ``_write_plan_tables``)."""
-    from rollscope.collectors.settings import Settings
     from rollscope.queries.reader import schema_file
+    from rollscope.settings import Settings
 
     settings = Settings.resolve()
     run = job.run_id

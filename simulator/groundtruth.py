@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rollscope.collectors.semconv import SAMPLE_DECISIONS as _DECISIONS
 from rollscope.queries.funnel_stages import STAGES as _STAGES
+from rollscope.semconv import SAMPLE_DECISIONS as _DECISIONS
 from rollscope.simulator import training
 from rollscope.simulator.config import SimConfig, to_dict
 from rollscope.simulator.health import Health

@@ -9,7 +9,7 @@ records, plain tuples::
 
 Both carry the same fields: fast mode turns tables straight into Arrow columns, the normal mode turns every
 table row into a record (``SpanTable.records``) and emits it through ``attach()``, so the two write the same
-rows. Attribute names come from :mod:`collectors.semconv` (looked up by their store column), so the
+rows. Attribute names come from :mod:`rollscope.semconv` (looked up by their store column), so the
 simulator speaks the same conventions a user's job does. Ids are drawn from a generator seeded by the run
 id, seed and step: a rollout's spans share one trace even when a sandbox, a judge or a teacher emits them
 from another process, as they would with trace-context propagation, and two runs of the same seed get the
@@ -25,7 +25,7 @@ from datetime import datetime
 
 import numpy as np
 
-from rollscope.collectors import semconv
+from rollscope import semconv
 from rollscope.simulator import training, transcripts
 from rollscope.simulator.config import SimConfig
 from rollscope.simulator.plan import Rollout, StepPlan, TurnColumns

@@ -860,7 +860,7 @@ def _mergeable(directory: Path, files: list[Path]) -> list[Path]:
 
 
 def _gathering() -> bool:
-    from rollscope.collectors.settings import Settings
+    from rollscope.settings import Settings
 
     return Settings.resolve().compact
 

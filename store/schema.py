@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from rollscope.collectors import semconv
+from rollscope import semconv
 
 DATASET_NAMES = ("spans", "collector_stats", "messages")
 

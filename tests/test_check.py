@@ -139,7 +139,7 @@ def test_the_shipped_sample_run_fails_exactly_on_its_misconfigurations(tmp_path)
 
 def test_each_check_value_reads_as_its_message_states_it():
     """The Overview shows value and threshold beside the message: 47.5 % beside '47.5 %', not 0.475."""
-    from rollscope.app import formats
+    from rollscope import formats
     from rollscope.queries.checks import run_checks
 
     store, _ = simulated("sample-preset")

@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from rollscope.app import charts, data, formats
+from rollscope import formats
+from rollscope.app import charts, data
 from rollscope.app import pages as app_pages
 from rollscope.queries import analyses, trace
 from rollscope.queries.checks import run_checks

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
+from rollscope import semconv
 from rollscope.app import pages as app_pages
 from rollscope.app.cli import build_parser
-from rollscope.collectors import semconv
-from rollscope.collectors.settings import ENV
 from rollscope.queries import catalog
+from rollscope.settings import ENV
 from tests.conftest import ROOT, rollscope
 
 README = (ROOT / "README.md").read_text()

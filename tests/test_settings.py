@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rollscope.collectors.settings import ENV, Settings
+from rollscope.settings import ENV, Settings
 
 
 @pytest.mark.parametrize(
@@ -183,8 +183,8 @@ def test_a_bad_argument_raises_a_clear_error(arguments):
 def test_a_derivations_memory_is_a_size_or_a_share_of_the_machines(monkeypatch, value, expected):
     """ROLLSCOPE_DERIVE_MEMORY: a size or a share of the machine's memory; unset or bad (logged), a quarter of
     it; the limit DuckDB's derivation database gets (queries/derive.py)."""
-    from rollscope.collectors.settings import DERIVE_MEMORY_SHARE, machine_memory
     from rollscope.queries import derive
+    from rollscope.settings import DERIVE_MEMORY_SHARE, machine_memory
 
     monkeypatch.setenv("ROLLSCOPE_DERIVE_MEMORY", value)
     if expected is None:

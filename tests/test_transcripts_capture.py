@@ -134,7 +134,7 @@ def test_capture_off_writes_no_content_anywhere(attached, store):
     ],
 )
 def test_capture_switch_follows_rollscope_then_opentelemetry_genai(monkeypatch, ours, genai, captured):
-    from rollscope.collectors.settings import Settings
+    from rollscope.settings import Settings
 
     for name, value in (
         ("ROLLSCOPE_CAPTURE_CONTENT", ours),

@@ -9,8 +9,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from rollscope.collectors.settings import default_store
 from rollscope.errors import StoreError, UnknownRunError
+from rollscope.settings import default_store
 
 T = TypeVar("T")
 
@@ -52,7 +52,7 @@ class DeriveBar:
         if not done and (now - self.started < 1.0 or now - self.drawn < (0.2 if self.tty else 10.0)):
             return
         self.drawn = now
-        from rollscope.app.formats import seconds
+        from rollscope.formats import seconds
 
         eta = "" if left is None or done else f", about {seconds(left)} left"
         line = f"deriving run {run} [{'#' * int(fraction * 24):<24}] {fraction:4.0%} {what}{eta}"

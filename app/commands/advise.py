@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from rollscope.app import formats as fmt
+from rollscope import formats as fmt
 from rollscope.app.commands._common import add_progress, add_run, add_store, name_value, on_run, step_range
 from rollscope.app.pages import TITLES
 

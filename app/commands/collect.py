@@ -87,7 +87,7 @@ def _grpc_port(text: str) -> int | str:
 
 def run(args: argparse.Namespace) -> int:
     from rollscope.collectors.receiver import ReceiverConfig, bind, bind_grpc, serve
-    from rollscope.collectors.settings import Settings, default_store
+    from rollscope.settings import Settings, default_store
 
     settings = Settings.resolve(capture_content=False if args.no_content else None)
     try:

@@ -61,7 +61,7 @@ def streamlit_command(store: Path | None, port: int) -> list[str]:
 
 def chosen_store(args) -> Path | None:
     """--store, else $ROLLSCOPE_STORE, else None: the app opens the shipped sample_data/."""
-    from rollscope.collectors.settings import env_store
+    from rollscope.settings import env_store
 
     given = args.store or env_store()
     return Path(given).resolve() if given else None

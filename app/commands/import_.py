@@ -60,8 +60,8 @@ def _kind(kinds, name: str, summary: str, description: str, source: tuple, func)
 
 
 def run_verifiers(args) -> int:
-    from rollscope.collectors.settings import default_store
     from rollscope.integrations.verifiers import BadRecord, import_file
+    from rollscope.settings import default_store
 
     run_id = _run_id(args)
     try:
@@ -107,9 +107,9 @@ def _steps_in_store(store, run_id: str) -> set[int]:
 
 
 def run_prime_rl(args) -> int:
-    from rollscope.collectors.settings import default_store
     from rollscope.integrations.prime_rl import import_run
     from rollscope.integrations.verifiers import BadRecord
+    from rollscope.settings import default_store
 
     run_id, store = _run_id(args), args.store or default_store()
     try:
@@ -127,9 +127,9 @@ def run_prime_rl(args) -> int:
 
 
 def run_verl(args) -> int:
-    from rollscope.collectors.settings import default_store
     from rollscope.integrations.verifiers import BadRecord
     from rollscope.integrations.verl_files import import_dir
+    from rollscope.settings import default_store
 
     run_id = _run_id(args)
     try:

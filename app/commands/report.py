@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from rollscope.app import formats as fmt
+from rollscope import formats as fmt
 from rollscope.app.commands._common import add_progress, add_run, add_store, on_run
 from rollscope.queries.funnel_stages import RATES, STAGES
 
@@ -36,7 +36,7 @@ def run(args) -> int:
 
 
 def render(report: dict) -> str:
-    """The report as aligned text, one section per analysis, in the formats of app/formats.py."""
+    """The report as aligned text, one section per analysis, in the formats of rollscope/formats.py."""
     lines = [
         f"run {report['run_id']}  steps {_steps(report['steps'])}  environments {', '.join(report['environments']) or '-'}"
     ]

@@ -72,7 +72,7 @@ def read(con, run_id: str, rollout_id: str, max_chars: int | None):
 
 def heading(run_id: str, rollout: dict, stage: dict, scores, blocks) -> str:
     """Who the rollout is and how it ended: ids, status, reward and each score, consuming step, funnel stage."""
-    from rollscope.app import formats
+    from rollscope import formats
     from rollscope.app.transcript import plain
 
     def ids(*pairs):

@@ -65,7 +65,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from rollscope.collectors.settings import default_store
+    from rollscope.settings import default_store
     from rollscope.simulator import config, simulate
 
     overrides = [config.load_file(f) for f in args.config]

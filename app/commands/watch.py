@@ -53,7 +53,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from rollscope.app.alerts import Watch
-    from rollscope.collectors.settings import Settings
+    from rollscope.settings import Settings
     from rollscope.store import alerts as store_alerts
 
     settings = Settings.resolve()
@@ -118,8 +118,8 @@ def _round(args, reader, watch, hook) -> bool:
 
 def _store(args) -> Path:
     """The store to watch: one a job has not created yet is waited for (the watch may start first)."""
-    from rollscope.collectors.settings import default_store
     from rollscope.errors import StoreError
+    from rollscope.settings import default_store
 
     store = Path(args.store) if args.store else default_store()
     if store.exists() and not store.is_dir():
@@ -131,7 +131,7 @@ def _url(url: str | None) -> str | None:
     """The webhook as given, checked as the settings check $ROLLSCOPE_NOTIFY_URL (a bad --notify is an error)."""
     if url is None:
         return None
-    from rollscope.collectors.settings import Settings
+    from rollscope.settings import Settings
 
     try:
         return Settings.resolve(notify_url=url).notify_url

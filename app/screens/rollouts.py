@@ -10,12 +10,12 @@ import streamlit as st
 from rollscope.app import charts, conversation, data, links
 from rollscope.app.conversation import readable
 from rollscope.app.links import code, viewer
-from rollscope.collectors.semconv import ROLLOUT_STATUSES
 from rollscope.errors import RollscopeError
 from rollscope.queries import analyses, examples, transcripts
 from rollscope.queries import trace as trace_queries
 from rollscope.queries.funnel_stages import RATES
 from rollscope.queries.trace import SEARCH_LIMIT
+from rollscope.semconv import ROLLOUT_STATUSES
 
 STATUSES = [None, *ROLLOUT_STATUSES]
 STAGES = [None, "usable", *(stage for stage in RATES if stage != "usable")]  # the stage a rollout was lost at

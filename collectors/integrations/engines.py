@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from rollscope.collectors import semconv
+from rollscope import semconv
 
 log = logging.getLogger("rollscope.integrations")
 

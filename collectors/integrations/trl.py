@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rollscope.collectors import semconv
+from rollscope import semconv
 from rollscope.collectors.content import encode
 from rollscope.collectors.spans import CONTENT_FIELDS, attributes_from_fields
 from rollscope.integrations.handover import Handover, installed

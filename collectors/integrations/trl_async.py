@@ -36,7 +36,7 @@ import uuid
 
 import numpy as np
 
-from rollscope.collectors import semconv
+from rollscope import semconv
 from rollscope.integrations.trl import (
     _DECISION,
     _ENVIRONMENT,

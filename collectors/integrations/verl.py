@@ -43,7 +43,7 @@ import functools
 import logging
 import time
 
-from rollscope.collectors import semconv
+from rollscope import semconv
 from rollscope.collectors.content import encode, encode_text
 from rollscope.collectors.spans import CONTENT_FIELDS
 from rollscope.integrations.handover import Handover, installed

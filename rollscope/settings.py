@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from rollscope.collectors import semconv
+from rollscope import semconv
 
 log = logging.getLogger("rollscope")
 
@@ -105,7 +105,7 @@ def _genai_capture(value) -> bool:
 
 
 def _role(value) -> str:
-    from rollscope.collectors.semconv import ROLES
+    from rollscope.semconv import ROLES
 
     if value not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}, not {value!r}")
