@@ -132,7 +132,7 @@ def plan(c, p: StepPlan, turns, tools, scorings) -> tuple[Messages, dict[str, np
     call = np.where(has_call, (np.cumsum(calls_of) - calls_of)[owner] + k, -1)  # the call each turn makes
     said = {
         "tool": np.where(has_call, calls.tool[call] if len(calls) else -1, -1),
-        "failing": has_call & (tool_error & ~calls.lost)[call],
+        "failing": has_call & ((tool_error & ~calls.lost)[call] if len(calls) else False),
         "variant": np.where(has_call, call_variant[call] if len(calls) else 0, 0),
     }
     _turn_rows(c, rows, p, turns, kind, task, ending, looping, said, draws)

@@ -273,8 +273,22 @@ def test_a_rollout_shows_where_continuity_broke_and_where_it_was_compacted():
         "ORDER BY rollout_id LIMIT 1"
     ).fetchone()
     at = open_page(store, "rollouts", run="samples", **{"rollout-text": rollout})
+    at.selectbox(key="open-rollout").set_value(rollout).run()
     assert_clean(at)
     marks = trace.continuity(con, "samples", rollout)
+    # the conversation view marks the header of the turn that starts from a compacted context
+    compacted = marks.dropna(subset=["compaction_tokens_before"]).iloc[0]
+    note = (
+        f"✂ from a compacted context ({charts.count(compacted['compaction_tokens_before'])} → "
+        f"{charts.count(compacted['compaction_tokens_after'])} tokens)"
+    )
+    pages = at.select_slider(key=f"turn-page:{rollout}")  # a long rollout shows a page of turns at a time
+    for label in pages.options:
+        first, last = map(int, label.split(" ")[1].split("–"))
+        if first <= compacted["turn_index"] + 1 <= last:
+            pages.set_value(label).run()
+    assert any(note in md.value for md in at.markdown)
+    at.segmented_control(key="rollout-view").set_value("Timeline").run()
     labels = [y for t in figure(at, "waterfall")["data"] for y in t["y"]]
     for mark in marks.itertuples():
         (row,) = [y for y in labels if y.split(". ", 1)[1].split(" ")[:2] == ["turn", str(mark.turn_index)]]
@@ -287,7 +301,7 @@ def test_a_rollout_shows_where_continuity_broke_and_where_it_was_compacted():
             assert f"⟲ {charts.label(mark.continuity_break)}" in row
         else:
             assert "⟲" not in row and "✂" not in row
-    table = at.dataframe[2].value  # after the search results and the group
+    table = next(d.value for d in at.dataframe if "continuity_break" in d.value.columns)
     marked = marks[marks["continuity_break"].notna() | marks["compaction_tokens_before"].notna()]
     assert table["turn_index"].tolist() == [charts.count(i) for i in marked["turn_index"]]
     samples = int(marks["sample"].max()) + 1

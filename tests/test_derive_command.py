@@ -34,7 +34,8 @@ def test_derive_all_brings_every_run_up_to_date_as_a_reader_would(two_runs, tmp_
     reader = Reader(two_runs)
     assert reader.derivations == {"current": 2}  # the next open derives nothing
     fresh = tmp_path / "fresh"
-    shutil.copytree(two_runs / "spans", fresh / "spans")
+    for dataset in ("spans", "collector_stats", "messages"):  # the raw segments, nothing derived
+        shutil.copytree(two_runs / dataset, fresh / dataset)
     for run in RUNS:
         assert derived_tables(reader, run) == derived_tables(Reader(fresh, run_id=run), run)
     code, out, _ = rollscope("derive", "--store", two_runs, "--run", "samples")

@@ -96,8 +96,12 @@ def test_no_detector_fires_on_the_healthy_preset_whatever_the_seed(seed):
 def test_no_detector_rule_fires_on_the_shipped_sample_runs(run):
     _, lines = check_lines(ROOT / "sample_data", run)
     for rule in analyses.DETECTORS:
-        assert lines[rule].startswith(f"PASS {rule}: "), lines[rule]
-        assert "never fired in" in lines[rule], lines[rule]
+        line = lines[rule]
+        assert line.startswith(f"PASS {rule}: "), line
+        # Each of the sample's environments is scored by one reward function: reward dominance, which compares
+        # an environment's components, has nothing to judge there and says so; every other rule judged the run.
+        unjudged = rule == "reward-dominance" and "two reward components or more" in line
+        assert "never fired in" in line or unjudged, line
 
 
 # --- what the detectors read ------------------------------------------------------------------------------------

@@ -96,8 +96,13 @@ DERIVED = {
 
 
 def derived(reader: Reader, run: str) -> dict[str, list[tuple]]:
+    """Every derived table's rows, floats to 12 significant digits: a sum of floating-point rewards differs in
+    its last bit with the order it was added in, which threads and pieces do not fix."""
     return {
-        name: reader.con.execute(f"SELECT * FROM ({query}) ORDER BY ALL", {"run": run}).fetchall()
+        name: [
+            tuple(float(f"{v:.12g}") if isinstance(v, float) else v for v in row)
+            for row in reader.con.execute(f"SELECT * FROM ({query}) ORDER BY ALL", {"run": run}).fetchall()
+        ]
         for name, query in DERIVED.items()
     }
 
@@ -105,7 +110,7 @@ def derived(reader: Reader, run: str) -> dict[str, list[tuple]]:
 def fresh(store) -> Reader:
     """A reader of a copy of the store's raw segments alone: its derived tables are derived from scratch."""
     copy = store.parent / f"fresh-{random.randrange(10**9)}"
-    for dataset in ("spans", "collector_stats"):
+    for dataset in ("spans", "collector_stats", "messages"):
         if (store / dataset).is_dir():
             shutil.copytree(store / dataset, copy / dataset)
     copy.mkdir(exist_ok=True)

@@ -336,8 +336,10 @@ def body(filters: data.Filters) -> None:
     from_link()
     linked = st.query_params.get("rollout")
     selection = st.query_params.get("examples")
-    # Searched only while open: a linked rollout's page does not wait for a search nobody looks at.
-    finder = st.expander("Find rollouts", expanded=not linked, key="find-rollouts", on_change="rerun")
+    # Searched only while open: a page opened from a link to a rollout does not wait for a search nobody looks
+    # at. The page itself writes the rollout it shows into the URL (to share it): that is not a link.
+    arrived = linked is not None and linked != st.session_state.get("rollout-shown")
+    finder = st.expander("Find rollouts", expanded=not arrived, key="find-rollouts", on_change="rerun")
     options = []
     if finder.open:
         with finder:
@@ -352,6 +354,7 @@ def body(filters: data.Filters) -> None:
         st.session_state["open-rollout"] = linked
     rollout_id = st.selectbox("Open rollout", options, key="open-rollout")
     st.query_params["rollout"] = rollout_id
+    st.session_state["rollout-shown"] = rollout_id
     trace(filters, rollout_id)
 
 

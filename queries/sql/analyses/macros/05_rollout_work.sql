@@ -1,7 +1,7 @@
 -- _rollout_work_src(run): the work around each rollout, one row per rollout id: its turns, the tokens they
 -- decoded, prefilled new, and prefilled again (context − cached), its final context (the largest input +
--- output of a turn), first turn start and last turn end, generation FLOPs (2·P·(new prefill + decode)), the
--- tokens a teacher scored and the teacher's FLOPs, judge FLOPs, and nanoseconds in tool / sandbox calls.
+-- output of a turn) and its trajectory's tokens (below), first turn start and last turn end, generation FLOPs
+-- (2·P·(new prefill + decode)), the tokens a teacher scored and the teacher's FLOPs, judge FLOPs, and nanoseconds in tool / sandbox calls.
 -- Sums are integers, so the stored sums are exact.
 -- token_work.sql, throughput.sql and disaggregation.sql read it (below, with the rollout's stage) instead of
 -- grouping millions of turns.
@@ -14,6 +14,10 @@ WITH generation AS (
         sum(new_input_tokens) AS new_prefill,
         sum(greatest(0, coalesce(context_tokens, 0) - coalesce(cached_input_tokens, 0))) AS reprefilled,
         max(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)) AS final_context,
+        -- what a trainer that records no rl.sample trains on: the last turn's context, plus the history each
+        -- compaction replaced (the samples it ended)
+        arg_max(coalesce(input_tokens, 0) + coalesce(output_tokens, 0), end_ns)
+            + coalesce(sum(compaction_tokens_before), 0) AS trajectory_tokens,
         min(start_ns) AS first_turn_ns,
         max(end_ns) AS last_turn_ns,
         2 * sum(model_parameters::HUGEINT * (coalesce(new_input_tokens, 0) + coalesce(output_tokens, 0)))
@@ -47,6 +51,7 @@ tool AS (
 )
 SELECT
     rollout_id, coalesce(g.turns, 0) AS turns, g.generated, g.new_prefill, g.reprefilled, g.final_context,
+    g.trajectory_tokens,
     g.first_turn_ns, g.last_turn_ns, g.generation_flops, x.teacher_tokens, x.teacher_flops, j.judge_flops,
     t.tool_ns
 FROM generation AS g

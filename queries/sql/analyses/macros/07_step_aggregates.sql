@@ -44,7 +44,7 @@ SELECT
     -- one step's token and time sums fit in BIGINT (reads ~3x faster than HUGEINT); FLOPs may not
     sum(coalesce(generated, 0))::BIGINT AS generated,
     sum(coalesce(reprefilled, 0))::BIGINT AS reprefilled,
-    sum(coalesce(sample_tokens, final_context, 0))::BIGINT AS trained,
+    sum(coalesce(sample_tokens, trajectory_tokens, 0))::BIGINT AS trained,
     sum(coalesce(teacher_tokens, 0))::BIGINT AS teacher_scored,
     sum(coalesce(generation_flops, 0) + coalesce(teacher_flops, 0) + coalesce(judge_flops, 0)) AS flops,
     count(*) FILTER (turns > 0) AS rollouts_with_turns,
