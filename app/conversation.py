@@ -52,13 +52,15 @@ def conversation(
     )
     if not messages:
         st.info(
-            f"No transcript recorded for this rollout {transcript.NO_CONTENT[1:-1]}; its turns' accounting:"
+            f"No transcript recorded for this rollout ({transcript.WHY_NO_CONTENT}); its turns' accounting:"
         )
     marked = _marks(marks)
     for turn in _page(gathered, rollout_id):
         with st.container(border=True):
             for block in turn.blocks:
-                _block(filters, rollout_id, block, marked.get(turn.index) if turn.turn else None)
+                _block(
+                    filters, rollout_id, block, marked.get(turn.index) if turn.turn else None, messages > 0
+                )
 
 
 def _page(gathered: list, rollout_id: str) -> list:
@@ -100,12 +102,16 @@ def _marks(marks: pd.DataFrame | None) -> dict:
     return notes
 
 
-def _block(filters: data.Filters, rollout_id: str, block: transcript.Block, mark: str | None = None) -> None:
+def _block(
+    filters: data.Filters, rollout_id: str, block: transcript.Block, mark: str | None, recorded: bool
+) -> None:
+    """One turn, tool call, judge or reward: its header, then its messages. ``recorded``: whether the rollout
+    has any content at all (when it has none, the page says so once, not under every block)."""
     header = f"**{transcript.header(block, code)}**"
     st.markdown(header + (f"  \n{mark}" if mark and block.kind == "turn" else ""))
     for message in block.messages:
         _message(filters, rollout_id, block, message)
-    if not block.messages and block.kind != "reward":
+    if recorded and not block.messages and block.kind != "reward":
         st.caption(transcript.NO_CONTENT)
 
 

@@ -386,6 +386,12 @@ def test_rollouts_page_finds_rollouts_and_opens_one_as_a_waterfall(sample_store,
         == trace.search(con, RUN, text="s1-g0")["rollout_id"].tolist()
     )
     at.selectbox(key="open-rollout").set_value("s1-g0-0").run()
+    # this run recorded no content: the conversation says so once, then shows each turn's accounting
+    assert [i.value for i in at.info] == [
+        "No transcript recorded for this rollout (capture off, or the rollout's group sampled out); its turns' "
+        "accounting:"
+    ]
+    assert not [c.value for c in at.caption if "no content recorded" in c.value]
     at.segmented_control(key="rollout-view").set_value("Timeline").run()
     spans = trace.spans(con, RUN, "s1-g0-0")
     bars = sum(len(t["y"]) for t in figure(at, "waterfall")["data"])
