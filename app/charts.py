@@ -174,7 +174,7 @@ def per_step(
     names: list[str] | None = None,
 ) -> go.Figure:
     """Per-train-step series, each drawn pale with its mean over the last ``ROLLING_STEPS`` steps on top, so
-    a noisy figure reads as a trend. ``frame`` is what ``data.per_step`` returns: a ``step`` column, the
+    a noisy figure reads as a trend. ``frame`` is a per-step analysis as a page reads it (``calls.analysis``): a ``step`` column, the
     series, and each series' ``<y>_rolling_mean``."""
     fig = _figure(title, "train step", y_title)
     for i, (y, name) in enumerate(zip(ys, names or [label(y) for y in ys], strict=True)):

@@ -1,6 +1,6 @@
 """The plan's entities: a step, its groups and rollouts, and each rollout's turns, tool calls and scoring.
 
-Plain data with times in seconds from the run's time zero. :mod:`simulator.dynamics` fills them in,
+Plain data with times in seconds from the run's time zero. :mod:`simulator.planner` fills them in,
 :mod:`simulator.records` turns them into spans and :mod:`simulator.groundtruth` counts them.
 
 A step's turns and tool calls (most of its spans) are held column-wise, one numpy array per field for the

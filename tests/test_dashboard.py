@@ -19,7 +19,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from rollscope import formats
-from rollscope.app import charts, data
+from rollscope.app import charts, comparison, explorer, readers, sidebar
 from rollscope.app import pages as app_pages
 from rollscope.queries import analyses, trace
 from rollscope.queries.checks import run_checks
@@ -104,14 +104,14 @@ def test_every_page_runs_on_the_sample_run(sample_store, page):
     assert at.caption[0].value  # the page says what it is for
 
 
-@pytest.mark.skipif(not layout.run_ids(data.SAMPLE_STORE), reason="sample_data/ holds no run yet")
+@pytest.mark.skipif(not layout.run_ids(sidebar.SAMPLE_STORE), reason="sample_data/ holds no run yet")
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_runs_on_the_shipped_sample(page):
-    at = open_page(data.SAMPLE_STORE, page, run=None)  # what `rollscope dashboard` opens by default
+    at = open_page(sidebar.SAMPLE_STORE, page, run=None)  # what `rollscope dashboard` opens by default
     assert_clean(at)
     if page == "overview":
-        run = layout.run_ids(data.SAMPLE_STORE)[-1]
-        expected = report(Reader(data.SAMPLE_STORE).con, run)["funnel"]["dispatched"]
+        run = layout.run_ids(sidebar.SAMPLE_STORE)[-1]
+        expected = report(Reader(sidebar.SAMPLE_STORE).con, run)["funnel"]["dispatched"]
         assert metrics(at)["Rollouts dispatched"] == charts.count(expected)
 
 
@@ -327,9 +327,9 @@ def test_spec_decode_page_warns_about_drift_and_draws_acceptance(sample_store, c
     assert (refresh["x0"], shown["layout"]["annotations"][0]["text"]) == (4, "drafter d4")
 
 
-@pytest.mark.skipif(not layout.run_ids(data.SAMPLE_STORE), reason="sample_data/ holds no run yet")
+@pytest.mark.skipif(not layout.run_ids(sidebar.SAMPLE_STORE), reason="sample_data/ holds no run yet")
 def test_the_logprob_lint_is_an_error_at_the_top_not_a_drift_warning():
-    at = open_page(data.SAMPLE_STORE, "spec_decode", run=None)  # the sample records drafter log-probs
+    at = open_page(sidebar.SAMPLE_STORE, "spec_decode", run=None)  # the sample records drafter log-probs
     assert_clean(at)
     first = next(m.value for m in at.markdown if "lint" in m.value.lower())
     assert first.startswith(":red-background[:material/error: **Log-prob lint fails**]")
@@ -456,7 +456,7 @@ def test_rollout_search_finds_the_newest_matches_the_filters_name(con, filters):
 def test_compare_page_puts_two_reports_side_by_side(sample_store, con):
     at = open_page(sample_store, "compare")
     assert_clean(at)
-    expected = data.report_table(con, {RUN: report(con, RUN), "exp-8": report(con, "exp-8")})
+    expected = comparison.report_table(con, {RUN: report(con, RUN), "exp-8": report(con, "exp-8")})
     shown = at.dataframe[0].value
     assert shown["figure"].tolist() == expected["figure"].tolist()
     for column in (RUN, "exp-8", "change"):  # numbers to 0.5 %: compute_terms' busy time wobbles (see report)
@@ -488,7 +488,7 @@ def test_sql_page_runs_the_example_and_refuses_writes(sample_store, con):
     at = open_page(sample_store, "sql")
     assert_clean(at)
     at.button[0].click().run()
-    expected = Reader(sample_store).sql(data.sql_example())
+    expected = Reader(sample_store).sql(explorer.sql_example())
     assert at.dataframe[0].value.to_dict("list") == expected.to_dict("list")
     at.text_area(key="sql-text").input("COPY rollouts TO 'out.csv'")
     at.button[0].click().run()
@@ -636,7 +636,7 @@ def live_page(tmp_path: Path):
     writer.write_step()
     writer.flush()
     at = open_page(store, run="live-1")
-    live = data.live_store(str(store))
+    live = readers.live_store(str(store))
     shown, segments = dispatched(at), live.segment_count()
     writer.write_step()
     writer.flush()

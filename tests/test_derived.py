@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from rollscope.app.data import SAMPLE_STORE
+from rollscope.app.sidebar import SAMPLE_STORE
 from rollscope.queries import analyses, derived_schemas
 from rollscope.queries.funnel_stages import STAGES
 from rollscope.queries.reader import Reader
@@ -180,15 +180,15 @@ def test_a_store_that_cannot_hold_derived_data_derives_into_the_users_cache(tmp_
 
 
 def test_a_dashboard_derives_only_the_runs_it_shows(tmp_path):
-    from rollscope.app import data
+    from rollscope.app import readers
 
     store = tmp_path / "store"
     for i in range(5):
         write_run(store, f"small-{i}", seed=i, steps=1, spec=False)
-    live = data.LiveStore(str(store))
+    live = readers.LiveStore(str(store))
     live.version("small-3")
     assert sorted(p.name for p in (store / "derived").iterdir()) == ["run_id=small-3"]
-    data.LiveStore(str(store)).version("small-1")  # compare: the second run only
+    readers.LiveStore(str(store)).version("small-1")  # compare: the second run only
     assert sorted(p.name for p in (store / "derived").iterdir()) == ["run_id=small-1", "run_id=small-3"]
 
 

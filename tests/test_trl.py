@@ -679,7 +679,8 @@ def test_the_adapters_own_columns_are_the_spans_the_sdk_path_writes(tmp_path):
     _needs_trl()
     from opentelemetry.sdk.trace import TracerProvider
 
-    from rollscope.integrations.trl import _Columns, _SDKSpans, instrument
+    from rollscope.integrations.trl import instrument
+    from rollscope.integrations.trl_spans import _Columns, _SDKSpans
 
     stores = {}
     for path, provider in (("columns", None), ("sdk", TracerProvider())):
@@ -814,7 +815,7 @@ def test_sample_decisions_follow_trls_own_arithmetic(aggregation, scale):
     import torch
     from trl.trainer.utils import nanstd
 
-    from rollscope.integrations.trl import _decisions
+    from rollscope.integrations.trl_decisions import _decisions
 
     rng = np.random.default_rng(7)
     generations, functions = 4, 2

@@ -37,7 +37,7 @@ import uuid
 import numpy as np
 
 from rollscope import semconv
-from rollscope.integrations.trl import (
+from rollscope.integrations.trl_spans import (
     _DECISION,
     _ENVIRONMENT,
     _GROUP,

@@ -47,7 +47,7 @@ from rollscope import semconv
 from rollscope.collectors.content import encode, encode_text
 from rollscope.collectors.spans import CONTENT_FIELDS
 from rollscope.integrations.handover import Handover, installed
-from rollscope.integrations.trl import (
+from rollscope.integrations.trl_spans import (
     _NAME,
     _attributes,
     _columns,

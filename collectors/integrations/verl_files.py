@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rollscope.integrations.trl import _task_id
+from rollscope.integrations.trl_spans import _task_id
 from rollscope.integrations.verifiers import BadRecord
 
 _NS = 1_000_000_000

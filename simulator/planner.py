@@ -1,4 +1,4 @@
-"""The deterministic plan of a run, one train step at a time.
+"""The planner (``Planner``): the deterministic plan of a run, one train step at a time.
 
 For each step the planner draws the groups the step consumes (task, environment, G attempts), decides which
 attempts fail, which go unscored, which groups carry signal and which arrive stale — each a stratified
