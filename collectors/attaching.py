@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
 from rollscope import semconv
+from rollscope.collectors.content import ContentPolicy
 from rollscope.collectors.exporter import StoreSpanExporter, StoreSpanProcessor, _reinit_after_fork
 from rollscope.collectors.spans import RL
 from rollscope.settings import Settings, compact_seconds, safe_run_id
@@ -95,7 +96,7 @@ def _attach(config: Settings, resource: Resource, tracer_provider, set_global: b
             "role": config.role,
         },
         flush_thread=False,  # the processor's thread publishes
-        content=config.content,
+        content=ContentPolicy.of(config),
     )
     processor = StoreSpanProcessor(
         exporter,

@@ -45,7 +45,7 @@ from opentelemetry.proto.resource.v1 import resource_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
 from rollscope.collectors.rows import ResourceRow, SpanRows
-from rollscope.store.layout import RUN_ID_PATTERN
+from rollscope.settings import RUN_ID_PATTERN
 from rollscope.store.schema import SPAN_FIELDS
 
 try:  # `pip install 'rollscope[fast]'`: OTLP/JSON bodies parse in about half the time (see parse_json)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rollscope.queries import analyses, sqlfiles
-from rollscope.queries.funnel_stages import RATES, STAGES
+from rollscope.semconv import FUNNEL_RATES, FUNNEL_STAGES
 
 TERMS = ("rollout", "train", "teacher", "judge")
 
@@ -160,9 +160,9 @@ def _steps(con, run_id: str) -> dict:
 def _funnel(con, run_id: str, filters: dict) -> dict:
     row = analyses.record(analyses.funnel(con, run_id, **filters))
     return {
-        **{stage: row.get(stage, 0) for stage in STAGES},
+        **{stage: row.get(stage, 0) for stage in FUNNEL_STAGES},
         "scored_in_groups": row.get("scored_in_groups", 0),
-        "rates": {rate: row.get(f"{rate}_rate") for rate in RATES.values()},
+        "rates": {rate: row.get(f"{rate}_rate") for rate in FUNNEL_RATES.values()},
     }
 
 

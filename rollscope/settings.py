@@ -112,10 +112,17 @@ def _role(value) -> str:
     return value
 
 
-def _run_id(value) -> str:
-    from rollscope.store.layout import check_run_id
+# Run ids become directory names (store/layout.py's partitions), so only a safe alphabet is accepted.
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
-    return check_run_id(value)
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` when it is in the run-id alphabet, else ``ValueError`` saying what is."""
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+        raise ValueError(
+            f"invalid run id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return run_id
 
 
 def safe_run_id(text: str) -> str:
@@ -191,7 +198,7 @@ def _path(value) -> Path:
 # environment value (which is logged and falls back), so every consumer of Settings gets a valid value.
 FIELDS = {
     "store": ("ROLLSCOPE_STORE", _path),
-    "run_id": ("ROLLSCOPE_RUN_ID", _run_id),
+    "run_id": ("ROLLSCOPE_RUN_ID", check_run_id),
     "role": ("ROLLSCOPE_ROLE", _role),
     "devices": ("ROLLSCOPE_DEVICES", _number(float, 0, 1_000_000, low_inclusive=True)),
     "service_name": ("OTEL_SERVICE_NAME", _text),
@@ -278,13 +285,6 @@ class Settings:
         settings = cls(**{**env, **given})
         settings.validate()
         return settings
-
-    @property
-    def content(self):
-        """The capture policy collectors apply (``collectors.content``)."""
-        from rollscope.collectors.content import ContentPolicy
-
-        return ContentPolicy(self.capture_content, self.content_max_chars, self.content_sample)
 
     def validate(self) -> None:
         self.store = Path(self.store)

@@ -7,7 +7,7 @@ import sys
 
 from rollscope import formats as fmt
 from rollscope.app.commands._common import add_progress, add_run, add_store, on_run
-from rollscope.queries.funnel_stages import RATES, STAGES
+from rollscope.semconv import FUNNEL_RATES, FUNNEL_STAGES
 
 
 def register(sub) -> None:
@@ -107,8 +107,8 @@ def _health_rows(health: dict, goodput: dict) -> list[tuple[str, str]]:
 
 def _funnel_rows(funnel: dict) -> list[tuple[str, str]]:
     rows = [("dispatched", fmt.count(funnel["dispatched"]))]
-    for stage in STAGES[1:4]:  # completed, scored, nonzero_signal: each with its rate
-        rate = RATES[stage]
+    for stage in FUNNEL_STAGES[1:4]:  # completed, scored, nonzero_signal: each with its rate
+        rate = FUNNEL_RATES[stage]
         rows.append(
             (
                 stage,

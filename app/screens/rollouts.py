@@ -13,12 +13,12 @@ from rollscope.app.links import code, viewer
 from rollscope.errors import RollscopeError
 from rollscope.queries import analyses, examples, transcripts
 from rollscope.queries import trace as trace_queries
-from rollscope.queries.funnel_stages import RATES
 from rollscope.queries.trace import SEARCH_LIMIT
-from rollscope.semconv import ROLLOUT_STATUSES
+from rollscope.semconv import FUNNEL_RATES, ROLLOUT_STATUSES
 
 STATUSES = [None, *ROLLOUT_STATUSES]
-STAGES = [None, "usable", *(stage for stage in RATES if stage != "usable")]  # the stage a rollout was lost at
+# the stage a rollout was lost at
+STAGES = [None, "usable", *(stage for stage in FUNNEL_RATES if stage != "usable")]
 FINISH_REASONS = [None, "stop", "length", "tool_calls", "content_filter"]
 VIEWS = ["Conversation", "Group", "Task history", "Timeline"]
 COLUMNS = {  # column: how it reads (None: as it is)
