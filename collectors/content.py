@@ -450,7 +450,7 @@ class Found:
                 self.run_of(row),
                 rollout,
                 group,
-                status not in (None, "ok") or code == "error" or reward is None,
+                status not in (None, semconv.ROLLOUT_OK) or code == "error" or reward is None,
             )
             for row, rollout, group, status, code, reward in zip(rows, *columns.values(), strict=True)
         ]

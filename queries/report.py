@@ -12,9 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rollscope.queries import analyses, sqlfiles
-from rollscope.semconv import FUNNEL_RATES, FUNNEL_STAGES
-
-TERMS = ("rollout", "train", "teacher", "judge")
+from rollscope.semconv import COMPUTE_TERMS, FUNNEL_RATES, FUNNEL_STAGES
 
 
 def report(con, run_id: str, steps=None, environment=None) -> dict:
@@ -174,7 +172,7 @@ def _losses(con, run_id: str, filters: dict) -> list[dict]:
 def _compute(con, run_id: str, filters: dict) -> dict:
     """The compute terms, C_total and each term's share of it, as ``compute_terms.sql`` computes them."""
     table = analyses.compute_terms(con, run_id, **filters).set_index("term")
-    column = {name: {t: analyses.plain(table.at[t, name]) for t in TERMS} for name in table.columns}
+    column = {name: {t: analyses.plain(table.at[t, name]) for t in COMPUTE_TERMS} for name in table.columns}
     work = analyses.token_work(con, run_id, **filters)
     return {
         "flops": {**column["flops"], "total": analyses.plain(table["flops_total"].iloc[0])},

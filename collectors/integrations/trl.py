@@ -73,7 +73,6 @@ log = logging.getLogger("rollscope.integrations.trl")
 
 _SAMPLE_KEY = "_rollscope_sample"  # rides along TRL's buffered batch; removed before compute_loss
 _TASK_ID_MAX = 1000
-FINISH_REASONS = "gen_ai.response.finish_reasons"  # GenAI convention; kept in the span's `attributes` JSON
 TIMING = "rollscope.turn.timing"  # "apportioned": the turn's times are a share of the generation window
 # A turn's finish reasons, one tuple each (the SDK keeps a sequence attribute as a tuple).
 _STOP, _LENGTH, _TOOL_CALLS = ("stop",), ("length",), ("tool_calls",)
@@ -665,8 +664,8 @@ class TRLInstrumentation(Handover):
             return
         steps = [b.first_step[i] for i in trained]
         attributes = {
-            "rl.sample.uses": [b.uses[i] for i in trained],
-            "rl.sample.last_step": [b.last_step[i] for i in trained],
+            semconv.SAMPLE_USES: [b.uses[i] for i in trained],
+            semconv.SAMPLE_LAST_STEP: [b.last_step[i] for i in trained],
             semconv.ROLLOUT_ID: [b.rollout_ids[i] for i in trained],
             _STEP: steps,
             _DECISION: [b.decisions[i] for i in trained],
@@ -749,7 +748,7 @@ class TRLInstrumentation(Handover):
                 k += 1
         attributes = {
             **{name: [value] * len(owner) for name, value in self._limits.items()},
-            FINISH_REASONS: reasons,
+            semconv.FINISH_REASONS: reasons,
             TIMING: timing,
             _TURN: index,
             _INPUT: read,
