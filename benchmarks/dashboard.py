@@ -30,11 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.fixtures.seeded_runs import RunWriter, write_run  # noqa: E402
 from rollscope.app import pages as app_pages  # noqa: E402
 from rollscope.queries import analyses  # noqa: E402
 from rollscope.store import layout  # noqa: E402
 from rollscope.store.layout import segments  # noqa: E402
-from tests.test_dashboard_fixtures import RunWriter, write_run  # noqa: E402
 
 RUN = "bench"
 PAGES = tuple(page.slug for page in app_pages.PAGES)

@@ -49,11 +49,11 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
+from benchmarks.fixtures.otlp_json import encode_json  # noqa: E402
 from rollscope.collectors import otlp, otlp_json, otlp_protobuf  # noqa: E402
 from rollscope.collectors.receiver import RECEIVER_GC  # noqa: E402
 from rollscope.collectors.rows import SpanRows  # noqa: E402
 from rollscope.store.layout import SegmentWriter, segments  # noqa: E402
-from tests.fixtures.otlp_json import encode_json  # noqa: E402
 
 
 def rl_spans(n: int, seed: int = 7) -> list:

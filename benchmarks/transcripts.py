@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.dashboard import share_components  # noqa: E402
-from tests.transcript_fixtures import TASKS, AgentWriter  # noqa: E402
+from benchmarks.fixtures.agent_runs import TASKS, AgentWriter  # noqa: E402
 
 SMALL = "agent"
 LARGE = "big"

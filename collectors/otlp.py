@@ -19,7 +19,7 @@ import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from rollscope.collectors.rows import ResourceRow, SpanRows
-from rollscope.store.layout import RUN_ID_PATTERN
+from rollscope.settings import RUN_ID_PATTERN
 
 
 class MalformedPayload(ValueError):

@@ -76,7 +76,7 @@ class ReceiverConfig:
     grpc_port: int | None = None  # OTLP/gRPC too, on this port (0 = any free); None = HTTP only
     compact_seconds: float | None = field(default_factory=compact_seconds)  # None: no background compaction
     # what it keeps of the content senders send (transcripts): ROLLSCOPE_CAPTURE_CONTENT & co by default
-    content: ContentPolicy = field(default_factory=lambda: Settings.resolve().content)
+    content: ContentPolicy = field(default_factory=lambda: ContentPolicy.of(Settings.resolve()))
 
     def __post_init__(self) -> None:
         self.store = Path(self.store)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from rollscope import semconv
 from rollscope.simulator.config import Environment
 
 
@@ -207,7 +208,7 @@ class Rollout:
     planned_output: int = 0  # their output tokens, summed
     planned_tool_s: float = 0.0  # their tool calls' seconds, summed
     turn_budget_cut: bool = False  # the agent would have taken more turns than its environment's turns_max
-    status: str = "ok"
+    status: str = semconv.ROLLOUT_OK
     fail_turn: int = -1
     fail_in_tool: bool = False
     scored: bool = True
@@ -240,7 +241,7 @@ class Rollout:
 
     @property
     def completed(self) -> bool:
-        return self.status == "ok"
+        return self.status == semconv.ROLLOUT_OK
 
     @property
     def turns(self) -> list[Turn]:

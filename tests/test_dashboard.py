@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from benchmarks.fixtures.seeded_runs import RunWriter
 from rollscope import formats
 from rollscope.app import charts, comparison, explorer, readers, sidebar
 from rollscope.app import pages as app_pages
@@ -27,7 +28,6 @@ from rollscope.queries.reader import Reader
 from rollscope.queries.report import report
 from rollscope.store import layout
 from tests.conftest import ROOT
-from tests.test_dashboard_fixtures import RunWriter
 
 pytest_plugins = ("tests.test_dashboard_fixtures",)  # sample_store, empty_store
 APP = Path(__file__).resolve().parent.parent / "app" / "dashboard.py"

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.fixtures.derived_rows import derived
 from rollscope.queries import Reader, derive, derived_schemas, pieces
 from rollscope.store import derived as store_derived
 from rollscope.store.derived import part_range
 from tests.simulated_runs import simulated
-from tests.test_reader_incremental import derived, fresh, opened
+from tests.test_reader_incremental import fresh, opened
 
 
 @pytest.fixture

@@ -17,94 +17,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.fixtures.derived_rows import DERIVED, derived
+from benchmarks.fixtures.seeded_runs import RunWriter
 from rollscope.queries import Reader, derive
 from rollscope.queries.analyses import compute_terms, scoring_latency
 from rollscope.store import derived as store_derived
 from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
-from tests.test_dashboard_fixtures import RunWriter
-
-# Every derived table (store.derived.TABLES), compared exactly (their sums are integers: arrival order cannot
-# change them; the sums and means of doubles are compared to 9 or 6 decimals).
-DERIVED = {
-    "rollouts": "SELECT * FROM rollouts WHERE run_id = $run",
-    "turns": "SELECT * FROM _turns_stepped($run)",
-    "train_steps": "SELECT * FROM train_steps WHERE run_id = $run",
-    "rollout_steps": "SELECT * FROM rollout_steps($run)",
-    "rollout_stages": "SELECT * FROM rollout_stages($run)",
-    "compute work": "SELECT * FROM _compute_work($run)",
-    "rollout work": "SELECT * FROM _rollout_work($run)",
-    "busy islands": "SELECT * FROM _busy_intervals($run)",
-    "step sums": "SELECT * FROM _step_sums($run)",
-    "compute busy": "SELECT * FROM _compute_busy($run)",
-    "turn sums": "SELECT * FROM _turn_sums($run)",
-    **{
-        name: f"SELECT * FROM _{name}($run)"
-        for name in (
-            "funnel_sums",
-            "staleness_sums",
-            "rollout_sums",
-            "rollout_tails",
-            "turn_latency",
-            "prefill_sums",
-            "prefill_split",
-            "spec_sums",
-            "lint_sums",
-            "generation_sums",
-        )
-    },
-    "reward_sums": "SELECT * REPLACE (round(reward_sum, 9) AS reward_sum) FROM _reward_sums($run)",
-    "run_percentiles": "SELECT * REPLACE (round(total_s, 6) AS total_s) FROM _run_percentiles($run)",
-    **{
-        name: f"SELECT * FROM _{name}($run)"
-        for name in (
-            "process_activity",
-            "open_rollouts",
-            "scoring",
-            "trainer_goodput",
-            "rollout_goodput",
-            "device_turn_sums",
-        )
-    },
-    "wasted_sums": (
-        "SELECT step, environment, round(infra_error_device_s, 6), round(aborted_device_s, 6), "
-        "round(unused_device_s, 6), round(total_device_s, 6) FROM _wasted_sums($run)"
-    ),
-    # Is it learning and the advisor (macros/09_learning.sql): groups are judged over the whole run.
-    **{
-        name: f"SELECT * FROM _{name}($run)"
-        for name in ("reward_counts", "zero_signal_sums", "advice_group_sums", "judge_sums")
-    },
-    "mismatch_sums": (
-        "SELECT * REPLACE (round(mismatch_kl_sum, 9) AS mismatch_kl_sum, round(logprob_diff_mean_sum, 9) AS "
-        "logprob_diff_mean_sum, round(importance_ratio_mean_sum, 9) AS importance_ratio_mean_sum) "
-        "FROM _mismatch_sums($run)"
-    ),
-    "staleness_timing": (
-        "SELECT * REPLACE (round(in_flight_s_mean, 6) AS in_flight_s_mean, round(queued_s_mean, 6) AS "
-        "queued_s_mean, round(staleness_mean, 9) AS staleness_mean, round(in_flight_versions_mean, 9) AS "
-        "in_flight_versions_mean, round(queued_versions_mean, 9) AS queued_versions_mean) "
-        "FROM _staleness_timing($run)"
-    ),
-    "stale_bias_sums": (
-        "SELECT * REPLACE (round(duration_s_sum, 6) AS duration_s_sum) FROM _stale_bias_sums($run)"
-    ),
-    "advice_spec_sums": "SELECT * REPLACE (round(weighted_s, 6) AS weighted_s) FROM _advice_spec_sums($run)",
-    # What the transcripts show (macros/11_transcript_flags.sql), from the run's messages.
-    **{name: f"SELECT * FROM _{name}($run)" for name in ("rollout_flags", "flag_sums")},
-}
-
-
-def derived(reader: Reader, run: str) -> dict[str, list[tuple]]:
-    """Every derived table's rows, floats to 12 significant digits: a sum of floating-point rewards differs in
-    its last bit with the order it was added in, which threads and pieces do not fix."""
-    return {
-        name: [
-            tuple(float(f"{v:.12g}") if isinstance(v, float) else v for v in row)
-            for row in reader.con.execute(f"SELECT * FROM ({query}) ORDER BY ALL", {"run": run}).fetchall()
-        ]
-        for name, query in DERIVED.items()
-    }
 
 
 def fresh(store) -> Reader:

@@ -13,8 +13,8 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 
+from benchmarks.fixtures.otlp_json import encode_json
 from rollscope.collectors import otlp, otlp_json, otlp_protobuf
-from tests.fixtures.otlp_json import encode_json
 from tests.test_receiver_fuzz import _JSON_BREAKAGES
 
 KEYS = [

@@ -9,9 +9,9 @@ import pytest
 
 from rollscope.queries import analyses, connect
 from rollscope.queries.checks import run_checks
-from rollscope.queries.funnel_stages import STAGES
 from rollscope.queries.report import headline as headline_of
 from rollscope.queries.report import report
+from rollscope.semconv import FUNNEL_STAGES as STAGES
 from tests.conftest import ROOT, rollscope
 from tests.test_analyses_simulated import simulated
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from rollscope import queries
-from rollscope.queries.funnel_stages import STAGES
+from rollscope.semconv import FUNNEL_STAGES as STAGES
 from rollscope.simulator import SimulationError, config, groundtruth, simulate
 from tests.conftest import ROOT, python, rollscope
 

@@ -12,13 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.fixtures.derived_rows import derived
 from rollscope.queries import Reader
 from rollscope.store import compaction, layout
 from rollscope.store import derived as store_derived
 from tests.conftest import python
 from tests.simulated_runs import simulated
 from tests.test_compaction import listed, live_partition, read_listing
-from tests.test_reader_incremental import derived, fresh, stored_spans
+from tests.test_reader_incremental import fresh, stored_spans
 
 RUN = "samples"
 

@@ -6,9 +6,9 @@ import streamlit as st
 from rollscope.app import calls, charts, page_frame
 from rollscope.app.filters import Filters
 from rollscope.queries import analyses
+from rollscope.semconv import COMPUTE_TERMS
 
 MEASURES = {"device-seconds": ("device_seconds", "device-seconds"), "FLOPs": ("flops", "FLOP")}
-TERMS = ["rollout", "train", "teacher", "judge"]
 
 
 def totals(filters: Filters, work: dict) -> None:
@@ -55,7 +55,7 @@ def per_step(filters: Filters) -> None:
     column, unit = MEASURES[measure or "device-seconds"]
     frame = calls.analysis(analyses.compute_terms, filters, by="step")
     env = frame[frame["term"] == "env"]
-    frame = frame[frame["term"].isin(TERMS)]
+    frame = frame[frame["term"].isin(COMPUTE_TERMS)]
     if frame.empty:
         st.caption("No compute recorded per step yet.")
         return
@@ -64,7 +64,7 @@ def per_step(filters: Filters) -> None:
         .pivot_table(index="step", columns="term", values=column, aggfunc="sum", sort=False)
         .reset_index()
     )
-    present = [t for t in TERMS if t in wide.columns]
+    present = [t for t in COMPUTE_TERMS if t in wide.columns]
     fig = charts.bars(
         wide,
         "step",

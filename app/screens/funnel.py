@@ -8,10 +8,10 @@ from rollscope.app import calls, charts, links, page_frame, threads
 from rollscope.app.filters import Filters
 from rollscope.queries import analyses
 from rollscope.queries import examples as queries_examples
-from rollscope.queries.funnel_stages import STAGE_RATES
+from rollscope.semconv import FUNNEL_STAGE_RATES
 
 WHAT_IF_STEP_POINTS = 20  # the first view raises the weakest stage by this many points (README: 60 % → 80 %)
-RATE_LABELS = {rate: charts.label(rate).capitalize() for rate in STAGE_RATES}  # "Nonzero signal"
+RATE_LABELS = {rate: charts.label(rate).capitalize() for rate in FUNNEL_STAGE_RATES}  # "Nonzero signal"
 
 
 def overall(filters: Filters) -> dict:

@@ -111,10 +111,9 @@ def goodput(filters: Filters) -> None:
         charts.rate(totals["rollout_generating_share"]),
         help="Share of rollout device-seconds with a turn running.",
     )
-    wasted = sum(totals.get(f"wasted_{k}") or 0 for k in WASTED)
     cols[2].metric(
         "Rollout device time never used",
-        charts.device_seconds(wasted),
+        charts.device_seconds(totals["wasted_device_s"]),
         help="infra_error + aborted + unused rollouts' share of generating device-seconds.",
     )
     trainer = calls.call(filters.store, analyses.trainer_goodput, filters.run_id, steps=filters.steps)

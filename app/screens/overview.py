@@ -9,7 +9,7 @@ import streamlit as st
 from rollscope.app import calls, charts, links, page_frame, threads
 from rollscope.app.filters import Filters
 from rollscope.queries import analyses, examples, report
-from rollscope.queries.funnel_stages import RATES
+from rollscope.semconv import FUNNEL_RATES
 
 PERCENT = {"nonzero_signal_rate", "acceptance_rate", "trainer_idle_fraction"}
 TRENDS = {
@@ -48,7 +48,7 @@ def headline(figures: dict) -> None:
 
 def funnel_line(funnel: dict) -> str:
     stages = [f"**{charts.count(funnel['dispatched'])}** dispatched"]
-    for stage, rate in list(RATES.items())[:-1]:  # each stage with its rate, up to usable
+    for stage, rate in list(FUNNEL_RATES.items())[:-1]:  # each stage with its rate, up to usable
         stages.append(
             f"**{charts.count(funnel[stage])}** {charts.label(stage)} ({charts.rate(funnel['rates'][rate])})"
         )

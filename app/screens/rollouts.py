@@ -14,12 +14,12 @@ from rollscope.app.links import code, viewer
 from rollscope.errors import RollscopeError
 from rollscope.queries import analyses, examples, transcripts
 from rollscope.queries import trace as trace_queries
-from rollscope.queries.funnel_stages import RATES
 from rollscope.queries.trace import SEARCH_LIMIT
-from rollscope.semconv import ROLLOUT_STATUSES
+from rollscope.semconv import FUNNEL_RATES, ROLLOUT_OK, ROLLOUT_STATUSES
 
 STATUSES = [None, *ROLLOUT_STATUSES]
-STAGES = [None, "usable", *(stage for stage in RATES if stage != "usable")]  # the stage a rollout was lost at
+# the stage a rollout was lost at
+STAGES = [None, "usable", *(stage for stage in FUNNEL_RATES if stage != "usable")]
 FINISH_REASONS = [None, "stop", "length", "tool_calls", "content_filter"]
 VIEWS = ["Conversation", "Group", "Task history", "Timeline"]
 COLUMNS = {  # column: how it reads (None: as it is)
@@ -211,7 +211,7 @@ def outcome(rollout: dict, stage: dict, scores) -> None:
 
 def score(row: dict) -> str:
     """One reward function's or judge's score, its name (the job's) as a code span: `unit_tests` **1.00**."""
-    status = "" if row["status"] == "ok" else f" ({code(row['status'])})"
+    status = "" if row["status"] == ROLLOUT_OK else f" ({code(row['status'])})"
     return f"{code(row['name'])} **{charts.number(row['reward'])}**{status} in {charts.seconds(row['duration_s'])}"
 
 

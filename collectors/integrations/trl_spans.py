@@ -28,7 +28,7 @@ from rollscope.collectors.spans import CONTENT_FIELDS, attributes_from_fields
 from rollscope.integrations.trl_decisions import _decisions, _nansum
 
 _TASK_ID_MAX = 1000
-FINISH_REASONS = "gen_ai.response.finish_reasons"  # GenAI convention; kept in the span's `attributes` JSON
+FINISH_REASONS = semconv.FINISH_REASONS  # GenAI convention; kept in the span's `attributes` JSON
 TIMING = "rollscope.turn.timing"  # "apportioned": the turn's times are a share of the generation window
 # A turn's finish reasons, one tuple each (the SDK keeps a sequence attribute as a tuple).
 _STOP, _LENGTH, _TOOL_CALLS = ("stop",), ("length",), ("tool_calls",)
@@ -222,8 +222,8 @@ class TRLSpans:
             return
         steps = [b.first_step[i] for i in trained]
         attributes = {
-            "rl.sample.uses": [b.uses[i] for i in trained],
-            "rl.sample.last_step": [b.last_step[i] for i in trained],
+            semconv.SAMPLE_USES: [b.uses[i] for i in trained],
+            semconv.SAMPLE_LAST_STEP: [b.last_step[i] for i in trained],
             semconv.ROLLOUT_ID: [b.rollout_ids[i] for i in trained],
             _STEP: steps,
             _DECISION: [b.decisions[i] for i in trained],
@@ -252,7 +252,7 @@ class TRLSpans:
             _ENVIRONMENT: [_environment(example) for example in b.inputs],
             _VERSION: [b.policy_version] * n,
             _PROMPT: b.prompt_lengths[:n],
-            _STATUS: ["ok"] * n,
+            _STATUS: [semconv.ROLLOUT_OK] * n,
             _SCORE: b.combined,
         }
         rollouts = self._out.spans(semconv.ROLLOUT, [b.start_ns] * n, [b.end_ns] * n, attributes)
