@@ -415,7 +415,7 @@ def test_the_shipped_sample_run_is_the_one_its_ground_truth_describes():
 @pytest.mark.parametrize(("run", "preset"), [("sample", "sample"), ("no-excursion", "sample-no-excursion")])
 def test_the_sample_run_regenerates_from_its_documented_command(tmp_path, run, preset):
     command = f"rollscope simulate --store sample_data --run-id {run} --preset {preset} --compact"
-    assert command in " ".join((ROOT / "README.md").read_text().split())  # the command README states
+    assert command in " ".join((ROOT / "docs" / "simulator.md").read_text().split())  # the command docs state
     code, _, err = rollscope(
         "simulate", "--store", tmp_path, "--run-id", run, "--preset", preset, "--compact", "--quiet"
     )
