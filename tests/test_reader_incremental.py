@@ -566,6 +566,7 @@ def misplaced(store, run: str) -> dict[str, int]:
     return found
 
 
+@pytest.mark.long
 def test_a_full_derivation_keeps_each_row_in_the_block_of_its_step(step_blocks):
     store, _ = simulated("samples")
     reader = fresh(store)
@@ -594,6 +595,7 @@ def all_rollouts_in_block_p(store, run: str) -> None:
     manifest.write_text(json.dumps(data))
 
 
+@pytest.mark.long
 def test_a_catch_up_moves_consumed_rollouts_out_of_the_pending_block_an_earlier_derivation_left_them_in(
     store, step_blocks
 ):

@@ -49,6 +49,7 @@ def rows(con, sql, *params):
 # --- reproducibility -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.long
 def test_same_seed_and_config_give_identical_spans(tmp_path, run):
     store, truth, _ = run
     simulate(tmp_path / "again", "sim", small(), workers=1)
@@ -89,6 +90,7 @@ def _small_config(tmp_path) -> str:
     return str(path)
 
 
+@pytest.mark.long
 def test_another_run_id_changes_only_the_ids(tmp_path, run):
     store, _, _ = run
     simulate(tmp_path, "other-name", small(), workers=1)
@@ -284,6 +286,7 @@ def test_every_process_declares_its_role_devices_and_model(run):
 # --- presets, options, the command line ----------------------------------------------------------------------
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("preset", "usable"), [("worked-example", 500), ("worked-example-080", 670)])
 def test_worked_example_presets_reproduce_the_reference(tmp_path, preset, usable):
     simulate(tmp_path, "we", config.resolve(preset), workers=1)
@@ -306,6 +309,7 @@ def test_worked_example_presets_reproduce_the_reference(tmp_path, preset, usable
     )
 
 
+@pytest.mark.long
 def test_without_sample_spans_the_consuming_step_follows_from_completion_order(tmp_path):
     """The trainer consumes groups in completion order: step s takes the groups whose last rollout ended
     after step s−1's data-ready time (start + train_wait_s) and at or before its own."""
@@ -325,6 +329,7 @@ def test_without_sample_spans_the_consuming_step_follows_from_completion_order(t
     assert truth["run"]["decisions"]["used"] == truth["run"]["funnel"]["usable"]
 
 
+@pytest.mark.long
 def test_scale_mode_stops_once_the_span_target_is_reached(tmp_path):
     result = simulate(tmp_path, "scale", small(), spans_target=1500, workers=1)
     truth = groundtruth.load(tmp_path, "scale")
@@ -392,6 +397,7 @@ def test_simulation_error_is_a_rollscope_error():
 SAMPLE = ROOT / "sample_data"
 
 
+@pytest.mark.long
 def test_the_shipped_sample_run_is_the_one_its_ground_truth_describes():
     truth = groundtruth.load(SAMPLE, "sample")
     assert groundtruth.content_digest(SAMPLE, "sample") == truth["content_digest"]
@@ -451,6 +457,7 @@ def test_every_knob_and_ground_truth_key_is_documented(run):
     assert {k for k in keys if k not in doc} == set()
 
 
+@pytest.mark.long
 def test_a_paced_run_can_be_watched_growing(tmp_path):
     knobs = _knobs(tmp_path)
     code = "import sys; from rollscope.app.cli import main; sys.exit(main(sys.argv[1:]))"

@@ -67,6 +67,7 @@ def transcript(con, rollout: str) -> list[dict]:
 # --- what they said ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.long
 def test_fast_mode_writes_the_same_messages_as_the_normal_mode(tmp_path, run):
     store, truth = run
     simulate(tmp_path, RUN, config.resolve("default", [knobs()]), fast=True)
@@ -83,6 +84,7 @@ def test_fast_mode_writes_the_same_messages_as_the_normal_mode(tmp_path, run):
     assert fast["transcripts"] == truth["transcripts"]
 
 
+@pytest.mark.long
 def test_another_run_id_changes_only_the_ids_of_the_messages(tmp_path, run):
     store, _ = run
     simulate(tmp_path, "other", config.resolve("default", [knobs()]), fast=True)
@@ -166,6 +168,7 @@ def test_a_reasoning_rollout_boxes_the_answer_its_reward_says_and_a_judge_explai
     assert all("Question:" in r["prompt"] and "Response:" in r["prompt"] for r in judged)
 
 
+@pytest.mark.long
 def test_a_run_without_transcripts_writes_no_message(tmp_path):
     simulate(
         tmp_path, RUN, config.resolve("default", [knobs(), {"transcripts": {"enabled": False}}]), workers=1
