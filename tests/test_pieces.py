@@ -56,6 +56,7 @@ def test_a_run_derived_in_pieces_holds_what_one_piece_derives(name, split, monke
     assert derived(reader, name) == expected
 
 
+@pytest.mark.long  # derives a run whole and in pieces: ~20 CPU-seconds
 def test_groups_that_straddle_pieces_are_judged_whole(tmp_path, split, monkeypatch):
     """Groups consumed over several train steps, judges and a teacher in the rollout workers' process, workers
     idle between steps: the pieces' groups and step windows are the whole run's."""

@@ -192,6 +192,7 @@ def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive
     assert derived(live, name) == derived(fresh(source), name)
 
 
+@pytest.mark.long  # catches a run up step by step: ~12 CPU-seconds
 def test_a_catch_up_where_groups_span_steps_and_workers_pause_rewrites_only_the_new_steps(
     tmp_path, monkeypatch
 ):

@@ -57,6 +57,7 @@ def test_same_seed_and_config_give_identical_spans(tmp_path, run):
     assert groundtruth.load(tmp_path / "again", "sim")["run"] == truth["run"]
 
 
+@pytest.mark.long  # simulates the run twice, once in worker processes
 def test_fast_mode_writes_the_same_spans_and_ground_truth_as_the_normal_mode(tmp_path, run):
     store, truth, con = run
     code, out, err = rollscope(
@@ -100,6 +101,7 @@ def test_another_run_id_changes_only_the_ids(tmp_path, run):
     assert groundtruth.content_digest(tmp_path, "other-name") != groundtruth.content_digest(store, "sim")
 
 
+@pytest.mark.long
 def test_span_content_uses_simulated_time_from_the_base_epoch(run):
     _, truth, con = run
     first, last = con.execute("SELECT min(start_ns), max(end_ns) FROM spans WHERE run_id = 'sim'").fetchone()
@@ -135,6 +137,7 @@ FROM f GROUP BY ALL ORDER BY 1
 """
 
 
+@pytest.mark.long
 def test_funnel_counts_match_per_run_step_and_environment(run):
     _, truth, con = run
     whole = rows(con, FUNNEL_SQL.format(key="'run'"))[0]
@@ -145,6 +148,7 @@ def test_funnel_counts_match_per_run_step_and_environment(run):
     assert by_env == {e: {k: s["funnel"][k] for k in STAGES} for e, s in truth["by_environment"].items()}
 
 
+@pytest.mark.long
 def test_recorded_decisions_and_staleness_match(run):
     _, truth, con = run
     # one decision per rollout: a compacted rollout's samples all carry it
@@ -164,6 +168,7 @@ def test_recorded_decisions_and_staleness_match(run):
     assert mean == pytest.approx(truth["run"]["staleness"]["mean"])
 
 
+@pytest.mark.long
 def test_token_and_spec_totals_match_exactly(run):
     _, truth, con = run
     got = rows(
@@ -195,6 +200,7 @@ def test_token_and_spec_totals_match_exactly(run):
     assert spec["drafter_logprob_turns"] > 0
 
 
+@pytest.mark.long
 def test_tool_judge_teacher_and_trainer_totals_match(run):
     _, truth, con = run
     r = truth["run"]
@@ -244,6 +250,7 @@ FROM (SELECT instance_id, island, min(s) AS lo, max(e) AS hi FROM islands GROUP 
 """
 
 
+@pytest.mark.long
 def test_device_seconds_are_devices_times_the_union_of_busy_intervals(run):
     _, truth, con = run
     busy = dict(con.execute(BUSY_SQL).fetchall())
@@ -261,6 +268,7 @@ def test_device_seconds_are_devices_times_the_union_of_busy_intervals(run):
     assert summed > 2 * truth["run"]["compute"]["busy_seconds"]["rollout"]
 
 
+@pytest.mark.long
 def test_every_process_declares_its_role_devices_and_model(run):
     _, truth, con = run
     got = {
@@ -431,6 +439,7 @@ def test_the_sample_run_regenerates_from_its_documented_command(tmp_path, run, p
     assert fresh == shipped
 
 
+@pytest.mark.long
 def test_every_knob_and_ground_truth_key_is_documented(run):
     import dataclasses
 

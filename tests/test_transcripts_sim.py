@@ -92,6 +92,7 @@ def test_another_run_id_changes_only_the_ids_of_the_messages(tmp_path, run):
     assert same[0] == same[1]
 
 
+@pytest.mark.long
 def test_a_coding_agent_reads_code_runs_tests_and_ends_with_a_patch(run):
     store, _ = run
     con = queries.connect(store)
@@ -123,6 +124,7 @@ def test_a_coding_agent_reads_code_runs_tests_and_ends_with_a_patch(run):
     assert sorted(results) == sorted(o["observation_tokens"] for o in observed if o["observation_tokens"])
 
 
+@pytest.mark.long
 def test_text_follows_the_spans_token_counts(run):
     store, truth = run
     con = queries.connect(store)
@@ -143,6 +145,7 @@ def test_text_follows_the_spans_token_counts(run):
     assert all(r["content"] is None and not r["reasoning"].endswith((".", ". ")) for r in cut)
 
 
+@pytest.mark.long
 def test_a_reasoning_rollout_boxes_the_answer_its_reward_says_and_a_judge_explains_its_score(run):
     store, _ = run
     con = queries.connect(store)
@@ -200,6 +203,7 @@ def expected(truth: dict) -> list[dict]:
     return [{"step": s.pop("train_step"), **s} for s in (dict(s) for s in truth["transcripts"]["by_step"])]
 
 
+@pytest.mark.long
 def test_the_transcript_flags_per_step_are_those_the_simulator_injected(run):
     store, truth = run
     got = flags_by_step(queries.connect(store))
@@ -208,6 +212,7 @@ def test_the_transcript_flags_per_step_are_those_the_simulator_injected(run):
     assert min(run_totals[k] for k in ("truncated", "answer_missing", "looping", "tool_error_rollouts")) >= 3
 
 
+@pytest.mark.long
 def test_a_live_reader_catching_up_segment_by_segment_counts_the_same_flags(tmp_path, run):
     store, truth = run
     live = tmp_path / "live"
@@ -235,6 +240,7 @@ def test_a_live_reader_catching_up_segment_by_segment_counts_the_same_flags(tmp_
     assert flags_by_step(reader.con) == expected(truth)
 
 
+@pytest.mark.long
 def test_the_learning_page_charts_the_flags_per_step(run):
     from tests.test_dashboard import assert_clean, figure, open_page, traces
 
