@@ -234,6 +234,7 @@ def _windows(store, run: str) -> list[tuple]:
     [(16, 3, "windows"), (3, 1, "every value")],
     ids=["percentiles-stay-in-their-windows", "percentiles-leave-their-windows"],
 )
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_catch_up_keeps_the_runs_exact_percentiles_from_the_values_it_adds_and_removes(
     window, catch_ups, read_from, tmp_path, monkeypatch
 ):
@@ -268,6 +269,7 @@ def test_a_catch_up_keeps_the_runs_exact_percentiles_from_the_values_it_adds_and
         assert {row.kind: [row.p50_s, row.p99_s] for row in frame.itertuples()} == dict(calls)
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_path):
     """A store derived before the windows existed still catches up incrementally: it takes them once, over
     every value, and reads its percentiles from them after, an environment's first values included (a window
@@ -287,6 +289,7 @@ def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_
     assert _percentiles(live, run) == _percentiles(fresh(store), run)
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_state_whose_index_was_not_kept_by_key_catches_up_and_keeps_it_so(tmp_path):
     """A store derived before the trace index was looked up by key (no ``_trace_keys``, its index parts in no
     order) still catches up incrementally: the first catch-up writes the index sorted, with its keys, and
@@ -338,6 +341,7 @@ def test_a_vllm_request_joins_its_rollout_whichever_arrives_first(rollouts_last,
     assert derived(live, "exp-7") == derived(fresh(tmp_path), "exp-7")
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_second_rollout_in_a_trace_unlinks_the_request_that_joined_the_first(attached, store, tmp_path):
     """A span without rl.rollout.id joins the one rollout of its trace; once a trace holds two, it joins none."""
     rl = attached()

@@ -156,6 +156,7 @@ Reader(sys.argv[1], run_id="r")
 """
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_readers_listing_during_a_readers_merge_see_every_span_once(store, compacting):
     spans = pa.table(
         {
