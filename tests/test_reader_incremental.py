@@ -380,6 +380,7 @@ def step_blocks(monkeypatch):
     monkeypatch.setattr(store_derived, "BLOCK_STEPS", 1)
 
 
+@pytest.mark.long  # ~17 CPU-seconds: `make test-all` runs it
 def test_a_group_that_moves_to_a_later_step_leaves_the_earlier_steps_compute(attached, store, step_blocks):
     """No rl.sample spans: a group counts at the first train step after its last rollout ended, so a late
     group member moves the whole group, and its work, to a later step: out of the part merged from the
@@ -440,6 +441,7 @@ def test_a_group_that_moves_to_a_later_step_leaves_the_earlier_steps_compute(att
     assert derived(live, "exp-7") == derived(fresh(store), "exp-7")
 
 
+@pytest.mark.long  # ~10 CPU-seconds: `make test-all` runs it
 def test_a_train_step_that_consumed_nothing_yet_still_counts_at_its_step(attached, store):
     rollouts = attached(role="rollout", devices=4, model_parameters=1e9)
     trainer = attached(role="train", devices=8, model_parameters=1e9)
