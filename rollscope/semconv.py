@@ -657,7 +657,7 @@ def markdown() -> str:
         "",
         "What the agent said and did. These attributes never land in the spans dataset: the collectors move",
         'them into the run\'s `messages` dataset (one row per message; docs/store.md, "Transcripts"), under',
-        'the capture policy (README, "Configuration"). Values are JSON in GenAI\'s message shape',
+        "the capture policy (docs/configuration.md). Values are JSON in GenAI's message shape",
         '(`[{"role": "user", "parts": [{"type": "text", "content": "..."}]}]`, with parts `text`,',
         "`reasoning`, `tool_call` {id, name, arguments} and `tool_call_response` {id, response}, and",
         "`finish_reason` on output messages), or plain text.",

@@ -19,7 +19,7 @@ from rollscope import semconv
 
 log = logging.getLogger("rollscope")
 
-# Documented in README.md ("Configuration"); a test keeps the two equal.
+# Documented in docs/configuration.md; tests/test_docs.py keeps the two equal.
 ENV = {
     "ROLLSCOPE_STORE": "Store directory (default ./runs).",
     "ROLLSCOPE_RUN_ID": "Run id when attach() is not given one (rl.run.id in OTEL_RESOURCE_ATTRIBUTES also works).",

@@ -13,6 +13,8 @@ from rollscope.queries import analyses, checks, connect
 from rollscope.semconv import FUNNEL_STAGES as STAGES
 from tests.simulated_runs import simulated
 
+pytestmark = pytest.mark.long  # each worker simulates two runs in two processes each: `make test-all`
+
 
 @pytest.fixture(
     scope="session",

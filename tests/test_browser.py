@@ -23,7 +23,7 @@ from benchmarks.fixtures.seeded_runs import RunWriter
 from rollscope.app import pages as app_pages
 from tests.conftest import free_port
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.long]  # a real Chromium per test: `make test-all`
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"

@@ -225,6 +225,7 @@ SPLIT_PARTS = (  # what a prompt token cost, as the Prefill / decode page stacks
 )
 
 
+@pytest.mark.long
 def test_prefill_decode_page_splits_prefill_by_remedy_per_step_and_turn_with_the_what_ifs():
     """On a simulated run with every remedy's waste: the split's stacked bars per step and per turn index are the
     analysis's columns, with labelled axes, and each remedy's what-if is the advisor's lever."""
@@ -263,6 +264,7 @@ def test_prefill_decode_page_splits_prefill_by_remedy_per_step_and_turn_with_the
         )
 
 
+@pytest.mark.long
 def test_a_rollout_shows_where_continuity_broke_and_where_it_was_compacted():
     from tests.simulated_runs import simulated
 
@@ -655,6 +657,7 @@ def redraw_while(at: AppTest, shown: int, seconds: float = 20) -> None:
         at.run()
 
 
+@pytest.mark.long
 def test_new_spans_appear_on_a_later_refresh_which_reads_only_new_segments(tmp_path):
     writer, at, before, live, segments = live_page(tmp_path)
     redraw_while(at, before)
@@ -664,6 +667,7 @@ def test_new_spans_appear_on_a_later_refresh_which_reads_only_new_segments(tmp_p
     writer.shutdown()
 
 
+@pytest.mark.long
 def test_a_page_draws_at_once_while_new_segments_are_taken_in(tmp_path):
     """Taking in new segments of a long live run takes seconds (its derived state is brought up to date); the
     page never waits for that: it draws what was read so far, and a later tick draws what came in."""

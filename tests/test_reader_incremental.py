@@ -111,6 +111,7 @@ def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive
     assert derived(live, name) == derived(fresh(source), name)
 
 
+@pytest.mark.long  # catches a run up step by step: ~12 CPU-seconds
 def test_a_catch_up_where_groups_span_steps_and_workers_pause_rewrites_only_the_new_steps(
     tmp_path, monkeypatch
 ):
@@ -152,6 +153,7 @@ def _windows(store, run: str) -> list[tuple]:
     [(16, 3, "windows"), (3, 1, "every value")],
     ids=["percentiles-stay-in-their-windows", "percentiles-leave-their-windows"],
 )
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_catch_up_keeps_the_runs_exact_percentiles_from_the_values_it_adds_and_removes(
     window, catch_ups, read_from, tmp_path, monkeypatch
 ):
@@ -186,6 +188,7 @@ def test_a_catch_up_keeps_the_runs_exact_percentiles_from_the_values_it_adds_and
         assert {row.kind: [row.p50_s, row.p99_s] for row in frame.itertuples()} == dict(calls)
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_path):
     """A store derived before the windows existed still catches up incrementally: it takes them once, over
     every value, and reads its percentiles from them after, an environment's first values included (a window
@@ -205,6 +208,7 @@ def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_
     assert _percentiles(live, run) == _percentiles(fresh(store), run)
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_state_whose_index_was_not_kept_by_key_catches_up_and_keeps_it_so(tmp_path):
     """A store derived before the trace index was looked up by key (no ``_trace_keys``, its index parts in no
     order) still catches up incrementally: the first catch-up writes the index sorted, with its keys, and
@@ -256,6 +260,7 @@ def test_a_vllm_request_joins_its_rollout_whichever_arrives_first(rollouts_last,
     assert derived(live, "exp-7") == derived(fresh(tmp_path), "exp-7")
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_second_rollout_in_a_trace_unlinks_the_request_that_joined_the_first(attached, store, tmp_path):
     """A span without rl.rollout.id joins the one rollout of its trace; once a trace holds two, it joins none."""
     rl = attached()
@@ -294,6 +299,7 @@ def step_blocks(monkeypatch):
     monkeypatch.setattr(store_derived, "BLOCK_STEPS", 1)
 
 
+@pytest.mark.long  # ~17 CPU-seconds: `make test-all` runs it
 def test_a_group_that_moves_to_a_later_step_leaves_the_earlier_steps_compute(attached, store, step_blocks):
     """No rl.sample spans: a group counts at the first train step after its last rollout ended, so a late
     group member moves the whole group, and its work, to a later step: out of the part merged from the
@@ -354,6 +360,7 @@ def test_a_group_that_moves_to_a_later_step_leaves_the_earlier_steps_compute(att
     assert derived(live, "exp-7") == derived(fresh(store), "exp-7")
 
 
+@pytest.mark.long  # ~10 CPU-seconds: `make test-all` runs it
 def test_a_train_step_that_consumed_nothing_yet_still_counts_at_its_step(attached, store):
     rollouts = attached(role="rollout", devices=4, model_parameters=1e9)
     trainer = attached(role="train", devices=8, model_parameters=1e9)
@@ -485,6 +492,7 @@ def misplaced(store, run: str) -> dict[str, int]:
     return found
 
 
+@pytest.mark.long
 def test_a_full_derivation_keeps_each_row_in_the_block_of_its_step(step_blocks):
     store, _ = simulated("samples")
     reader = fresh(store)
@@ -513,6 +521,7 @@ def all_rollouts_in_block_p(store, run: str) -> None:
     manifest.write_text(json.dumps(data))
 
 
+@pytest.mark.long
 def test_a_catch_up_moves_consumed_rollouts_out_of_the_pending_block_an_earlier_derivation_left_them_in(
     store, step_blocks
 ):

@@ -185,14 +185,14 @@ def test_a_bad_argument_raises_a_clear_error(arguments):
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [
+    [  # a size and a share in `make test`; each case opens a derivation database (seconds): the rest `long`
         ("8GB", 8 * 10**9),
-        ("512MiB", 512 * 2**20),
-        ("1.5g", int(1.5 * 2**30)),
+        pytest.param("512MiB", 512 * 2**20, marks=pytest.mark.long),
+        pytest.param("1.5g", int(1.5 * 2**30), marks=pytest.mark.long),
         ("10%", None),  # a tenth of machine_memory()
-        ("", None),
-        ("lots", None),
-        ("12KB", None),
+        pytest.param("", None, marks=pytest.mark.long),
+        pytest.param("lots", None, marks=pytest.mark.long),
+        pytest.param("12KB", None, marks=pytest.mark.long),
     ],
 )
 def test_a_derivations_memory_is_a_size_or_a_share_of_the_machines(monkeypatch, value, expected):
