@@ -19,7 +19,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from benchmarks.fixtures.seeded_runs import RunWriter
-from rollscope import formats
+from rollscope import formats, semconv
 from rollscope.app import charts, comparison, explorer, readers, sidebar
 from rollscope.app import pages as app_pages
 from rollscope.queries import analyses, trace
@@ -152,7 +152,7 @@ def test_funnel_page_draws_the_funnel_and_answers_what_if(sample_store, con):
     at = open_page(sample_store, "funnel")
     assert_clean(at)
     row = analyses.funnel(con, RUN).iloc[0]
-    assert figure(at, "funnel")["data"][0]["x"] == [row[s] for s in charts.STAGES]
+    assert figure(at, "funnel")["data"][0]["x"] == [row[s] for s in semconv.FUNNEL_STAGES]
     by_step = analyses.funnel(con, RUN, by="step").dropna(subset=["step"])
     shown = traces(figure(at, "rates-by-step"))
     assert shown["nonzero signal rate"]["y"] == pytest.approx(by_step["nonzero_signal_rate"].tolist())
@@ -515,7 +515,7 @@ def test_sidebar_filters_apply_to_every_figure(sample_store, con):
     assert metrics(at)["Rollouts dispatched"] == charts.count(swe["funnel"]["dispatched"]) == "40"
     at = open_page(sample_store, "funnel", **{f"environment:{RUN}": "swe", f"steps:{RUN}:(0, 4)": (1, 2)})
     row = analyses.funnel(con, RUN, steps=(1, 2), environment="swe").iloc[0]
-    assert figure(at, "funnel")["data"][0]["x"] == [row[s] for s in charts.STAGES]
+    assert figure(at, "funnel")["data"][0]["x"] == [row[s] for s in semconv.FUNNEL_STAGES]
     assert row["dispatched"] < swe["funnel"]["dispatched"]
 
 

@@ -6,21 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.detectors import FAILURES  # the failure presets, one per detector
 from rollscope.queries import analyses, checks, connect
 from tests.conftest import ROOT, rollscope
 from tests.simulated_runs import simulated_preset
 from tests.test_analyses import TinyRun, at
-
-FAILURES = (
-    "entropy-collapse",
-    "kl-acceleration",
-    "length-drift",
-    "length-explosion",
-    "reward-dominance",
-    "reward-hacking",
-    "group-collapse",
-    "mismatch-rising",
-)
 
 
 def verdicts(store, run: str) -> dict[str, dict]:
