@@ -1,4 +1,5 @@
-# The two commands README.md promises: `make demo` and `make test`. Each builds .venv by itself.
+# The two commands README.md promises, `make demo` and `make test` (the quick loop), and `make test-all`, the
+# full run CI does (.ci/run). Each builds .venv by itself.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,7 +11,7 @@ STAMP := $(VENV)/.installed
 SLOW_EXTRAS := dev,trl,verifiers,verl,ray
 SLOW_STAMP := $(VENV)/.installed-slow
 
-.PHONY: demo test test-slow lint format schemas bench clean
+.PHONY: demo test test-all test-slow lint format schemas bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,12 +28,19 @@ demo: $(STAMP)
 	$(BIN)/rollscope dashboard $(if $(STORE),--store '$(STORE)') $(if $(PORT),--port $(PORT))
 
 # Three workers on two cores, each taking the next test as it finishes (worksteal): part of the suite's time
-# is spent waiting (servers starting, browsers drawing, writers pacing), which a third worker fills. Measured
-# 2026-12-03 on two shared cores, one run each: 5:08 with -n 3 against 6:00 with -n 2, then 4:19 against
-# 5:10 with both in /dev/shm (which alone made no difference that showed through the machine's noise).
+# is spent waiting (servers starting, browsers drawing, writers pacing), which a third worker fills (faster
+# than two; docs/benchmarks.md, "The test suite"). pyproject's addopts leave out `slow` and `long` tests, so
+# plain `pytest` is this quick loop too.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -n 3 --dist worksteal
+
+# CI's run: everything `make test` runs plus the `long` tests (browsers, multi-process simulations, paced
+# live refresh), then the slow suites and the tests needing an extra, with the extras installed.
+test-all: $(SLOW_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -n 3 --dist worksteal -m 'not slow and not extras'
+	$(BIN)/python -m pytest -q -m 'slow or extras'
 
 test-slow: $(SLOW_STAMP)
 	$(BIN)/python -m pytest -q -m 'slow or extras'

@@ -27,9 +27,10 @@ from rollscope.formats import (  # noqa: F401
     seconds,
 )
 from rollscope.queries.analyses import ROLLING_STEPS  # noqa: F401 (the per-step charts' window; pages name it)
-from rollscope.queries.funnel_stages import STAGE_RATES, STAGES
+from rollscope.semconv import FUNNEL_STAGE_RATES, FUNNEL_STAGES
 
-RATES = tuple(f"{name}_rate" for name in STAGE_RATES)  # the funnel analysis's columns of the four stage rates
+# the funnel analysis's columns of the four stage rates
+RATES = tuple(f"{name}_rate" for name in FUNNEL_STAGE_RATES)
 # One colour per compute term on every page; none in the red that means an error.
 TERM_COLORS = {
     "rollout": "#2563eb",
@@ -119,8 +120,8 @@ def funnel(row: dict) -> go.Figure:
     """The stages of one funnel row, each with its count and share of the stage before."""
     fig = go.Figure(
         go.Funnel(
-            y=[label(s) for s in STAGES],
-            x=[row.get(s) or 0 for s in STAGES],
+            y=[label(s) for s in FUNNEL_STAGES],
+            x=[row.get(s) or 0 for s in FUNNEL_STAGES],
             textinfo="value+percent previous",
         )
     )
@@ -174,7 +175,7 @@ def per_step(
     names: list[str] | None = None,
 ) -> go.Figure:
     """Per-train-step series, each drawn pale with its mean over the last ``ROLLING_STEPS`` steps on top, so
-    a noisy figure reads as a trend. ``frame`` is what ``data.per_step`` returns: a ``step`` column, the
+    a noisy figure reads as a trend. ``frame`` is a per-step analysis as a page reads it (``calls.analysis``): a ``step`` column, the
     series, and each series' ``<y>_rolling_mean``."""
     fig = _figure(title, "train step", y_title)
     for i, (y, name) in enumerate(zip(ys, names or [label(y) for y in ys], strict=True)):

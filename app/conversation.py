@@ -14,7 +14,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from rollscope.app import charts, data, transcript
+from rollscope.app import calls, charts, transcript
+from rollscope.app.filters import Filters
 from rollscope.app.links import code, viewer
 from rollscope.queries import transcripts
 
@@ -35,7 +36,7 @@ SIDE_BY_SIDE = 4  # attempts drawn next to each other at most
 
 
 def conversation(
-    filters: data.Filters, rollout_id: str, frame: pd.DataFrame, marks: pd.DataFrame | None = None
+    filters: Filters, rollout_id: str, frame: pd.DataFrame, marks: pd.DataFrame | None = None
 ) -> None:
     """The rollout turn by turn, a page of ``TURNS_PER_PAGE`` turns at a time. ``marks``: its turns' prefix
     continuity and compaction (``turn_index``, ``continuity_break``, ``compaction_tokens_before`` / ``_after``:
@@ -52,13 +53,15 @@ def conversation(
     )
     if not messages:
         st.info(
-            f"No transcript recorded for this rollout {transcript.NO_CONTENT[1:-1]}; its turns' accounting:"
+            f"No transcript recorded for this rollout ({transcript.WHY_NO_CONTENT}); its turns' accounting:"
         )
     marked = _marks(marks)
     for turn in _page(gathered, rollout_id):
         with st.container(border=True):
             for block in turn.blocks:
-                _block(filters, rollout_id, block, marked.get(turn.index) if turn.turn else None)
+                _block(
+                    filters, rollout_id, block, marked.get(turn.index) if turn.turn else None, messages > 0
+                )
 
 
 def _page(gathered: list, rollout_id: str) -> list:
@@ -100,16 +103,20 @@ def _marks(marks: pd.DataFrame | None) -> dict:
     return notes
 
 
-def _block(filters: data.Filters, rollout_id: str, block: transcript.Block, mark: str | None = None) -> None:
+def _block(
+    filters: Filters, rollout_id: str, block: transcript.Block, mark: str | None, recorded: bool
+) -> None:
+    """One turn, tool call, judge or reward: its header, then its messages. ``recorded``: whether the rollout
+    has any content at all (when it has none, the page says so once, not under every block)."""
     header = f"**{transcript.header(block, code)}**"
     st.markdown(header + (f"  \n{mark}" if mark and block.kind == "turn" else ""))
     for message in block.messages:
         _message(filters, rollout_id, block, message)
-    if not block.messages and block.kind != "reward":
+    if recorded and not block.messages and block.kind != "reward":
         st.caption(transcript.NO_CONTENT)
 
 
-def _message(filters: data.Filters, rollout_id: str, block: transcript.Block, message: dict) -> None:
+def _message(filters: Filters, rollout_id: str, block: transcript.Block, message: dict) -> None:
     role = "judge" if block.kind == "judge" else message.get("role")
     avatar = JUDGE_AVATAR if role == "judge" else AVATARS.get(role, "assistant")
     with st.chat_message("user" if role == "user" else "assistant", avatar=avatar):
@@ -146,12 +153,12 @@ def _text(text: str, as_code: bool) -> None:
         st.text(text)
 
 
-def _whole(filters: data.Filters, rollout_id: str, block: transcript.Block, message: dict) -> None:
+def _whole(filters: Filters, rollout_id: str, block: transcript.Block, message: dict) -> None:
     key = f"whole:{rollout_id}:{block.span_id}:{message['ordinal']}"
     if not st.toggle("Whole text", key=key):
         return
-    bounds = data.window(filters, rollout_id)
-    whole = data.call(
+    bounds = calls.window(filters, rollout_id)
+    whole = calls.call(
         filters.store,
         transcripts.message,
         filters.run_id,

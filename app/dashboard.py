@@ -1,12 +1,13 @@
 """The dashboard's entry point (``rollscope dashboard`` runs ``streamlit run`` on this file).
 
 It registers the pages, draws the shared filters in the sidebar, then runs the chosen page. Everything a page
-shows comes from ``queries`` through ``app.data``.
+shows comes from ``queries`` through ``app.calls`` (the sidebar is ``app.sidebar``, the frame every page
+is drawn in ``app.page_frame``).
 """
 
 import streamlit as st
 
-from rollscope.app import data, pages
+from rollscope.app import page_frame, pages, sidebar
 from rollscope.errors import RollscopeError
 
 st.set_page_config(page_title="rollscope", page_icon=":material/monitoring:", layout="wide")
@@ -27,9 +28,9 @@ def _home() -> None:
 
 page = st.navigation([*PAGES, st.Page(_home, title=HOME.title, url_path=HOME.slug, visibility="hidden")])
 try:
-    data.sidebar()
+    sidebar.sidebar()
 except RollscopeError as error:
     st.title(page.title)
-    data.show_error(error)
+    page_frame.show_error(error)
     st.stop()
 page.run()

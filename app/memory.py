@@ -5,7 +5,7 @@ them; what stays is the results cache. On glibc, memory freed by a thread stays 
 (one per thread that ever allocated under contention, up to eight per core) until the arena's top is free, so
 a dashboard process kept the high-water mark of every page it had drawn: with every page of a 30M-span run
 drawn once, 0.73 GiB where no page alone needs more than 0.5 (``benchmarks/scale.py``'s "dashboard peak RSS",
-which grew with the run). Streamlit's script threads, the pages' ``data.at_once`` pools, the analyses'
+which grew with the run). Streamlit's script threads, the pages' ``threads.at_once`` pools, the analyses'
 ``together`` pools and DuckDB's threads share ``ARENAS`` arenas instead, and ``release`` returns what a page
 freed to the system once it has drawn, so the process holds its caches plus the one page being drawn.
 

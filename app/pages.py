@@ -1,6 +1,6 @@
 """The dashboard's pages, in sidebar order: the one list ``app/dashboard.py`` registers and the tests and
-benchmarks visit. To add a page, write ``app/screens/<slug>.py`` and add a line here (and name it in README's
-"Pages:" list, which tests/test_docs.py keeps equal to this one).
+benchmarks visit. To add a page, write ``app/screens/<slug>.py`` and add a line here, a row to docs/dashboard.md's
+"Pages" table and its name to README's "Pages:" list (tests/test_docs.py keeps the three equal).
 
 The page scripts live in screens/, not pages/: Streamlit treats a pages/ folder beside the entry point as the
 old multipage layout until the entry point has run once in that server, so a fresh server's first request to

@@ -37,7 +37,8 @@ LABELS = {
 }
 SOURCE_LABELS = {"system": "system prompt", "tool_arguments": "tool call", "tool_result": "tool result"}
 ROLE_LABELS = {"tool": "tool result", "ipython": "tool result"}
-NO_CONTENT = "(no content recorded: capture off, or the rollout's group sampled out)"
+WHY_NO_CONTENT = "capture off, or the rollout's group sampled out"
+NO_CONTENT = f"(no content recorded: {WHY_NO_CONTENT})"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 

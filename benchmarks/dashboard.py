@@ -30,11 +30,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.fixtures.seeded_runs import RunWriter, write_run  # noqa: E402
 from rollscope.app import pages as app_pages  # noqa: E402
 from rollscope.queries import analyses  # noqa: E402
 from rollscope.store import layout  # noqa: E402
 from rollscope.store.layout import segments  # noqa: E402
-from tests.test_dashboard_fixtures import RunWriter, write_run  # noqa: E402
 
 RUN = "bench"
 PAGES = tuple(page.slug for page in app_pages.PAGES)
@@ -70,9 +70,9 @@ def span_rows(store: Path) -> int:
 
 def filters(store: Path, run: str = RUN):
     """The sidebar's default choices for ``run`` (every step, every environment, live off)."""
-    from rollscope.app import data
+    from rollscope.app.filters import Filters
 
-    return data.Filters(str(store), run, tuple(layout.run_ids(store)), None, None, None)
+    return Filters(str(store), run, tuple(layout.run_ids(store)), None, None, None)
 
 
 def render(store: Path, page: str) -> tuple[float, float]:
@@ -81,12 +81,12 @@ def render(store: Path, page: str) -> tuple[float, float]:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from rollscope.app import data
+    from rollscope.app.filters import FILTERS
 
     at = AppTest.from_file(str(ROOT / "app" / "screens" / f"{page}.py"), default_timeout=1200)
     share_components(at)
     at.session_state["store"] = str(store)
-    at.session_state[data.FILTERS] = filters(store)
+    at.session_state[FILTERS] = filters(store)
     st.cache_data.clear()
     cold, _ = timed(at.run)
     assert not at.exception and not at.error, (page, [e.value for e in [*at.exception, *at.error]])
@@ -115,12 +115,12 @@ def sidebar_seconds(store: Path) -> float:
     """The sidebar's own queries: the run's step range and environments."""
     import streamlit as st
 
-    from rollscope.app import data
+    from rollscope.app import calls
 
     st.cache_data.clear()
     started = time.perf_counter()
-    data.call(str(store), analyses.steps, RUN)
-    data.call(str(store), analyses.environments, RUN)
+    calls.call(str(store), analyses.steps, RUN)
+    calls.call(str(store), analyses.environments, RUN)
     return time.perf_counter() - started
 
 
@@ -177,10 +177,10 @@ def main() -> int:
     rows = span_rows(store)
     print(f"store {store}: {rows:,} spans in {len(segments(store, 'spans'))} segments")
 
-    from rollscope.app import data
+    from rollscope.app import readers
 
-    load_s, live = timed(lambda: data.live_store(str(store)).reader(RUN))
-    live = data.live_store(str(store))
+    load_s, live = timed(lambda: readers.live_store(str(store)).reader(RUN))
+    live = readers.live_store(str(store))
     print(f"initial load (open the run, catching up its derived state): {load_s:.2f} s")
 
     print(f"sidebar (step range, environments): {sidebar_seconds(store):.2f} s")

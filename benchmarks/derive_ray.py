@@ -26,10 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.fixtures.derived_rows import derived
+from benchmarks.fixtures.ray_cluster import environment, local_cluster
 from rollscope.queries import Reader
 from rollscope.store import layout
-from tests.ray_cluster import environment, local_cluster
-from tests.test_reader_incremental import derived
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_data"
 

@@ -49,11 +49,11 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from rollscope.collectors import otlp  # noqa: E402
+from benchmarks.fixtures.otlp_json import encode_json  # noqa: E402
+from rollscope.collectors import otlp, otlp_json, otlp_protobuf  # noqa: E402
 from rollscope.collectors.receiver import RECEIVER_GC  # noqa: E402
 from rollscope.collectors.rows import SpanRows  # noqa: E402
 from rollscope.store.layout import SegmentWriter, segments  # noqa: E402
-from tests.fixtures.otlp_json import encode_json  # noqa: E402
 
 
 def rl_spans(n: int, seed: int = 7) -> list:
@@ -153,7 +153,7 @@ def json_format_decode(body: bytes) -> otlp.Decoded:
                         if key in holder:
                             holder[key] = base64.b64encode(bytes.fromhex(holder[key])).decode()
     request = json_format.ParseDict(data, ExportTraceServiceRequest(), ignore_unknown_fields=True)
-    return otlp.decode_protobuf(request.SerializeToString())
+    return otlp_protobuf.decode_protobuf(request.SerializeToString())
 
 
 def cpu_per_span(fn, payloads: list[bytes], n_spans: int) -> float:
@@ -186,7 +186,7 @@ def pipeline_per_span(payloads: list[bytes], n_spans: int, batch_requests: int) 
             rows = SpanRows()
             for body in payloads[first : first + batch_requests]:
                 start = time.process_time()
-                decoded = otlp.decode_protobuf(body)
+                decoded = otlp_protobuf.decode_protobuf(body)
                 middle = time.process_time()
                 decoded.add_to(lambda run_id, rows=rows: rows)
                 end = time.process_time()
@@ -379,7 +379,7 @@ def main() -> None:
     bare = cpu_per_span(ExportTraceServiceRequest.FromString, proto, n)
     stages = pipeline_per_span(proto, n, batch_requests=8)
     print(f"bare protobuf decode (baseline)          {bare:6.2f} us/span")
-    hand = cpu_per_span(otlp.decode_json, json_bodies, n)
+    hand = cpu_per_span(otlp_json.decode_json, json_bodies, n)
     quarter = max(1, len(json_bodies) // 4)  # a quarter of the bodies: json_format is slow
     official = cpu_per_span(json_format_decode, json_bodies[:quarter], min(n, quarter * args.batch))
     print(

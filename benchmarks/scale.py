@@ -257,14 +257,14 @@ elif kind == "sql":  # the SQL explorer's cold render, then its example query (e
     import streamlit as st
     from streamlit.testing.v1 import AppTest
     from benchmarks import dashboard
-    from rollscope.app import data
+    from rollscope.app.filters import FILTERS
     dashboard.RUN = run
     dashboard.filters.__defaults__ = (run,)
     dashboard.sidebar_seconds(Path(store))  # the run on screen's reader, warm, as for every page
     at = AppTest.from_file(str(Path(sys.argv[4]) / "app" / "screens" / "sql.py"), default_timeout=1200)
     dashboard.share_components(at)
     at.session_state["store"] = store
-    at.session_state[data.FILTERS] = dashboard.filters(Path(store))
+    at.session_state[FILTERS] = dashboard.filters(Path(store))
     st.cache_data.clear()
     t = time.perf_counter(); at.run(); out["cold"] = time.perf_counter() - t
     t = time.perf_counter(); at.button[0].click().run(); out["first_query"] = time.perf_counter() - t

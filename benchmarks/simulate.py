@@ -29,8 +29,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_s
 
 from rollscope.collectors.rows import ResourceRow
 from rollscope.simulator import config, groundtruth, simulate, transcripts
-from rollscope.simulator.dynamics import Planner
-from rollscope.simulator.fast import _Writer, arrow_table
+from rollscope.simulator.direct_writer import _Writer, arrow_table
+from rollscope.simulator.planner import Planner
 from rollscope.simulator.records import SpanBuilder, instances
 from rollscope.store.layout import SegmentWriter
 

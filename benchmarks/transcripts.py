@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.dashboard import share_components  # noqa: E402
-from tests.transcript_fixtures import TASKS, AgentWriter  # noqa: E402
+from benchmarks.fixtures.agent_runs import TASKS, AgentWriter  # noqa: E402
 
 SMALL = "agent"
 LARGE = "big"
@@ -91,15 +91,13 @@ def render(store: Path, run_id: str, rollout_id: str, view: str = "Conversation"
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from rollscope.app import data
+    from rollscope.app.filters import FILTERS, Filters
     from rollscope.store import layout
 
     at = AppTest.from_file(str(ROOT / "app" / "screens" / "rollouts.py"), default_timeout=1200)
     share_components(at)
     at.session_state["store"] = str(store)
-    at.session_state[data.FILTERS] = data.Filters(
-        str(store), run_id, tuple(layout.run_ids(store)), None, None, None
-    )
+    at.session_state[FILTERS] = Filters(str(store), run_id, tuple(layout.run_ids(store)), None, None, None)
     at.session_state["rollout-view"] = view
     at.query_params["rollout"] = rollout_id
     st.cache_data.clear()
@@ -111,9 +109,9 @@ def render(store: Path, run_id: str, rollout_id: str, view: str = "Conversation"
 
 
 def renders(store: Path, made: dict[str, str], repeats: int) -> None:
-    from rollscope.app import data
+    from rollscope.app import readers
 
-    data.live_store(str(store)).reader(SMALL)  # opened once, as a running dashboard holds it
+    readers.live_store(str(store)).reader(SMALL)  # opened once, as a running dashboard holds it
     cases = {  # the two baselines first; every case once a round, so the machine's load hits all alike
         "5 turns, Conversation (baseline)": (made["5 turns"], "Conversation"),
         "5 turns, Timeline (the page before)": (made["5 turns"], "Timeline"),

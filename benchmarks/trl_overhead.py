@@ -1,4 +1,4 @@
-"""Wall time the TRL adapter adds to a real GRPOTrainer run: the tiny CPU run of tests/trl_tiny.py (2-layer
+"""Wall time the TRL adapter adds to a real GRPOTrainer run: the tiny CPU run of benchmarks/fixtures/trl_tiny.py (2-layer
 Llama, 8 completions a step), plain and with ``instrument()``, same seed, in one process.
 
 The runs come in pairs, plain and instrumented, the order alternating from pair to pair (ABBA: plain first
@@ -40,7 +40,7 @@ import time
 import warnings
 from pathlib import Path
 
-from tests import trl_tiny
+from benchmarks.fixtures import trl_tiny
 
 TARGET = 0.02
 

@@ -19,9 +19,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 
 from rollscope import semconv
+from rollscope.collectors.content import ContentPolicy
 from rollscope.collectors.exporter import StoreSpanExporter, StoreSpanProcessor, _reinit_after_fork
 from rollscope.collectors.spans import RL
-from rollscope.settings import Settings, compact_seconds, safe_run_id
+from rollscope.settings import Settings, compact_seconds, consulted, safe_run_id
 from rollscope.store.layout import check_run_id
 
 log = logging.getLogger("rollscope")
@@ -95,7 +96,7 @@ def _attach(config: Settings, resource: Resource, tracer_provider, set_global: b
             "role": config.role,
         },
         flush_thread=False,  # the processor's thread publishes
-        content=config.content,
+        content=ContentPolicy.of(config),
     )
     processor = StoreSpanProcessor(
         exporter,
@@ -149,9 +150,9 @@ def _detected() -> Resource:
     its own, a new thread each call (~1 ms of ``instrument()``, several when the CPU is busy); with the default
     detectors the answer depends only on the process (its ``service.instance.id``) and the two variables, so it
     is kept per process and setting. Detectors named in the environment run at every call, as before."""
-    if os.environ.get(OTEL_EXPERIMENTAL_RESOURCE_DETECTORS, "").strip():
+    if consulted(OTEL_EXPERIMENTAL_RESOURCE_DETECTORS).strip():
         return Resource.create({})
-    key = (os.getpid(), os.environ.get(OTEL_RESOURCE_ATTRIBUTES), os.environ.get(OTEL_SERVICE_NAME))
+    key = (os.getpid(), consulted(OTEL_RESOURCE_ATTRIBUTES), consulted(OTEL_SERVICE_NAME))
     found = _DETECTED.get(key)
     if found is None:
         _DETECTED.clear()
@@ -160,13 +161,11 @@ def _detected() -> Resource:
 
 
 def _run_id(config: Settings, resource: Resource) -> str:
-    """The run id: the argument or ROLLSCOPE_RUN_ID (validated by Settings), else rl.run.id from
+    """The run id: the argument or ROLLSCOPE_RUN_ID (validated, or made safe, by Settings), else rl.run.id from
     OTEL_RESOURCE_ATTRIBUTES. A malformed id from the environment is made safe, with a warning, rather than
     stopping the job; no run id at all is the caller's error."""
     run = config.run_id or resource.attributes.get(semconv.RUN_ID)
     source = f"{semconv.RUN_ID} in OTEL_RESOURCE_ATTRIBUTES"
-    if not run and (os.environ.get("ROLLSCOPE_RUN_ID") or "").strip():
-        run, source = os.environ["ROLLSCOPE_RUN_ID"], "ROLLSCOPE_RUN_ID"
     if not run:
         raise ValueError("attach() needs a run id: pass run_id=, or set ROLLSCOPE_RUN_ID or rl.run.id")
     try:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from rollscope import semconv
+from rollscope.settings import Settings
 
 # The order a span's messages are shown in: the instructions, what was sent, the call, the reply, its result.
 _SOURCE_RANK = {"system": 0, "input": 1, "tool_arguments": 2, "output": 3, "tool_result": 4}
@@ -61,6 +62,11 @@ class ContentPolicy:
     enabled: bool = True
     max_chars: int = DEFAULT_MAX_CHARS
     sample: float = 1.0
+
+    @classmethod
+    def of(cls, settings: Settings) -> ContentPolicy:
+        """The policy the settings say (``ROLLSCOPE_CAPTURE_CONTENT`` and its like, or their arguments)."""
+        return cls(settings.capture_content, settings.content_max_chars, settings.content_sample)
 
 
 OFF = ContentPolicy(enabled=False)
@@ -444,7 +450,7 @@ class Found:
                 self.run_of(row),
                 rollout,
                 group,
-                status not in (None, "ok") or code == "error" or reward is None,
+                status not in (None, semconv.ROLLOUT_OK) or code == "error" or reward is None,
             )
             for row, rollout, group, status, code, reward in zip(rows, *columns.values(), strict=True)
         ]

@@ -37,14 +37,9 @@ from starlette.routing import Route
 from rollscope.collectors import ports
 from rollscope.collectors.content import ContentPolicy
 from rollscope.collectors.group_commit import GroupCommit
-from rollscope.collectors.otlp import (
-    Decoded,
-    MalformedPayload,
-    decode_json,
-    decode_protobuf,
-    error_status,
-    export_response,
-)
+from rollscope.collectors.otlp import Decoded, MalformedPayload, error_status, export_response
+from rollscope.collectors.otlp_json import decode_json
+from rollscope.collectors.otlp_protobuf import decode_protobuf
 from rollscope.settings import Settings, compact_seconds
 from rollscope.store.layout import SegmentWriter, check_run_id
 from rollscope.store.schema import COLLECTOR_STATS_SCHEMA
@@ -81,7 +76,7 @@ class ReceiverConfig:
     grpc_port: int | None = None  # OTLP/gRPC too, on this port (0 = any free); None = HTTP only
     compact_seconds: float | None = field(default_factory=compact_seconds)  # None: no background compaction
     # what it keeps of the content senders send (transcripts): ROLLSCOPE_CAPTURE_CONTENT & co by default
-    content: ContentPolicy = field(default_factory=lambda: Settings.resolve().content)
+    content: ContentPolicy = field(default_factory=lambda: ContentPolicy.of(Settings.resolve()))
 
     def __post_init__(self) -> None:
         self.store = Path(self.store)

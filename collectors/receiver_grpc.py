@@ -3,7 +3,7 @@
 vLLM exports traces over gRPC unless told otherwise, as do the Java and Go SDKs and the OpenTelemetry
 Collector's ``loadbalancing`` exporter. This listener answers them with what the HTTP receiver does, in the
 same process: the same token, request and memory limits (``Receiver._reserve`` counts both protocols against
-one budget), the same decoder thread (``collectors.otlp.decode_protobuf``) and the same ``GroupCommit``, so an
+one budget), the same decoder thread (``collectors.otlp_protobuf.decode_protobuf``) and the same ``GroupCommit``, so an
 ``Export`` returns OK only once its spans are in a durable segment, whichever protocol carried them.
 
 gRPC's own library reads the request (gzip included, ``grpc-encoding``) on a small thread pool and enforces

@@ -129,7 +129,7 @@ class RL:
                     yield span
                 except BaseException:
                     if "rollout_status" not in span.fields_set:
-                        span.set(rollout_status="infra_error")
+                        span.set(rollout_status=semconv.ROLLOUT_INFRA_ERROR)
                     raise
         finally:
             _current_rollout.reset(token)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 
+from rollscope import formats
 from rollscope.errors import QueryError, UnknownRunError
 from rollscope.queries import sqlfiles
 
@@ -900,18 +901,14 @@ def _evidence(r: dict) -> str:
         return r.get("why_not") or "not measured in this selection"
 
 
-def _pct(value) -> str:
-    return "—" if value is None else f"{100 * value:.1f} %"
-
-
 _EVIDENCE: dict[str, Callable[[dict], str]] = {
     "task_selection": lambda r: (
-        f"nonzero-signal {_pct(r['before'])} → {_pct(r['after'])}; {r['all_right_groups']:,} all-right and "
-        f"{r['all_wrong_groups']:,} all-wrong groups of {r['groups']:,}; "
+        f"nonzero-signal {formats.rate(r['before'])} → {formats.rate(r['after'])}; "
+        f"{r['all_right_groups']:,} all-right and {r['all_wrong_groups']:,} all-wrong groups of {r['groups']:,}; "
         f"{r['saturated_tasks']:,} of {r['tasks']:,} tasks saturated in every group"
     ),
     "scoring": lambda r: (
-        f"scoring {_pct(r['before'])} → 100 %: {r['unscored']:,} completed rollouts unscored, "
+        f"scoring {formats.rate(r['before'])} → 100 %: {r['unscored']:,} completed rollouts unscored, "
         f"{r['failed_judges']:,} judge calls failed"
         + (
             f" after {r['failed_judge_mean_s']:.1f} s each (a returning call takes {r['ok_judge_mean_s']:.1f} s)"
@@ -920,23 +917,23 @@ _EVIDENCE: dict[str, Callable[[dict], str]] = {
         )
     ),
     "infra": lambda r: (
-        f"completion {_pct(r['before'])} → 100 %: {r['failed']:,} rollouts failed, burning "
+        f"completion {formats.rate(r['before'])} → 100 %: {r['failed']:,} rollouts failed, burning "
         f"{r['burned_device_s']:,.0f} rollout device-seconds"
     ),
     "staleness": lambda r: (
-        f"freshness {_pct(r['before'])} → {_pct(r['after'])} with bound {r['bound']} → {r['looser_bound']}: "
-        f"{r['beyond_bound']:,} signal-carrying samples beyond the bound; trainer idle "
-        f"{_pct(r['trainer_idle_fraction'])}"
+        f"freshness {formats.rate(r['before'])} → {formats.rate(r['after'])} with bound {r['bound']} → "
+        f"{r['looser_bound']}: {r['beyond_bound']:,} signal-carrying samples beyond the bound; trainer idle "
+        f"{formats.rate(r['trainer_idle_fraction'])}"
     ),
     "drafter_refresh": lambda r: (
-        f"acceptance {_pct(r['before'])} now vs {_pct(r['after'])} just after the refresh to "
+        f"acceptance {formats.rate(r['before'])} now vs {formats.rate(r['after'])} just after the refresh to "
         f"{r['drafter_version']} ({r['later_tokens_per_step']:.2f} vs {r['fresh_tokens_per_step']:.2f} tokens "
         f"per verify step); up to {r['max_versions_since_refresh']} versions since a refresh"
     ),
     "spec_budget": lambda r: (
         f"k {r['before']:.0f} → {r['after']:.0f} on rollouts ≥ {r['long_tokens']:,.0f} tokens "
-        f"where acceptance is {_pct(r['long_acceptance'])}: {r['decode_s_where_it_pays']:,.0f} decode seconds "
-        f"of {r['long_decode_s']:,.0f} on long rollouts"
+        f"where acceptance is {formats.rate(r['long_acceptance'])}: "
+        f"{r['decode_s_where_it_pays']:,.0f} decode seconds of {r['long_decode_s']:,.0f} on long rollouts"
     ),
     "prefix_continuity": lambda r: (
         f"{r['reprefill_tokens']:,.0f} history tokens prefilled again: "
@@ -945,12 +942,13 @@ _EVIDENCE: dict[str, Callable[[dict], str]] = {
             for reason in CONTINUITY_REASONS
             if r[f"{reason}_tokens"]
         )
-        + f"; prefix-cache hit rate {_pct(r['cache_hit_rate'])}, {r['prefill_s']:,.0f} prefill seconds in all"
+        + f"; prefix-cache hit rate {formats.rate(r['cache_hit_rate'])}, "
+        f"{r['prefill_s']:,.0f} prefill seconds in all"
     ),
     "prompt_sharing": lambda r: (
         f"{r['prompt_reprefill_tokens']:,.0f} task-prompt tokens prefilled again by group members "
         f"({r['prompt_reprefill_s']:,.0f} prefill seconds); first turns found "
-        f"{_pct(r['first_turn_cached_share'])} of their prompt cached"
+        f"{formats.rate(r['first_turn_cached_share'])} of their prompt cached"
     ),
     "compaction": lambda r: (
         f"{r['extra_samples']:,} compactions removed {r['removed_tokens']:,.0f} tokens and made as many extra "
@@ -963,13 +961,13 @@ _EVIDENCE: dict[str, Callable[[dict], str]] = {
         + (": it pays for itself, keep it" if r["gain"] is not None and r["gain"] < 0 else "")
     ),
     "disaggregation": lambda r: (
-        f"new-prefill : decode {r['prefill_decode_ratio']:.2f} : 1 (step CV {_pct(r['step_ratio_cv'])}), "
+        f"new-prefill : decode {r['prefill_decode_ratio']:.2f} : 1 (step CV {formats.rate(r['step_ratio_cv'])}), "
         f"{r['turns_per_rollout']:.1f} turns per rollout of {r['turn_latency_s']:.1f} s, "
         f"model {r['model_parameters'] / 1e9:.1f}B"
     ),
     "tool_waits": lambda r: (
-        f"rollout servers idle {_pct(r['before'])} of {r['held_s']:,.0f} s ({r['idle_device_s']:,.0f} "
-        f"device-seconds); tool calls {_pct(r['tool_wait_share'])} of rollout time"
+        f"rollout servers idle {formats.rate(r['before'])} of {r['held_s']:,.0f} s ({r['idle_device_s']:,.0f} "
+        f"device-seconds); tool calls {formats.rate(r['tool_wait_share'])} of rollout time"
     ),
 }
 # --- is it stuck: liveness, stalls, goodput (docs/metrics.md, "Health" and "Goodput") ------------------------

@@ -1,6 +1,6 @@
-"""The documented views and their columns, read from DuckDB itself so README.md cannot drift from them.
+"""The documented views and their columns, read from DuckDB itself so docs/views.md cannot drift from them.
 
-``python -m queries.catalog`` prints the README's "Views" table.
+``python -m rollscope.queries.catalog`` prints docs/views.md's "Views" table.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ VIEW_DOCS = {
 }
 
 
-# The table macros a query can call like a view (README "Report and check" lists them too).
+# The table macros a query can call like a view (docs/views.md lists them too).
 MACRO_DOCS = {
     "rollout_steps('RUN')": "one row per rollout: its consuming train step, staleness and recorded sample decision",
     "rollout_stages('RUN')": "one row per rollout: its funnel stage flags, the stage it was lost at and why",

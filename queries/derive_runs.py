@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rollscope import settings
 from rollscope.errors import RollscopeError, StoreError
 from rollscope.queries import definitions
 from rollscope.queries.derive import derive
@@ -149,8 +150,8 @@ _TOKEN_NEEDED = (
 
 def _has_token() -> bool:
     """Whether this process has a Ray token, where Ray looks for one."""
-    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
-    return bool(os.environ.get("RAY_AUTH_TOKEN")) or os.path.isfile(path)
+    path = settings.consulted("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+    return bool(settings.consulted("RAY_AUTH_TOKEN")) or os.path.isfile(path)
 
 
 def _wants_token(gcs: str) -> bool:

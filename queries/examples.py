@@ -15,7 +15,7 @@ import pandas as pd
 
 from rollscope.queries import sqlfiles
 from rollscope.queries.analyses import ADVICE_DEFAULTS, _filters
-from rollscope.queries.funnel_stages import RATES
+from rollscope.semconv import FUNNEL_RATES
 
 EXAMPLES = 5  # examples a figure links to
 LIST_LIMIT = 500  # rollouts the Rollouts page lists of one selection
@@ -56,7 +56,7 @@ class Selection:
 def lost(stage: str, reason: str | None = None) -> Selection:
     """The rollouts the funnel lost at ``stage`` (for ``reason``, as funnel_losses names it)."""
     why = f" ({reason})" if reason else ""
-    where = RATES.get(stage, stage).replace("_", " ")
+    where = FUNNEL_RATES.get(stage, stage).replace("_", " ")
     return Selection("lost", f"rollouts lost at {where}{why}", {"lost_at": stage, "lost_reason": reason})
 
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rollscope.queries import analyses, sqlfiles
-from rollscope.queries.funnel_stages import RATES, STAGES
-
-TERMS = ("rollout", "train", "teacher", "judge")
+from rollscope.semconv import COMPUTE_TERMS, FUNNEL_RATES, FUNNEL_STAGES
 
 
 def report(con, run_id: str, steps=None, environment=None) -> dict:
@@ -160,9 +158,9 @@ def _steps(con, run_id: str) -> dict:
 def _funnel(con, run_id: str, filters: dict) -> dict:
     row = analyses.record(analyses.funnel(con, run_id, **filters))
     return {
-        **{stage: row.get(stage, 0) for stage in STAGES},
+        **{stage: row.get(stage, 0) for stage in FUNNEL_STAGES},
         "scored_in_groups": row.get("scored_in_groups", 0),
-        "rates": {rate: row.get(f"{rate}_rate") for rate in RATES.values()},
+        "rates": {rate: row.get(f"{rate}_rate") for rate in FUNNEL_RATES.values()},
     }
 
 
@@ -174,7 +172,7 @@ def _losses(con, run_id: str, filters: dict) -> list[dict]:
 def _compute(con, run_id: str, filters: dict) -> dict:
     """The compute terms, C_total and each term's share of it, as ``compute_terms.sql`` computes them."""
     table = analyses.compute_terms(con, run_id, **filters).set_index("term")
-    column = {name: {t: analyses.plain(table.at[t, name]) for t in TERMS} for name in table.columns}
+    column = {name: {t: analyses.plain(table.at[t, name]) for t in COMPUTE_TERMS} for name in table.columns}
     work = analyses.token_work(con, run_id, **filters)
     return {
         "flops": {**column["flops"], "total": analyses.plain(table["flops_total"].iloc[0])},

@@ -41,7 +41,11 @@ SPAN_NAMES = {
 
 # --- enum values ------------------------------------------------------------------------------------------
 ROLES = ("rollout", "train", "teacher", "judge", "env")
-ROLLOUT_STATUSES = ("ok", "infra_error", "aborted")
+# The roles whose accelerator time and FLOPs are the compute terms, C_rollout + C_train + C_teacher + C_judge
+# (docs/metrics.md); env processes run on CPUs, their time reported beside them as C_env.
+COMPUTE_TERMS = ("rollout", "train", "teacher", "judge")
+ROLLOUT_OK, ROLLOUT_INFRA_ERROR, ROLLOUT_ABORTED = "ok", "infra_error", "aborted"
+ROLLOUT_STATUSES = (ROLLOUT_OK, ROLLOUT_INFRA_ERROR, ROLLOUT_ABORTED)
 SAMPLE_DECISIONS = ("used", "stale", "zero_signal", "invalid", "unscored")
 LOGPROB_SOURCES = ("policy", "drafter")
 JUDGE_STATUSES = ("ok", "timeout", "error")
@@ -50,6 +54,21 @@ CONTINUITY_BREAKS = ("retokenized", "evicted", "server_changed", "compacted")
 # What cut a turn or rollout off (docs/metrics.md, "Truncation"): the request's response limit, the model's context
 # length, or the rollout's turn or tool-call budget.
 TRUNCATION_LIMITS = ("response", "context", "turns", "tools")
+# The usable-experience funnel's stages (docs/metrics.md): what the funnel analysis counts, the report's keys, the
+# pages' bars and the simulator's ground truth all list them from here. Each stage after the first has a rate, its
+# count over the stage before's: ``<rate>_rate`` in the funnel analysis, ``funnel.rates.<rate>`` in the report.
+# dispatched × the four stage rates = usable.
+FUNNEL_STAGES = ("dispatched", "completed", "scored", "nonzero_signal", "fresh", "usable")
+# stage -> the name of its rate (usable's rate is over dispatched: the product of the four before it)
+FUNNEL_RATES = {
+    "completed": "completion",
+    "scored": "scoring",
+    "nonzero_signal": "nonzero_signal",
+    "fresh": "freshness",
+    "usable": "usable",
+}
+# the four rates whose product is usable's
+FUNNEL_STAGE_RATES = ("completion", "scoring", "nonzero_signal", "freshness")
 
 
 @dataclass(frozen=True)
@@ -447,6 +466,29 @@ SPAN_ATTRIBUTES: tuple[Attribute, ...] = (
 
 ALL_ATTRIBUTES = RESOURCE_ATTRIBUTES + SPAN_ATTRIBUTES
 
+# Attributes with no column of their own: they stay in a span's JSON ``attributes`` (a list, or a figure few
+# analyses read), where SQL reads them by name (``attributes::JSON -> '$."gen_ai.response.finish_reasons"'``).
+JSON_ATTRIBUTES: tuple[Attribute, ...] = (
+    Attribute(
+        "gen_ai.response.finish_reasons",
+        "attributes",
+        "str[]",
+        "rl.turn",
+        "Why the model stopped generating (GenAI): `length` when a token limit cut it off (Truncation, below).",
+    ),
+    Attribute(
+        "rl.sample.uses",
+        "attributes",
+        "int",
+        "rl.sample",
+        "Optimizer steps that trained on the sample (a trainer reusing its batches: TRL's `num_iterations`).",
+    ),
+    Attribute(
+        "rl.sample.last_step", "attributes", "int", "rl.sample", "The last train step that trained on it."
+    ),
+)
+FINISH_REASONS, SAMPLE_USES, SAMPLE_LAST_STEP = (a.name for a in JSON_ATTRIBUTES)
+
 # --- content: what the agent said and did ----------------------------------------------------------------
 # These attributes carry text, not figures. They never land in the spans dataset (a scan of spans must not read
 # text): the collectors move them into the run's ``messages`` dataset, one row per message, under the capture
@@ -553,6 +595,10 @@ OPERATION_NAME = "gen_ai.operation.name"
 TRAIN_STEP_INDEX = "rl.train.step"
 SAMPLE_DECISION = "rl.sample.decision"
 SAMPLE_STALENESS = "rl.sample.staleness"
+SPEC_DRAFT_TOKENS = "rl.spec.draft_tokens"
+SPEC_ACCEPTED_TOKENS = "rl.spec.accepted_tokens"
+SPEC_VERIFY_STEPS = "rl.spec.verify_steps"
+SPEC_K = "rl.spec.num_speculative_tokens"
 
 
 def by_name() -> dict[str, Attribute]:
@@ -593,6 +639,7 @@ def markdown() -> str:
     for title, table in (
         ("Resource attributes (once per process)", RESOURCE_ATTRIBUTES),
         ("Span attributes", SPAN_ATTRIBUTES),
+        ("Span attributes without a column (read from the JSON `attributes`)", JSON_ATTRIBUTES),
     ):
         out += [
             "",
@@ -610,7 +657,7 @@ def markdown() -> str:
         "",
         "What the agent said and did. These attributes never land in the spans dataset: the collectors move",
         'them into the run\'s `messages` dataset (one row per message; docs/store.md, "Transcripts"), under',
-        'the capture policy (README, "Configuration"). Values are JSON in GenAI\'s message shape',
+        "the capture policy (docs/configuration.md). Values are JSON in GenAI's message shape",
         '(`[{"role": "user", "parts": [{"type": "text", "content": "..."}]}]`, with parts `text`,',
         "`reasoning`, `tool_call` {id, name, arguments} and `tool_call_response` {id, response}, and",
         "`finish_reason` on output messages), or plain text.",

@@ -19,7 +19,7 @@ from rollscope import semconv
 
 log = logging.getLogger("rollscope")
 
-# Documented in README.md ("Configuration"); a test keeps the two equal.
+# Documented in docs/configuration.md; tests/test_docs.py keeps the two equal.
 ENV = {
     "ROLLSCOPE_STORE": "Store directory (default ./runs).",
     "ROLLSCOPE_RUN_ID": "Run id when attach() is not given one (rl.run.id in OTEL_RESOURCE_ATTRIBUTES also works).",
@@ -34,6 +34,9 @@ ENV = {
     "ROLLSCOPE_DERIVE_MEMORY": "Memory a run's derivation holds before spilling to disk: 8GB, 512MiB, or a "
     "share of RAM like 25% (default 25%).",
     "ROLLSCOPE_DERIVE_THREADS": "Cores a run's derivation uses at once (default: every core).",
+    "ROLLSCOPE_BLOCK_STEPS": "Consuming steps per part of a derived table on disk (default 32; docs/store.md).",
+    "ROLLSCOPE_CACHE": "Where derived tables go when the store is not writable (default $XDG_CACHE_HOME/rollscope, "
+    "else ~/.cache/rollscope).",
     "ROLLSCOPE_NOTIFY_URL": "Webhook `rollscope watch` posts to without --notify (keeps a Slack URL out of `ps`).",
     "ROLLSCOPE_NOTIFY_TOKEN": "Bearer token `rollscope watch` sends its webhook (never on the command line).",
     "ROLLSCOPE_CAPTURE_CONTENT": "0 keeps transcripts out of the store: no message content is written anywhere "
@@ -49,18 +52,31 @@ ENV = {
     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "Spans per export call (rollscope's default 8192).",
     "OTEL_BSP_SCHEDULE_DELAY": "Milliseconds between exports (rollscope's default 500).",
 }
+# Variables other programs own and parse, which rollscope only looks at (so they have no row above).
+FOREIGN = {
+    "OTEL_EXPERIMENTAL_RESOURCE_DETECTORS": "the SDK's extra resource detectors: attach() runs them at every call "
+    "rather than keep what they found",
+    "RAY_AUTH_TOKEN": "Ray's token: `rollscope derive --ray` checks this process has one before it asks a "
+    "cluster that wants one",
+    "RAY_AUTH_TOKEN_PATH": "the file Ray reads its token from (else ~/.ray/auth_token)",
+    "XDG_CACHE_HOME": "the user's cache directory, where ROLLSCOPE_CACHE points by default",
+}
 
 
-def _env_value(name: str, parse, default, *, quiet: bool = False):
+def _env_value(name: str, parse, default, *, quiet: bool = False, repair=None):
     """``parse(os.environ[name])``; unset or empty gives ``default``, and so does any bad value, with a
-    warning (unless ``quiet``: a second read of the same variable): whatever a job's environment holds, the
-    job keeps running."""
+    warning (unless ``quiet``: a second read of the same variable), or what ``repair`` makes of it: whatever
+    a job's environment holds, the job keeps running."""
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
     try:
         return parse(raw.strip())
     except (ValueError, TypeError, OverflowError) as e:
+        fixed = repair(raw.strip()) if repair else None
+        if fixed is not None:
+            log.warning("rollscope: %s=%r is not valid (%s); using %r instead", name, raw, e, fixed)
+            return fixed
         if not quiet:
             log.warning("rollscope: ignoring %s=%r (%s); using %r", name, raw, e, default)
         return default
@@ -112,10 +128,17 @@ def _role(value) -> str:
     return value
 
 
-def _run_id(value) -> str:
-    from rollscope.store.layout import check_run_id
+# Run ids become directory names (store/layout.py's partitions), so only a safe alphabet is accepted.
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
-    return check_run_id(value)
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` when it is in the run-id alphabet, else ``ValueError`` saying what is."""
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+        raise ValueError(
+            f"invalid run id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return run_id
 
 
 def safe_run_id(text: str) -> str:
@@ -183,7 +206,7 @@ def _path(value) -> Path:
     if any(len(os.fsencode(part)) > 255 for part in path.parts):
         raise ValueError("a name in that path is longer than 255 bytes")
     if path.exists() and not path.is_dir():
-        raise ValueError("that is a file, not a store directory")
+        raise ValueError("that is a file, not a directory")
     return path
 
 
@@ -191,7 +214,7 @@ def _path(value) -> Path:
 # environment value (which is logged and falls back), so every consumer of Settings gets a valid value.
 FIELDS = {
     "store": ("ROLLSCOPE_STORE", _path),
-    "run_id": ("ROLLSCOPE_RUN_ID", _run_id),
+    "run_id": ("ROLLSCOPE_RUN_ID", check_run_id),
     "role": ("ROLLSCOPE_ROLE", _role),
     "devices": ("ROLLSCOPE_DEVICES", _number(float, 0, 1_000_000, low_inclusive=True)),
     "service_name": ("OTEL_SERVICE_NAME", _text),
@@ -206,6 +229,8 @@ FIELDS = {
     "token": ("ROLLSCOPE_TOKEN", _text),
     "derive_memory": ("ROLLSCOPE_DERIVE_MEMORY", _memory),
     "derive_threads": ("ROLLSCOPE_DERIVE_THREADS", _number(int, 0, 4096)),
+    "block_steps": ("ROLLSCOPE_BLOCK_STEPS", _number(int, 0, 1_000_000)),
+    "cache": ("ROLLSCOPE_CACHE", _path),
     "notify_url": ("ROLLSCOPE_NOTIFY_URL", _url),
     "notify_token": ("ROLLSCOPE_NOTIFY_TOKEN", _text),
     "capture_content": ("ROLLSCOPE_CAPTURE_CONTENT", _switch),
@@ -214,6 +239,10 @@ FIELDS = {
 }
 # Standard variables read for a field whose own variable is unset (OpenTelemetry's precedence: ours, then theirs).
 FALLBACKS = {"capture_content": (semconv.GENAI_CAPTURE_CONTENT, _genai_capture)}
+# Fields whose bad environment value is made good rather than ignored: a run id with a stray character still
+# names the run the job meant (each run of other characters becomes '-'), where ignoring it would send the
+# job's spans to another run, or stop it for want of one.
+REPAIRS = {"run_id": safe_run_id}
 
 
 @dataclass
@@ -225,7 +254,7 @@ class Settings:
     day; max_queue_size and max_export_batch_size 1-4,194,304; schedule_delay_millis above 0 and at most an
     hour; content_max_chars 64 to 2^30; content_sample 0-1; derive_memory 64 MiB to 1 PiB (a size, ``8GB``,
     or a share of memory, ``25%``; default ``DERIVE_MEMORY_SHARE`` of ``machine_memory()``); derive_threads
-    1-4,096 (default: every core). Numbers must be finite.
+    1-4,096 (default: every core); block_steps 1-1,000,000. Numbers must be finite.
     """
 
     store: Path = Path("runs")
@@ -246,6 +275,8 @@ class Settings:
     # spills to disk, and the cores it runs on. None: a share of the machine's memory, and every core.
     derive_memory: int | None = None
     derive_threads: int | None = None
+    block_steps: int = 32  # consuming steps per part of a blocked derived table (store/derived.py)
+    cache: Path | None = None  # derived tables of a store this user may not write: cache_dir() when None
     notify_url: str | None = None  # the webhook `rollscope watch` posts alerts to
     notify_token: str | None = None  # the bearer token it sends there
     # Transcripts (docs/store.md). On by default: the content is the run's own training data, which the trainer
@@ -262,8 +293,7 @@ class Settings:
         unknown = set(arguments) - known
         if unknown:
             raise ValueError(f"unknown settings: {', '.join(sorted(unknown))}")
-        d = cls()
-        env = {name: _env_value(var, parse, getattr(d, name)) for name, (var, parse) in FIELDS.items()}
+        env = {name: environment(name) for name in FIELDS}
         for name, (var, parse) in FALLBACKS.items():
             ours = FIELDS[name][0]
             if _env_value(ours, FIELDS[name][1], None, quiet=True) is None:  # unset or bad: theirs decides
@@ -279,13 +309,6 @@ class Settings:
         settings.validate()
         return settings
 
-    @property
-    def content(self):
-        """The capture policy collectors apply (``collectors.content``)."""
-        from rollscope.collectors.content import ContentPolicy
-
-        return ContentPolicy(self.capture_content, self.content_max_chars, self.content_sample)
-
     def validate(self) -> None:
         self.store = Path(self.store)
         self.role = _role(self.role)
@@ -300,6 +323,27 @@ class Settings:
     def derive_cores(self) -> int:
         """The cores a derivation runs on: ``derive_threads``, else every core this process may use."""
         return self.derive_threads or len(os.sched_getaffinity(0))
+
+
+def environment(name: str):
+    """One field's value from its environment variable alone (its default when unset, or bad: logged), for a
+    reader that needs one setting, not a Settings (a module's constant, a directory looked up per call)."""
+    var, parse = FIELDS[name]
+    return _env_value(var, parse, getattr(Settings, name), repair=REPAIRS.get(name))
+
+
+def cache_dir() -> Path:
+    """The per-user cache directory: ``$ROLLSCOPE_CACHE``, else ``$XDG_CACHE_HOME/rollscope``, else
+    ``~/.cache/rollscope``."""
+    return environment("cache") or Path(consulted("XDG_CACHE_HOME") or Path.home() / ".cache") / "rollscope"
+
+
+def consulted(name: str) -> str:
+    """A variable's text as the environment holds it ('' when unset), for one that another program parses:
+    one of ``FOREIGN``, or one of ``ENV`` the SDK reads itself (``OTEL_RESOURCE_ATTRIBUTES``)."""
+    if name not in FOREIGN and name not in ENV:
+        raise KeyError(f"{name} is not a variable rollscope reads: give it a row in ENV or FOREIGN")
+    return os.environ.get(name, "")
 
 
 def default_store() -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rollscope.queries.funnel_stages import STAGES as _STAGES
+from rollscope.semconv import COMPUTE_TERMS, FUNNEL_STAGES
 from rollscope.semconv import SAMPLE_DECISIONS as _DECISIONS
 from rollscope.simulator import training
 from rollscope.simulator.config import SimConfig, to_dict
@@ -66,7 +66,7 @@ PREFILL_SPLIT = (
     "compaction_after_tokens",
 )
 _GROUPS = {
-    "funnel": _STAGES,
+    "funnel": FUNNEL_STAGES,
     "decisions": _DECISIONS,
     "prefill_decode": (
         "turns",
@@ -555,7 +555,7 @@ class Truth:
         return out
 
     def _busy_by_role(self) -> dict[str, tuple[float, float]]:
-        out = {role: (0.0, 0.0) for role in ("rollout", "train", "teacher", "judge")}
+        out = {role: (0.0, 0.0) for role in COMPUTE_TERMS}
         for p in self.procs:
             if p.role in out:
                 seconds = self.busy[p.key].union_ns() / 1e9

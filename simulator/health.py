@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from rollscope import semconv
 from rollscope.simulator.config import SimConfig
 from rollscope.simulator.plan import StepPlan
 from rollscope.simulator.records import (
@@ -212,7 +213,7 @@ class Health:
             step, status, usable = self.rollouts[rollout]
             row = out[step]
             row["total_device_s"] += device_s
-            if status in ("infra_error", "aborted"):
+            if status in (semconv.ROLLOUT_INFRA_ERROR, semconv.ROLLOUT_ABORTED):
                 row[f"{status}_device_s"] += device_s
             elif not usable:
                 row["unused_device_s"] += device_s

@@ -1,6 +1,6 @@
 """The plan's entities: a step, its groups and rollouts, and each rollout's turns, tool calls and scoring.
 
-Plain data with times in seconds from the run's time zero. :mod:`simulator.dynamics` fills them in,
+Plain data with times in seconds from the run's time zero. :mod:`simulator.planner` fills them in,
 :mod:`simulator.records` turns them into spans and :mod:`simulator.groundtruth` counts them.
 
 A step's turns and tool calls (most of its spans) are held column-wise, one numpy array per field for the
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from rollscope import semconv
 from rollscope.simulator.config import Environment
 
 
@@ -207,7 +208,7 @@ class Rollout:
     planned_output: int = 0  # their output tokens, summed
     planned_tool_s: float = 0.0  # their tool calls' seconds, summed
     turn_budget_cut: bool = False  # the agent would have taken more turns than its environment's turns_max
-    status: str = "ok"
+    status: str = semconv.ROLLOUT_OK
     fail_turn: int = -1
     fail_in_tool: bool = False
     scored: bool = True
@@ -240,7 +241,7 @@ class Rollout:
 
     @property
     def completed(self) -> bool:
-        return self.status == "ok"
+        return self.status == semconv.ROLLOUT_OK
 
     @property
     def turns(self) -> list[Turn]:

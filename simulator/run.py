@@ -17,7 +17,7 @@ from pathlib import Path
 from rollscope.errors import RollscopeError
 from rollscope.simulator import groundtruth
 from rollscope.simulator.config import SimConfig
-from rollscope.simulator.dynamics import Planner
+from rollscope.simulator.planner import Planner
 from rollscope.simulator.progress import Progress
 from rollscope.simulator.records import Instance, SpanBuilder, instances
 from rollscope.store import layout as store_layout
@@ -62,7 +62,7 @@ def simulate(
 
     ``pace`` spreads the run over wall time (at least that many seconds per step) so a dashboard can watch
     it grow; it changes nothing in the spans. ``fast`` writes the same rows without the SDK and attach()
-    (``simulator.fast``): for building large benchmark stores, not for testing the collectors path.
+    (``simulator.direct_writer``): for building large benchmark stores, not for testing the collectors path.
     """
     store = Path(store)
     _prepare(store, run_id, replace_run)
@@ -160,7 +160,7 @@ def _pool(
     long (the stall rule compares processes' last spans)."""
     settings = {"algorithm": config.algorithm, "staleness_bound": config.staleness_bound}
     if fast:
-        from rollscope.simulator.fast import FastPool
+        from rollscope.simulator.direct_writer import FastPool
 
         return FastPool(str(store), run_id, assignment, settings)
     settings["capture"] = config.transcripts.enabled

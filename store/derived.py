@@ -83,6 +83,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rollscope import settings
 from rollscope.store import layout
 
 DERIVED_DIR = "derived"
@@ -93,9 +94,7 @@ FORMAT = (
 )
 GRACE_S = 300.0  # how long a retired part stays on disk for readers that listed it
 PARTS = "parts"  # parts/<table>/b=<block>/<name>.parquet, immutable, shared by the generations naming them
-BLOCK_STEPS = int(
-    os.environ.get("ROLLSCOPE_BLOCK_STEPS", "32")
-)  # consuming steps per part of a blocked table
+BLOCK_STEPS = settings.environment("block_steps")  # consuming steps per part of a blocked table
 
 
 @dataclass(frozen=True)
@@ -510,11 +509,8 @@ def store_root(store: Path | str) -> Path:
 
 def cache_root(store: Path | str) -> Path:
     """The per-user directory used when the store itself is not writable."""
-    base = os.environ.get("ROLLSCOPE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rollscope"
-    )
     key = hashlib.sha1(str(Path(store).resolve()).encode()).hexdigest()[:16]
-    return Path(base) / DERIVED_DIR / key
+    return settings.cache_dir() / DERIVED_DIR / key
 
 
 def roots(store: Path | str) -> list[Path]:

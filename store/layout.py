@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import shutil
 import threading
@@ -35,13 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rollscope.errors import StoreError
+from rollscope.settings import check_run_id
 from rollscope.store import arrow_memory
 from rollscope.store.schema import DATASET_NAMES
 
 if TYPE_CHECKING:  # pyarrow is imported by the writers that need it: a reader never does
     import pyarrow as pa
 
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 SOURCES_KEY = b"rollscope.sources"
 PARTITION_PREFIX = "run_id="
 COMPACT_TARGET_ROWS = 2_000_000
@@ -73,15 +72,6 @@ REPLACED_DIR = ".replaced"  # inside a run partition: files a merged file replac
 RETIRE_AFTER_S = 1.0  # a merged file's sources are moved aside this long after it appeared ...
 SLOW_LISTING_S = RETIRE_AFTER_S / 2  # ... so a listing that took longer than this is taken again
 LISTING_TRIES = 4
-
-
-def check_run_id(run_id: str) -> str:
-    """Run ids become directory names, so only a safe alphabet is accepted."""
-    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
-        raise ValueError(
-            f"invalid run id {run_id!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
-    return run_id
 
 
 def partition_dir(store: Path | str, dataset: str, run_id: str) -> Path:

@@ -64,6 +64,7 @@ def teardown_module():
     shutil.rmtree(_root(), ignore_errors=True)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("lever", _params())
 def test_the_estimated_gain_is_the_realized_one_within_25_percent(lever):
     con = connect(store_with(lever, applied=True))
@@ -74,6 +75,7 @@ def test_the_estimated_gain_is_the_realized_one_within_25_percent(lever):
     assert estimate["gain"] == pytest.approx(realized, rel=TOLERANCE), (estimate["gain"], realized)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("lever", _params())
 def test_the_injected_bottleneck_is_ranked_first(lever):
     ranking = analyses.advise(connect(store_with(lever, applied=False)), "before")
@@ -81,6 +83,7 @@ def test_the_injected_bottleneck_is_ranked_first(lever):
     assert ranking["gain"].iloc[0] > ranking["gain"].iloc[1]
 
 
+@pytest.mark.long
 def test_a_lever_that_does_not_apply_says_why_instead_of_guessing():
     tiny = (("groups_per_step", 4), ("steps", 4))
     ranking = analyses.advise(connect(store_with("spec_budget", False, tiny)), "before").set_index("lever")
@@ -97,6 +100,7 @@ def test_a_lever_that_does_not_apply_says_why_instead_of_guessing():
     assert list(ranking["rank"]) == list(range(1, len(ranking) + 1))
 
 
+@pytest.mark.long
 def test_the_what_if_target_moves_the_task_selection_estimate():
     con = connect(store_with("task_selection", applied=False))
     at_80 = analyses.advice_lever(con, "before", "task_selection")
@@ -108,6 +112,7 @@ def test_the_what_if_target_moves_the_task_selection_estimate():
         analyses.advice_lever(con, "before", "task_selection", target=0.9)
 
 
+@pytest.mark.long
 def test_advise_prints_the_ranking_and_a_json_object_with_the_documented_keys(capsys):
     store = str(store_with("task_selection", applied=False))
     assert main(["advise", "--store", store, "--run", "before"]) == 0
@@ -123,6 +128,7 @@ def test_advise_prints_the_ranking_and_a_json_object_with_the_documented_keys(ca
     assert advice["baseline"]["usable"] == first["usable"]
 
 
+@pytest.mark.long
 def test_bad_arguments_are_one_line_errors(capsys):
     store = str(store_with("task_selection", applied=False))
     assert main(["advise", "--store", store, "--run", "nope"]) == 1
@@ -149,6 +155,7 @@ def test_a_run_the_trainer_has_not_consumed_yet_is_said_so_not_misread(tmp_path)
     assert staleness["bound"] == 2 and staleness["why_not"] == "no sample with nonzero signal consumed yet"
 
 
+@pytest.mark.long
 def test_the_command_reads_the_figures_the_page_reads_without_pandas():
     """`rollscope advise` reads each analysis's row as plain values, never through a frame (its start-up cost:
     pandas and pyarrow are 0.3 s of a 1 s budget); they are the very values the page's frames hold."""
@@ -184,6 +191,7 @@ def _same_values(row: dict, frame: dict, name: str) -> None:
     }, name
 
 
+@pytest.mark.long
 def test_advise_as_a_command_imports_neither_pandas_nor_pyarrow_and_prints_the_pages_ranking():
     """On a run whose derived state is current (deriving it is another matter: it writes Parquet)."""
     store = str(store_with("task_selection", applied=False))

@@ -11,7 +11,7 @@ import pytest
 from rollscope.collectors import attach
 from rollscope.errors import UnknownRunError
 from rollscope.queries import analyses, connect
-from rollscope.queries.funnel_stages import STAGES
+from rollscope.semconv import FUNNEL_STAGES as STAGES
 
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS

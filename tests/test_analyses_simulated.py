@@ -10,8 +10,10 @@ from __future__ import annotations
 import pytest
 
 from rollscope.queries import analyses, checks, connect
-from rollscope.queries.funnel_stages import STAGES
+from rollscope.semconv import FUNNEL_STAGES as STAGES
 from tests.simulated_runs import simulated
+
+pytestmark = pytest.mark.long  # each worker simulates two runs in two processes each: `make test-all`
 
 
 @pytest.fixture(

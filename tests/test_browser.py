@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.fixtures.seeded_runs import RunWriter
 from rollscope.app import pages as app_pages
 from tests.conftest import free_port
-from tests.test_dashboard_fixtures import RunWriter
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.long]  # a real Chromium per test: `make test-all`
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -338,7 +338,7 @@ def test_no_pages_folder_beside_the_entry_point():
 @pytest.fixture(scope="module")
 def agent_store(tmp_path_factory):
     """An agent run with transcripts, one of whose rollouts (hostile-0) holds markup and script in its texts."""
-    from tests.transcript_fixtures import write_agent_run
+    from benchmarks.fixtures.agent_runs import write_agent_run
 
     store = tmp_path_factory.mktemp("browser-agent") / "store"
     write_agent_run(store, "agent", steps=1)

@@ -39,6 +39,7 @@ def check(store, run_id, *thresholds):
     return code, {line.split(":")[0].split(" ", 1)[1]: line for line in lines}, err
 
 
+@pytest.mark.long
 def test_the_sample_runs_drafter_logprob_stretch_fails():
     store, truth = simulated("sample-preset")
     code, lines, _ = check(store, "sample-preset")
@@ -61,6 +62,7 @@ def test_the_sample_runs_drafter_logprob_stretch_fails():
     assert lines["stall"].startswith("PASS stall: no rollout in flight")  # a finished run: nothing in flight
 
 
+@pytest.mark.long
 def test_a_clean_run_passes_every_rule():
     store, _ = simulated("clean")
     code, lines, _ = check(store, "clean")
@@ -69,6 +71,7 @@ def test_a_clean_run_passes_every_rule():
     assert all(line.startswith("PASS ") for line in lines.values())
 
 
+@pytest.mark.long
 def test_thresholds_are_configurable():
     store, truth = simulated("sample-preset")
     turns = truth["run"]["spec_decode"]["drafter_logprob_turns"]
@@ -137,6 +140,7 @@ def test_the_shipped_sample_run_fails_exactly_on_its_misconfigurations(tmp_path)
     assert lines["nonzero-signal"].startswith("PASS") and lines["dropped-spans"].startswith("PASS")
 
 
+@pytest.mark.long
 def test_each_check_value_reads_as_its_message_states_it():
     """The Overview shows value and threshold beside the message: 47.5 % beside '47.5 %', not 0.475."""
     from rollscope import formats

@@ -151,6 +151,7 @@ def test_an_exception_inside_a_rollout_marks_it_infra_error(attached, store):
     ]
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_tight_loop_of_100k_spans_loses_nothing_silently(attached, store):
     rl = attached()
     tracer = rl.tracer

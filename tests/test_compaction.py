@@ -62,6 +62,7 @@ def listed(partition: Path) -> int:
     return sum(name.endswith(".parquet") for name in os.listdir(partition))
 
 
+@pytest.mark.long  # writer processes: ~30 CPU-seconds: `make test-all` runs it
 def test_writers_compact_their_run_by_themselves_and_readers_never_see_duplicates_or_gaps(store):
     total = 3000
     env = {**os.environ, "ROLLSCOPE_COMPACT": "1", "ROLLSCOPE_COMPACT_SECONDS": "0.2"}

@@ -18,8 +18,9 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from benchmarks.fixtures.seeded_runs import RunWriter
 from rollscope import formats
-from rollscope.app import charts, data
+from rollscope.app import charts, comparison, explorer, readers, sidebar
 from rollscope.app import pages as app_pages
 from rollscope.queries import analyses, trace
 from rollscope.queries.checks import run_checks
@@ -27,7 +28,6 @@ from rollscope.queries.reader import Reader
 from rollscope.queries.report import report
 from rollscope.store import layout
 from tests.conftest import ROOT
-from tests.test_dashboard_fixtures import RunWriter
 
 pytest_plugins = ("tests.test_dashboard_fixtures",)  # sample_store, empty_store
 APP = Path(__file__).resolve().parent.parent / "app" / "dashboard.py"
@@ -104,14 +104,14 @@ def test_every_page_runs_on_the_sample_run(sample_store, page):
     assert at.caption[0].value  # the page says what it is for
 
 
-@pytest.mark.skipif(not layout.run_ids(data.SAMPLE_STORE), reason="sample_data/ holds no run yet")
+@pytest.mark.skipif(not layout.run_ids(sidebar.SAMPLE_STORE), reason="sample_data/ holds no run yet")
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_runs_on_the_shipped_sample(page):
-    at = open_page(data.SAMPLE_STORE, page, run=None)  # what `rollscope dashboard` opens by default
+    at = open_page(sidebar.SAMPLE_STORE, page, run=None)  # what `rollscope dashboard` opens by default
     assert_clean(at)
     if page == "overview":
-        run = layout.run_ids(data.SAMPLE_STORE)[-1]
-        expected = report(Reader(data.SAMPLE_STORE).con, run)["funnel"]["dispatched"]
+        run = layout.run_ids(sidebar.SAMPLE_STORE)[-1]
+        expected = report(Reader(sidebar.SAMPLE_STORE).con, run)["funnel"]["dispatched"]
         assert metrics(at)["Rollouts dispatched"] == charts.count(expected)
 
 
@@ -225,6 +225,7 @@ SPLIT_PARTS = (  # what a prompt token cost, as the Prefill / decode page stacks
 )
 
 
+@pytest.mark.long
 def test_prefill_decode_page_splits_prefill_by_remedy_per_step_and_turn_with_the_what_ifs():
     """On a simulated run with every remedy's waste: the split's stacked bars per step and per turn index are the
     analysis's columns, with labelled axes, and each remedy's what-if is the advisor's lever."""
@@ -263,6 +264,7 @@ def test_prefill_decode_page_splits_prefill_by_remedy_per_step_and_turn_with_the
         )
 
 
+@pytest.mark.long
 def test_a_rollout_shows_where_continuity_broke_and_where_it_was_compacted():
     from tests.simulated_runs import simulated
 
@@ -327,9 +329,9 @@ def test_spec_decode_page_warns_about_drift_and_draws_acceptance(sample_store, c
     assert (refresh["x0"], shown["layout"]["annotations"][0]["text"]) == (4, "drafter d4")
 
 
-@pytest.mark.skipif(not layout.run_ids(data.SAMPLE_STORE), reason="sample_data/ holds no run yet")
+@pytest.mark.skipif(not layout.run_ids(sidebar.SAMPLE_STORE), reason="sample_data/ holds no run yet")
 def test_the_logprob_lint_is_an_error_at_the_top_not_a_drift_warning():
-    at = open_page(data.SAMPLE_STORE, "spec_decode", run=None)  # the sample records drafter log-probs
+    at = open_page(sidebar.SAMPLE_STORE, "spec_decode", run=None)  # the sample records drafter log-probs
     assert_clean(at)
     first = next(m.value for m in at.markdown if "lint" in m.value.lower())
     assert first.startswith(":red-background[:material/error: **Log-prob lint fails**]")
@@ -386,6 +388,12 @@ def test_rollouts_page_finds_rollouts_and_opens_one_as_a_waterfall(sample_store,
         == trace.search(con, RUN, text="s1-g0")["rollout_id"].tolist()
     )
     at.selectbox(key="open-rollout").set_value("s1-g0-0").run()
+    # this run recorded no content: the conversation says so once, then shows each turn's accounting
+    assert [i.value for i in at.info] == [
+        "No transcript recorded for this rollout (capture off, or the rollout's group sampled out); its turns' "
+        "accounting:"
+    ]
+    assert not [c.value for c in at.caption if "no content recorded" in c.value]
     at.segmented_control(key="rollout-view").set_value("Timeline").run()
     spans = trace.spans(con, RUN, "s1-g0-0")
     bars = sum(len(t["y"]) for t in figure(at, "waterfall")["data"])
@@ -450,7 +458,7 @@ def test_rollout_search_finds_the_newest_matches_the_filters_name(con, filters):
 def test_compare_page_puts_two_reports_side_by_side(sample_store, con):
     at = open_page(sample_store, "compare")
     assert_clean(at)
-    expected = data.report_table(con, {RUN: report(con, RUN), "exp-8": report(con, "exp-8")})
+    expected = comparison.report_table(con, {RUN: report(con, RUN), "exp-8": report(con, "exp-8")})
     shown = at.dataframe[0].value
     assert shown["figure"].tolist() == expected["figure"].tolist()
     for column in (RUN, "exp-8", "change"):  # numbers to 0.5 %: compute_terms' busy time wobbles (see report)
@@ -482,7 +490,7 @@ def test_sql_page_runs_the_example_and_refuses_writes(sample_store, con):
     at = open_page(sample_store, "sql")
     assert_clean(at)
     at.button[0].click().run()
-    expected = Reader(sample_store).sql(data.sql_example())
+    expected = Reader(sample_store).sql(explorer.sql_example())
     assert at.dataframe[0].value.to_dict("list") == expected.to_dict("list")
     at.text_area(key="sql-text").input("COPY rollouts TO 'out.csv'")
     at.button[0].click().run()
@@ -630,7 +638,7 @@ def live_page(tmp_path: Path):
     writer.write_step()
     writer.flush()
     at = open_page(store, run="live-1")
-    live = data.live_store(str(store))
+    live = readers.live_store(str(store))
     shown, segments = dispatched(at), live.segment_count()
     writer.write_step()
     writer.flush()
@@ -649,6 +657,7 @@ def redraw_while(at: AppTest, shown: int, seconds: float = 20) -> None:
         at.run()
 
 
+@pytest.mark.long
 def test_new_spans_appear_on_a_later_refresh_which_reads_only_new_segments(tmp_path):
     writer, at, before, live, segments = live_page(tmp_path)
     redraw_while(at, before)
@@ -658,6 +667,7 @@ def test_new_spans_appear_on_a_later_refresh_which_reads_only_new_segments(tmp_p
     writer.shutdown()
 
 
+@pytest.mark.long
 def test_a_page_draws_at_once_while_new_segments_are_taken_in(tmp_path):
     """Taking in new segments of a long live run takes seconds (its derived state is brought up to date); the
     page never waits for that: it draws what was read so far, and a later tick draws what came in."""

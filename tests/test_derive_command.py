@@ -9,11 +9,11 @@ import time
 
 import pytest
 
+from benchmarks.fixtures.derived_rows import derived as derived_tables
 from rollscope.queries import Reader
 from rollscope.store import derived, layout
 from tests.conftest import rollscope
 from tests.simulated_runs import raw_store
-from tests.test_reader_incremental import derived as derived_tables
 
 RUNS = ("samples", "clean")
 

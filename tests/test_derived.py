@@ -16,14 +16,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from rollscope.app.data import SAMPLE_STORE
+from benchmarks.fixtures.derived_rows import derived as derived_rows
+from benchmarks.fixtures.seeded_runs import RunWriter, write_run
+from rollscope.app.sidebar import SAMPLE_STORE
 from rollscope.queries import analyses, derived_schemas
-from rollscope.queries.funnel_stages import STAGES
 from rollscope.queries.reader import Reader
+from rollscope.semconv import FUNNEL_STAGES as STAGES
 from rollscope.store import derived, layout
 from tests.conftest import ROOT, python, rollscope
-from tests.test_dashboard_fixtures import RunWriter, write_run
-from tests.test_reader_incremental import derived as derived_rows
 
 RUN = "exp-7"
 
@@ -180,15 +180,15 @@ def test_a_store_that_cannot_hold_derived_data_derives_into_the_users_cache(tmp_
 
 
 def test_a_dashboard_derives_only_the_runs_it_shows(tmp_path):
-    from rollscope.app import data
+    from rollscope.app import readers
 
     store = tmp_path / "store"
     for i in range(5):
         write_run(store, f"small-{i}", seed=i, steps=1, spec=False)
-    live = data.LiveStore(str(store))
+    live = readers.LiveStore(str(store))
     live.version("small-3")
     assert sorted(p.name for p in (store / "derived").iterdir()) == ["run_id=small-3"]
-    data.LiveStore(str(store)).version("small-1")  # compare: the second run only
+    readers.LiveStore(str(store)).version("small-1")  # compare: the second run only
     assert sorted(p.name for p in (store / "derived").iterdir()) == ["run_id=small-1", "run_id=small-3"]
 
 
@@ -258,7 +258,7 @@ def test_the_views_script_of_a_key_value_store_reads_no_folder_as_a_column(tmp_p
 
 WRITE = """
 import sys, time
-from tests.test_dashboard_fixtures import RunWriter
+from benchmarks.fixtures.seeded_runs import RunWriter
 # Two job processes, one of them the trainer (two trainers would both write each step).
 writer = RunWriter(sys.argv[1], sys.argv[2], seed=int(sys.argv[3]), prefix=sys.argv[3] + "-", trainer=sys.argv[3] == "1")
 writer.step = 1  # the run's step 0 is written already

@@ -41,6 +41,7 @@ def window(rule: str) -> int:
     return checks.detector_parameters(rule)["window"]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("preset", FAILURES)
 def test_each_failure_fires_its_rules_within_a_window_of_its_onset_and_no_other_rule(preset):
     store, truth = simulated_preset(preset)
@@ -54,6 +55,7 @@ def test_each_failure_fires_its_rules_within_a_window_of_its_onset_and_no_other_
             assert verdict["steps_fired"] == 0, (rule, verdict)
 
 
+@pytest.mark.long
 def test_a_collapsed_entropy_that_comes_back_passes_again():
     store, truth = simulated_preset("entropy-collapse")
     (failure,) = truth["failures"]
@@ -65,6 +67,7 @@ def test_a_collapsed_entropy_that_comes_back_passes_again():
     assert f"first fired at step {verdict['first_step']}," in line
 
 
+@pytest.mark.long
 def test_a_detector_still_firing_fails_its_check_naming_the_step_it_first_fired_at():
     store, truth = simulated_preset("kl-acceleration")
     verdict = verdicts(store, "kl-acceleration")["kl-acceleration"]
@@ -75,6 +78,7 @@ def test_a_detector_still_firing_fails_its_check_naming_the_step_it_first_fired_
     assert f"first fired at step {verdict['first_step']}," in line
 
 
+@pytest.mark.long
 def test_no_detector_fires_on_the_healthy_preset():
     store, truth = simulated_preset("healthy")
     assert truth["failures"] == []
@@ -92,6 +96,7 @@ def test_no_detector_fires_on_the_healthy_preset_whatever_the_seed(seed):
     assert fired == {}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("run", ["sample", "no-excursion"])
 def test_no_detector_rule_fires_on_the_shipped_sample_runs(run):
     _, lines = check_lines(ROOT / "sample_data", run)
@@ -107,6 +112,7 @@ def test_no_detector_rule_fires_on_the_shipped_sample_runs(run):
 # --- what the detectors read ------------------------------------------------------------------------------------
 
 
+@pytest.mark.long
 def test_the_trainer_signals_per_step_are_the_ones_it_logged():
     store, truth = simulated_preset("healthy")
     frame = analyses.trainer_steps(connect(store), "healthy").set_index("step")
@@ -116,6 +122,7 @@ def test_the_trainer_signals_per_step_are_the_ones_it_logged():
         assert got == pytest.approx(logged, rel=1e-12), row["train_step"]
 
 
+@pytest.mark.long
 def test_the_clip_rate_is_split_by_the_limit_that_cut_each_rollout_off():
     store, truth = simulated_preset("length-explosion")
     frame = analyses.generations_by_step(connect(store), "length-explosion").set_index("step")

@@ -1,5 +1,6 @@
 """README.md and docs/ promise commands, views, columns and variables: each must exist, and each that exists
-must be promised."""
+must be promised. README is the user's guide and links the docs that list them (commands, views, configuration,
+benchmarks); ``python -m tests.test_docs`` prints docs/configuration.md's table from the code."""
 
 from __future__ import annotations
 
@@ -15,6 +16,18 @@ from rollscope.settings import ENV
 from tests.conftest import ROOT, rollscope
 
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+
+
+def _doc(name: str) -> str:
+    return (DOCS / name).read_text()
+
+
+def configuration_table() -> str:
+    """docs/configuration.md's table: every variable of `Settings`, with its meaning, in ENV's order."""
+    lines = ["| variable | meaning |", "|---|---|"]
+    lines += [f"| `{name}` | {meaning.replace('|', chr(92) + '|')} |" for name, meaning in ENV.items()]
+    return "\n".join(lines)
 
 
 def _commands() -> set[str]:
@@ -26,26 +39,33 @@ def test_semconv_doc_is_generated_from_the_code():
     assert (ROOT / "docs" / "semconv.md").read_text() == semconv.markdown()
 
 
-def test_readme_lists_every_view_with_its_real_columns():
-    assert catalog.markdown() in README
+def test_docs_list_every_view_with_its_real_columns():
+    assert catalog.markdown() in _doc("views.md")
     assert set(catalog.view_names()) == set(catalog.VIEW_DOCS)
 
 
-def test_readme_names_every_dashboard_page_and_only_real_ones():
+@pytest.mark.parametrize("doc", ["commands", "configuration", "views", "benchmarks", "metrics"])
+def test_readme_links_the_docs_that_list_what_it_leaves_out(doc):
+    assert f"](docs/{doc}.md)" in README
+
+
+def test_readme_and_the_dashboard_doc_name_every_page_and_only_real_ones():
     pages = app_pages.TITLES
     assert set(pages) == {p.stem for p in (ROOT / "app" / "screens").glob("*.py")}
-    section = README[README.index("Pages: ") : README.index("The sidebar")]
-    assert set(re.findall(r"\*\*([^*]+)\*\*", section)) == set(pages.values())
+    section = README[README.index("Pages: ") : README.index("What each shows")]
+    assert {" ".join(name.split()) for name in re.findall(r"\*\*([^*]+)\*\*", section)} == set(pages.values())
+    table = _doc("dashboard.md").split("## Pages", 1)[1].split("\n## ", 1)[0]
+    assert set(re.findall(r"^\| ([^|`]+?) \|", table, flags=re.M)) - {"page"} == set(pages.values())
 
 
-def test_readme_lists_every_benchmark_and_only_real_ones():
-    listed = set(re.findall(r"^\| `python -m benchmarks\.(\w+)", README, flags=re.M))
+def test_docs_list_every_benchmark_and_only_real_ones():
+    listed = set(re.findall(r"^\| `python -m benchmarks\.(\w+)", _doc("benchmarks.md"), flags=re.M))
     scripts = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__init__"}
     assert listed == scripts
 
 
-def test_readme_documents_every_command_and_only_real_ones():
-    documented = set(re.findall(r"^\| `rollscope (\w+)", README, flags=re.M))
+def test_docs_document_every_command_and_only_real_ones():
+    documented = set(re.findall(r"^\| `rollscope (\w+)", _doc("commands.md"), flags=re.M))
     assert documented == _commands()
 
 
@@ -56,26 +76,30 @@ def test_every_command_has_help(command):
     assert exit_.value.code == 0
 
 
-def test_readme_documents_every_variable_and_only_real_ones():
-    section = README.split("## Configuration", 1)[1].split("\n## ", 1)[0]
-    assert set(re.findall(r"`((?:ROLLSCOPE|OTEL)_\w+)`", section)) == set(ENV)
+def test_docs_document_every_variable_with_its_meaning_and_only_real_ones():
+    text = _doc("configuration.md")
+    assert configuration_table() in text
+    assert set(re.findall(r"`((?:ROLLSCOPE|OTEL)_\w+)`", text)) == set(ENV)
 
 
-def test_readme_gives_exactly_two_setup_commands_and_ci_runs_the_test_one():
-    block = README.split("## Two commands", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+def test_readme_gives_exactly_two_setup_commands_and_names_the_full_run_ci_does():
+    section = README.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh", 1)[1].split("```", 1)[0]
     commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
     assert commands == ["make demo", "make test"]
-    assert "\nmake test\n" in (ROOT / ".ci" / "run").read_text()
+    assert "`make test-all` is the full run CI does" in " ".join(section.split())
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("make ")]
+    assert ci == ["make test-all"]
 
 
-def test_readme_names_every_table_macro_a_user_can_query():
+def test_docs_name_every_table_macro_a_user_can_query():
     from rollscope.queries import sqlfiles
 
     text = "".join(sqlfiles.load(n) for n in sqlfiles.folder("analyses/macros"))
     public = {m for m in re.findall(r"CREATE OR REPLACE MACRO (\w+)\(", text) if not m.startswith("_")}
     assert (
         public
-        == set(re.findall(r"^\| `(\w+)\(", README, flags=re.M))
+        == set(re.findall(r"^\| `(\w+)\(", _doc("views.md"), flags=re.M))
         == {"rollout_steps", "rollout_stages", "consumed_samples"}
     )
 
@@ -106,7 +130,11 @@ def test_readme_shows_the_overview_and_a_transcript_and_says_what_a_bare_machine
         assert (ROOT / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     for needed in ("python3-venv", "`make`", "chromium"):
         assert needed in README
-    after = README[README.index("## Attach to a job") : README.index("## Commands")]
+    after = README[README.index("## Attach to a job") : README.index("## Look at a run")]
     assert (
         "rollscope dashboard --store runs" in after and "rollscope report --store runs --run exp-7" in after
     )
+
+
+if __name__ == "__main__":
+    print(configuration_table())

@@ -33,6 +33,7 @@ def by_step(truth: dict, part: str) -> dict:
     return {s["train_step"]: s[part] for s in truth["by_step"] if s[part] is not None}
 
 
+@pytest.mark.long
 def test_scoring_latency_per_step_matches(run):
     con, truth = run
     frame = analyses.scoring_latency(con, RUN)
@@ -45,6 +46,7 @@ def test_scoring_latency_per_step_matches(run):
         assert row.p99_s == pytest.approx(want["p99_s"], rel=1e-6)
 
 
+@pytest.mark.long
 def test_the_scoring_stall_shows_in_its_steps(run):
     con, truth = run
     frame = analyses.scoring_latency(con, RUN).set_index(["step", "kind"])["p50_s"]
@@ -53,6 +55,7 @@ def test_the_scoring_stall_shows_in_its_steps(run):
     assert frame.loc[stalled].xs("judge", level="kind").min() > 3 * calm.xs("judge", level="kind").median()
 
 
+@pytest.mark.long
 def test_trainer_goodput_per_step_matches(run):
     con, truth = run
     frame = analyses.trainer_goodput(con, RUN).set_index("step")
@@ -65,6 +68,7 @@ def test_trainer_goodput_per_step_matches(run):
     assert bubbles.min() > 5 * frame.drop(index=[4, 5])["sync_wait_s"].median()
 
 
+@pytest.mark.long
 def test_rollout_fleet_goodput_per_step_and_run_match(run):
     con, truth = run
     frame = analyses.rollout_goodput(con, RUN)
@@ -79,6 +83,7 @@ def test_rollout_fleet_goodput_per_step_and_run_match(run):
         assert totals[f"rollout_{key}"] == pytest.approx(value, rel=1e-6)
 
 
+@pytest.mark.long
 def test_device_seconds_on_rollouts_never_used_match(run):
     con, truth = run
     frame = analyses.wasted_devices(con, RUN)
@@ -93,6 +98,7 @@ def test_device_seconds_on_rollouts_never_used_match(run):
     assert truth["wasted"]["aborted_device_s"] > 0  # the hung rollout, aborted, counts
 
 
+@pytest.mark.long
 def test_liveness_per_process_matches_as_of_the_last_span(run):
     con, truth = run
     frame = analyses.liveness(con, RUN).set_index("instance_id")
@@ -103,6 +109,7 @@ def test_liveness_per_process_matches_as_of_the_last_span(run):
     assert analyses.in_flight(con, RUN).empty  # finished: every rollout, the hung one too, has ended
 
 
+@pytest.mark.long
 def test_report_keys_equal_the_truth(run):
     con, truth = run
     figures = json.loads(json.dumps(report(con, RUN)))
@@ -119,6 +126,7 @@ def test_report_keys_equal_the_truth(run):
     assert goodput["trainer_sync_wait_s"] == pytest.approx(truth["trainer"]["sync_wait_s"])
 
 
+@pytest.mark.long
 def test_the_stall_rule_passes_a_finished_run_and_fails_when_now_is_long_after_it(run):
     con, truth = run
     ok = {r.name: r for r in checks.run_checks(con, RUN)}["stall"]

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.fixtures.derived_rows import derived
 from rollscope.queries import Reader, derive, derived_schemas, pieces
 from rollscope.store import derived as store_derived
 from rollscope.store.derived import part_range
 from tests.simulated_runs import simulated
-from tests.test_reader_incremental import derived, fresh, opened
+from tests.test_reader_incremental import fresh, opened
 
 
 @pytest.fixture
@@ -43,6 +44,7 @@ def whole(store, run: str, monkeypatch) -> dict:
         return derived(fresh(store), run)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", ["samples", "derived", "stall"])
 def test_a_run_derived_in_pieces_holds_what_one_piece_derives(name, split, monkeypatch):
     store, _ = simulated(name)
@@ -55,6 +57,7 @@ def test_a_run_derived_in_pieces_holds_what_one_piece_derives(name, split, monke
     assert derived(reader, name) == expected
 
 
+@pytest.mark.long  # derives a run whole and in pieces: ~20 CPU-seconds
 def test_groups_that_straddle_pieces_are_judged_whole(tmp_path, split, monkeypatch):
     """Groups consumed over several train steps, judges and a teacher in the rollout workers' process, workers
     idle between steps: the pieces' groups and step windows are the whole run's."""
@@ -68,6 +71,7 @@ def test_groups_that_straddle_pieces_are_judged_whole(tmp_path, split, monkeypat
     assert len(split) > 4
 
 
+@pytest.mark.long
 def test_a_piece_layout_is_what_consolidation_would_leave(split):
     """Each blocked table's parts are the fixed point of the consolidation: the next catch-up merges none."""
     store, _ = simulated("derived")
@@ -79,6 +83,7 @@ def test_a_piece_layout_is_what_consolidation_would_leave(split):
         assert len(ranges) == len(set(ranges)), table.name  # one part per range
 
 
+@pytest.mark.long
 def test_the_stages_run_apart_as_tasks_elsewhere_would(tmp_path, split, monkeypatch):
     """The plan, each piece and the finish in databases of their own, handing each other only the plan and
     the pieces' outputs (what a scheduler on other machines sharing the store does)."""
@@ -101,6 +106,7 @@ def test_the_stages_run_apart_as_tasks_elsewhere_would(tmp_path, split, monkeypa
     assert derived(Reader(copy, derive=False), "samples") == expected
 
 
+@pytest.mark.long
 def test_a_first_open_on_the_command_line_shows_its_progress_on_stderr_only(tmp_path):
     """`rollscope report` derives a run on its first open: asked (--progress) with stderr piped, it draws the
     derivation's bar there, and stdout holds the report alone; not asked and not a terminal, stderr stays
@@ -122,6 +128,7 @@ def test_a_first_open_on_the_command_line_shows_its_progress_on_stderr_only(tmp_
             assert done.stderr == "", done.stderr
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     ("changed", "how"),
     [(("funnel_sums", "run_percentiles"), "tables"), (("turns",), "full")],

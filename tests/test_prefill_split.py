@@ -52,6 +52,7 @@ def assert_split_is_the_truth(con, run_id: str, truth: dict) -> None:
     }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("name", ["samples", "derived"])
 def test_the_split_is_the_ground_truth_whether_or_not_the_trainer_records_samples(name):
     store, truth = simulated(name)
@@ -62,6 +63,7 @@ def test_the_split_is_the_ground_truth_whether_or_not_the_trainer_records_sample
     assert_split_is_the_truth(connect(store), name, truth)
 
 
+@pytest.mark.long
 def test_a_reader_catching_up_segment_by_segment_holds_the_ground_truth(tmp_path):
     """The run's spans published in time order, a few segments, the reader caught up after each: incremental
     catch-ups (not a derivation from scratch) end where the plan did."""
@@ -77,6 +79,7 @@ def test_a_reader_catching_up_segment_by_segment_holds_the_ground_truth(tmp_path
     assert_split_is_the_truth(live.con, "samples", truth)
 
 
+@pytest.mark.long
 def test_compaction_makes_more_samples_but_the_funnel_counts_each_rollout_once():
     store, truth = simulated("samples")
     con = connect(store)
@@ -104,6 +107,7 @@ def test_compaction_makes_more_samples_but_the_funnel_counts_each_rollout_once()
         assert started[rollout] == ids[1:]
 
 
+@pytest.mark.long
 def test_a_part_costs_its_tokens_at_the_measured_prefill_rate_in_fleet_device_seconds():
     store, truth = simulated("samples")
     con = connect(store)
@@ -126,6 +130,7 @@ def test_a_part_costs_its_tokens_at_the_measured_prefill_rate_in_fleet_device_se
     assert effect == pytest.approx(-net / base["device_seconds"])
 
 
+@pytest.mark.long
 def test_the_what_ifs_are_the_advisors_levers_pulled_alone():
     store, _ = simulated("samples")
     con = connect(store)
@@ -146,6 +151,7 @@ def test_the_what_ifs_are_the_advisors_levers_pulled_alone():
     )
 
 
+@pytest.mark.long
 def test_a_rollout_is_marked_where_continuity_broke_and_where_it_was_compacted():
     store, _ = simulated("samples")
     con = connect(store)

@@ -17,12 +17,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.fixtures.derived_rows import derived
+from benchmarks.fixtures.ray_cluster import environment, local_cluster
 from rollscope.queries import Reader
 from rollscope.queries.analyses import funnel
 from rollscope.store import compaction, engines, layout
-from tests.ray_cluster import environment, local_cluster
 from tests.simulated_runs import raw_store, simulated
-from tests.test_reader_incremental import derived, stored_spans
+from tests.test_reader_incremental import stored_spans
 
 ray = pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

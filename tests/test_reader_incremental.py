@@ -17,94 +17,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.fixtures.derived_rows import DERIVED, derived
+from benchmarks.fixtures.seeded_runs import RunWriter
 from rollscope.queries import Reader, derive
 from rollscope.queries.analyses import compute_terms, scoring_latency
 from rollscope.store import derived as store_derived
 from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
-from tests.test_dashboard_fixtures import RunWriter
-
-# Every derived table (store.derived.TABLES), compared exactly (their sums are integers: arrival order cannot
-# change them; the sums and means of doubles are compared to 9 or 6 decimals).
-DERIVED = {
-    "rollouts": "SELECT * FROM rollouts WHERE run_id = $run",
-    "turns": "SELECT * FROM _turns_stepped($run)",
-    "train_steps": "SELECT * FROM train_steps WHERE run_id = $run",
-    "rollout_steps": "SELECT * FROM rollout_steps($run)",
-    "rollout_stages": "SELECT * FROM rollout_stages($run)",
-    "compute work": "SELECT * FROM _compute_work($run)",
-    "rollout work": "SELECT * FROM _rollout_work($run)",
-    "busy islands": "SELECT * FROM _busy_intervals($run)",
-    "step sums": "SELECT * FROM _step_sums($run)",
-    "compute busy": "SELECT * FROM _compute_busy($run)",
-    "turn sums": "SELECT * FROM _turn_sums($run)",
-    **{
-        name: f"SELECT * FROM _{name}($run)"
-        for name in (
-            "funnel_sums",
-            "staleness_sums",
-            "rollout_sums",
-            "rollout_tails",
-            "turn_latency",
-            "prefill_sums",
-            "prefill_split",
-            "spec_sums",
-            "lint_sums",
-            "generation_sums",
-        )
-    },
-    "reward_sums": "SELECT * REPLACE (round(reward_sum, 9) AS reward_sum) FROM _reward_sums($run)",
-    "run_percentiles": "SELECT * REPLACE (round(total_s, 6) AS total_s) FROM _run_percentiles($run)",
-    **{
-        name: f"SELECT * FROM _{name}($run)"
-        for name in (
-            "process_activity",
-            "open_rollouts",
-            "scoring",
-            "trainer_goodput",
-            "rollout_goodput",
-            "device_turn_sums",
-        )
-    },
-    "wasted_sums": (
-        "SELECT step, environment, round(infra_error_device_s, 6), round(aborted_device_s, 6), "
-        "round(unused_device_s, 6), round(total_device_s, 6) FROM _wasted_sums($run)"
-    ),
-    # Is it learning and the advisor (macros/09_learning.sql): groups are judged over the whole run.
-    **{
-        name: f"SELECT * FROM _{name}($run)"
-        for name in ("reward_counts", "zero_signal_sums", "advice_group_sums", "judge_sums")
-    },
-    "mismatch_sums": (
-        "SELECT * REPLACE (round(mismatch_kl_sum, 9) AS mismatch_kl_sum, round(logprob_diff_mean_sum, 9) AS "
-        "logprob_diff_mean_sum, round(importance_ratio_mean_sum, 9) AS importance_ratio_mean_sum) "
-        "FROM _mismatch_sums($run)"
-    ),
-    "staleness_timing": (
-        "SELECT * REPLACE (round(in_flight_s_mean, 6) AS in_flight_s_mean, round(queued_s_mean, 6) AS "
-        "queued_s_mean, round(staleness_mean, 9) AS staleness_mean, round(in_flight_versions_mean, 9) AS "
-        "in_flight_versions_mean, round(queued_versions_mean, 9) AS queued_versions_mean) "
-        "FROM _staleness_timing($run)"
-    ),
-    "stale_bias_sums": (
-        "SELECT * REPLACE (round(duration_s_sum, 6) AS duration_s_sum) FROM _stale_bias_sums($run)"
-    ),
-    "advice_spec_sums": "SELECT * REPLACE (round(weighted_s, 6) AS weighted_s) FROM _advice_spec_sums($run)",
-    # What the transcripts show (macros/11_transcript_flags.sql), from the run's messages.
-    **{name: f"SELECT * FROM _{name}($run)" for name in ("rollout_flags", "flag_sums")},
-}
-
-
-def derived(reader: Reader, run: str) -> dict[str, list[tuple]]:
-    """Every derived table's rows, floats to 12 significant digits: a sum of floating-point rewards differs in
-    its last bit with the order it was added in, which threads and pieces do not fix."""
-    return {
-        name: [
-            tuple(float(f"{v:.12g}") if isinstance(v, float) else v for v in row)
-            for row in reader.con.execute(f"SELECT * FROM ({query}) ORDER BY ALL", {"run": run}).fetchall()
-        ]
-        for name, query in DERIVED.items()
-    }
 
 
 def fresh(store) -> Reader:
@@ -192,6 +111,7 @@ def test_a_live_reader_derives_what_a_fresh_one_does_whatever_order_spans_arrive
     assert derived(live, name) == derived(fresh(source), name)
 
 
+@pytest.mark.long  # catches a run up step by step: ~12 CPU-seconds
 def test_a_catch_up_where_groups_span_steps_and_workers_pause_rewrites_only_the_new_steps(
     tmp_path, monkeypatch
 ):
@@ -233,6 +153,7 @@ def _windows(store, run: str) -> list[tuple]:
     [(16, 3, "windows"), (3, 1, "every value")],
     ids=["percentiles-stay-in-their-windows", "percentiles-leave-their-windows"],
 )
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_catch_up_keeps_the_runs_exact_percentiles_from_the_values_it_adds_and_removes(
     window, catch_ups, read_from, tmp_path, monkeypatch
 ):
@@ -267,6 +188,7 @@ def test_a_catch_up_keeps_the_runs_exact_percentiles_from_the_values_it_adds_and
         assert {row.kind: [row.p50_s, row.p99_s] for row in frame.itertuples()} == dict(calls)
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_path):
     """A store derived before the windows existed still catches up incrementally: it takes them once, over
     every value, and reads its percentiles from them after, an environment's first values included (a window
@@ -286,6 +208,7 @@ def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_
     assert _percentiles(live, run) == _percentiles(fresh(store), run)
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_state_whose_index_was_not_kept_by_key_catches_up_and_keeps_it_so(tmp_path):
     """A store derived before the trace index was looked up by key (no ``_trace_keys``, its index parts in no
     order) still catches up incrementally: the first catch-up writes the index sorted, with its keys, and
@@ -337,6 +260,7 @@ def test_a_vllm_request_joins_its_rollout_whichever_arrives_first(rollouts_last,
     assert derived(live, "exp-7") == derived(fresh(tmp_path), "exp-7")
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_second_rollout_in_a_trace_unlinks_the_request_that_joined_the_first(attached, store, tmp_path):
     """A span without rl.rollout.id joins the one rollout of its trace; once a trace holds two, it joins none."""
     rl = attached()
@@ -375,6 +299,7 @@ def step_blocks(monkeypatch):
     monkeypatch.setattr(store_derived, "BLOCK_STEPS", 1)
 
 
+@pytest.mark.long  # ~17 CPU-seconds: `make test-all` runs it
 def test_a_group_that_moves_to_a_later_step_leaves_the_earlier_steps_compute(attached, store, step_blocks):
     """No rl.sample spans: a group counts at the first train step after its last rollout ended, so a late
     group member moves the whole group, and its work, to a later step: out of the part merged from the
@@ -435,6 +360,7 @@ def test_a_group_that_moves_to_a_later_step_leaves_the_earlier_steps_compute(att
     assert derived(live, "exp-7") == derived(fresh(store), "exp-7")
 
 
+@pytest.mark.long  # ~10 CPU-seconds: `make test-all` runs it
 def test_a_train_step_that_consumed_nothing_yet_still_counts_at_its_step(attached, store):
     rollouts = attached(role="rollout", devices=4, model_parameters=1e9)
     trainer = attached(role="train", devices=8, model_parameters=1e9)
@@ -566,6 +492,7 @@ def misplaced(store, run: str) -> dict[str, int]:
     return found
 
 
+@pytest.mark.long
 def test_a_full_derivation_keeps_each_row_in_the_block_of_its_step(step_blocks):
     store, _ = simulated("samples")
     reader = fresh(store)
@@ -594,6 +521,7 @@ def all_rollouts_in_block_p(store, run: str) -> None:
     manifest.write_text(json.dumps(data))
 
 
+@pytest.mark.long
 def test_a_catch_up_moves_consumed_rollouts_out_of_the_pending_block_an_earlier_derivation_left_them_in(
     store, step_blocks
 ):

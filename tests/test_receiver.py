@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from rollscope import queries
 from rollscope.app.cli import build_parser
 from rollscope.collectors.group_commit import GroupCommit
-from rollscope.collectors.otlp import decode_protobuf
+from rollscope.collectors.otlp_protobuf import decode_protobuf
 from rollscope.collectors.receiver import ReceiverConfig, running
 from tests.conftest import rollscope
 from tests.fixtures.receiver import JSON, PROTOBUF, finished_spans, get, json_body, post, protobuf_body

@@ -13,8 +13,8 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 
-from rollscope.collectors import otlp
-from tests.fixtures.otlp_json import encode_json
+from benchmarks.fixtures.otlp_json import encode_json
+from rollscope.collectors import otlp, otlp_json, otlp_protobuf
 from tests.test_receiver_fuzz import _JSON_BREAKAGES
 
 KEYS = [
@@ -85,11 +85,11 @@ def _official(body: bytes) -> list[list[tuple[str, str, str]]]:
     value and keeps the place of the first, as in a dict."""
     request = ExportTraceServiceRequest.FromString(body)
     spans = request.resource_spans[0].scope_spans[0].spans
-    return [_typed({kv.key: otlp.any_value(kv.value) for kv in span.attributes}) for span in spans]
+    return [_typed({kv.key: otlp_protobuf.any_value(kv.value) for kv in span.attributes}) for span in spans]
 
 
 def _received(body: bytes) -> list[list[tuple[str, str, str]]]:
-    (part,) = otlp.decode_protobuf(body, default_run_id="exp-1").parts
+    (part,) = otlp_protobuf.decode_protobuf(body, default_run_id="exp-1").parts
     return [_typed(attributes) for attributes in part.attributes]
 
 
@@ -125,7 +125,7 @@ def test_a_string_that_is_not_utf8_among_many_fails_the_request_as_the_official_
     with pytest.raises(DecodeError):
         ExportTraceServiceRequest.FromString(body)
     with pytest.raises(otlp.MalformedPayload, match="attribute"):
-        otlp.decode_protobuf(body, default_run_id="exp-1")
+        otlp_protobuf.decode_protobuf(body, default_run_id="exp-1")
 
 
 def test_a_key_that_is_not_utf8_among_many_fails_the_request():
@@ -135,7 +135,7 @@ def test_a_key_that_is_not_utf8_among_many_fails_the_request():
     )
     body = request.SerializeToString().replace(b"<key>", b"\xc3\x28key")
     with pytest.raises(otlp.MalformedPayload, match="attribute"):
-        otlp.decode_protobuf(body, default_run_id="exp-1")
+        otlp_protobuf.decode_protobuf(body, default_run_id="exp-1")
 
 
 @pytest.mark.parametrize(
@@ -143,7 +143,7 @@ def test_a_key_that_is_not_utf8_among_many_fails_the_request():
 )
 def test_the_same_attributes_sent_as_otlp_json_read_the_same(seed, other, finite):
     body = _request(seed, spans=300, other=other, finite=finite)
-    (part,) = otlp.decode_json(encode_json(ExportTraceServiceRequest.FromString(body)), "exp-1").parts
+    (part,) = otlp_json.decode_json(encode_json(ExportTraceServiceRequest.FromString(body)), "exp-1").parts
     assert [_typed(attributes) for attributes in part.attributes] == _official(body)
 
 
@@ -156,7 +156,7 @@ def test_a_malformed_span_among_many_json_spans_fails_the_request(breakage):
     request = _json_request(5)
     _JSON_BREAKAGES[breakage](request)
     with pytest.raises(otlp.MalformedPayload):
-        otlp.decode_json(json.dumps(request).encode(), "exp-1")
+        otlp_json.decode_json(json.dumps(request).encode(), "exp-1")
 
 
 def test_json_spans_with_unusable_ids_or_times_among_many_are_counted_and_the_rest_kept():
@@ -164,7 +164,7 @@ def test_json_spans_with_unusable_ids_or_times_among_many_are_counted_and_the_re
     spans = request["resourceSpans"][0]["scopeSpans"][0]["spans"]
     spans[3]["traceId"] = "00" * 16
     spans[7]["startTimeUnixNano"] = str(2**63)
-    decoded = otlp.decode_json(json.dumps(request).encode(), "exp-1")
+    decoded = otlp_json.decode_json(json.dumps(request).encode(), "exp-1")
     assert (decoded.received, decoded.accepted, decoded.rejected) == (300, 298, {"bad_id": 1, "bad_time": 1})
 
 
@@ -173,7 +173,7 @@ def test_events_and_statuses_of_a_few_spans_among_many_are_kept():
     spans = request.resource_spans[0].scope_spans[0].spans
     spans[5].events.add(name="retry", time_unix_nano=7).attributes.add(key="n", value=AnyValue(int_value=2))
     spans[9].status.code, spans[9].status.message = 2, "exit 1"
-    (part,) = otlp.decode_protobuf(request.SerializeToString(), "exp-1").parts
+    (part,) = otlp_protobuf.decode_protobuf(request.SerializeToString(), "exp-1").parts
     assert part.events == {5: [{"name": "retry", "time_ns": 7, "attributes": {"n": 2}}]}
     statuses = list(zip(part.fixed["status_code"], part.fixed["status_message"], strict=True))
     assert statuses[9] == ("error", "exit 1")
@@ -183,7 +183,7 @@ def test_events_and_statuses_of_a_few_spans_among_many_are_kept():
 def _outcome(body: bytes) -> str:
     """What the JSON reader makes of a body, comparably: its parts and rejections, or that it refused it."""
     try:
-        decoded = otlp.decode_json(body, "exp-1")
+        decoded = otlp_json.decode_json(body, "exp-1")
     except otlp.MalformedPayload:
         return "400"
     return repr(([(p.resource, p.fixed, p.attributes, p.events) for p in decoded.parts], decoded.rejected))
@@ -208,7 +208,7 @@ def test_otlp_json_reads_the_same_with_orjson_as_with_the_standard_library(monke
         b'{"resourceSpans": []} trailing',
     ]
     fast = [_outcome(body) for body in bodies]
-    monkeypatch.setattr(otlp, "_fast_loads", None)
+    monkeypatch.setattr(otlp_json, "_fast_loads", None)
     assert fast == [_outcome(body) for body in bodies]
     assert fast.count("400") == len(_JSON_BREAKAGES) + 2  # the breakages, the cut body, the trailing text
     assert "400" not in fast[:4] and fast[-6] == fast[0] and fast[-5] == fast[0] and "nan" in fast[-4]

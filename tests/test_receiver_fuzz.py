@@ -168,7 +168,7 @@ def test_the_fast_attribute_parser_agrees_with_opentelemetry_proto():
     mutated) the result must be what the generated KeyValue class gives, or a refusal where it refuses."""
     from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-    from rollscope.collectors.otlp import _plain_key_value, any_value
+    from rollscope.collectors.otlp_protobuf import _plain_key_value, any_value
 
     rnd = random.Random(3)
     values = [

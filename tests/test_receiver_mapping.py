@@ -14,11 +14,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from benchmarks.fixtures.otlp_json import encode_json
 from rollscope import queries
 from rollscope.collectors.exporter import StoreSpanExporter
 from rollscope.collectors.receiver import ReceiverConfig, running
 from rollscope.queries.analyses import prefill_decode
-from tests.fixtures.otlp_json import encode_json
 from tests.fixtures.receiver import JSON, PROTOBUF, post
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -9,9 +9,9 @@ import pytest
 
 from rollscope.queries import analyses, connect
 from rollscope.queries.checks import run_checks
-from rollscope.queries.funnel_stages import STAGES
 from rollscope.queries.report import headline as headline_of
 from rollscope.queries.report import report
+from rollscope.semconv import FUNNEL_STAGES as STAGES
 from tests.conftest import ROOT, rollscope
 from tests.test_analyses_simulated import simulated
 
@@ -31,6 +31,7 @@ def _flatten(value, prefix=""):
     return out
 
 
+@pytest.mark.long
 def test_json_report_holds_the_ground_truth(sample):
     store, truth = sample
     code, out, _ = rollscope("report", "--store", store, "--run", "samples", "--json")
@@ -72,6 +73,7 @@ def test_json_report_holds_the_ground_truth(sample):
     assert report["trainer"]["idle_fraction"] == pytest.approx(run["trainer"]["idle_fraction"], rel=0.01)
 
 
+@pytest.mark.long
 def test_every_json_key_is_documented_and_every_documented_key_exists(sample):
     store, _ = sample
     _, out, _ = rollscope("report", "--store", store, "--run", "samples", "--json")
@@ -87,6 +89,7 @@ def test_every_json_key_is_documented_and_every_documented_key_exists(sample):
     assert keys == documented
 
 
+@pytest.mark.long
 def test_text_report_reads_like_the_funnel(sample):
     store, truth = sample
     code, out, _ = rollscope("report", "--store", store, "--run", "samples")
@@ -109,6 +112,7 @@ def test_text_report_reads_like_the_funnel(sample):
     assert re.search(r"^  rollout duration p50 / p90 / p99\s+[\d.]+ (ms|s|min|h) / ", out, flags=re.M)
 
 
+@pytest.mark.long
 def test_unknown_run_is_one_clear_line(sample):
     store, _ = sample
     code, out, err = rollscope("report", "--store", store, "--run", "nope")
@@ -116,6 +120,7 @@ def test_unknown_run_is_one_clear_line(sample):
     assert err.strip() == "rollscope: Unknown run: no run 'nope' in this store (`rollscope runs` lists them)"
 
 
+@pytest.mark.long
 def test_a_report_and_the_checks_on_one_shared_connection_run_each_analysis_once(sample):
     store, _ = sample
     con = connect(store)
@@ -134,6 +139,7 @@ def test_a_report_and_the_checks_on_one_shared_connection_run_each_analysis_once
     assert (analyses.funnel(memo, "samples", by="step")["usable"] >= 0).all()
 
 
+@pytest.mark.long
 def test_the_overview_headline_is_the_report_less_what_it_does_not_show(sample):
     store, _ = sample
     con = connect(store)

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from benchmarks.fixtures.seeded_runs import RunWriter, write_run
 from rollscope.errors import QueryError
 from rollscope.queries.reader import Reader
 from rollscope.queries.sandbox import Sandbox, SandboxRefusal
-from tests.test_dashboard_fixtures import RunWriter, write_run
 
 
 @pytest.fixture(scope="module")

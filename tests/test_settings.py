@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from rollscope import settings
 from rollscope.settings import ENV, Settings
+from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize(
@@ -25,6 +31,10 @@ from rollscope.settings import ENV, Settings
         ({"ROLLSCOPE_ROLE": "chef"}, {}, {"role": "rollout"}),
         ({"ROLLSCOPE_DEVICES": "-3"}, {"devices": 4}, {"devices": 4}),
         ({"OTEL_SERVICE_NAME": "trainer-0"}, {}, {"service_name": "trainer-0"}),
+        ({"ROLLSCOPE_BLOCK_STEPS": "4"}, {}, {"block_steps": 4}),
+        ({"ROLLSCOPE_BLOCK_STEPS": "0"}, {}, {"block_steps": 32}),
+        ({"ROLLSCOPE_CACHE": "/scratch/rs"}, {}, {"cache": Path("/scratch/rs")}),
+        ({"ROLLSCOPE_RUN_ID": "exp 7"}, {}, {"run_id": "exp-7"}),  # made safe, not ignored
     ],
 )
 def test_precedence(monkeypatch, env, arguments, expected):
@@ -138,13 +148,18 @@ def test_any_resource_attributes_leave_the_job_running(tmp_path, monkeypatch, va
     assert stored == 6
 
 
-def test_a_malformed_run_id_from_the_environment_is_made_safe(tmp_path, monkeypatch):
+@pytest.mark.parametrize("resource", [None, "rl.run.id=other"])  # ROLLSCOPE_* wins over OTEL_*, as always
+def test_a_malformed_run_id_from_the_environment_is_made_safe(tmp_path, monkeypatch, resource):
     import re
 
-    stored, warnings = _job(tmp_path, monkeypatch, "ROLLSCOPE_RUN_ID", "exp 7/../a", resource=None)
+    stored, warnings = _job(tmp_path, monkeypatch, "ROLLSCOPE_RUN_ID", "exp 7/../a", resource=resource)
     assert stored == 6
     assert [p.name for p in (tmp_path / "runs" / "spans").iterdir()] == ["run_id=exp-7-..-a"]
-    assert any(re.search("ROLLSCOPE_RUN_ID.*exp-7-..-a", w) for w in warnings), warnings
+    assert (
+        [w for w in warnings if "ROLLSCOPE_RUN_ID" in w]
+        == [w for w in warnings if re.search("ROLLSCOPE_RUN_ID.*exp-7-..-a", w)]
+        != []
+    ), warnings
 
 
 def test_a_store_path_that_is_a_file_falls_back(tmp_path, monkeypatch):
@@ -170,14 +185,14 @@ def test_a_bad_argument_raises_a_clear_error(arguments):
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [
+    [  # a size and a share in `make test`; each case opens a derivation database (seconds): the rest `long`
         ("8GB", 8 * 10**9),
-        ("512MiB", 512 * 2**20),
-        ("1.5g", int(1.5 * 2**30)),
+        pytest.param("512MiB", 512 * 2**20, marks=pytest.mark.long),
+        pytest.param("1.5g", int(1.5 * 2**30), marks=pytest.mark.long),
         ("10%", None),  # a tenth of machine_memory()
-        ("", None),
-        ("lots", None),
-        ("12KB", None),
+        pytest.param("", None, marks=pytest.mark.long),
+        pytest.param("lots", None, marks=pytest.mark.long),
+        pytest.param("12KB", None, marks=pytest.mark.long),
     ],
 )
 def test_a_derivations_memory_is_a_size_or_a_share_of_the_machines(monkeypatch, value, expected):
@@ -201,3 +216,81 @@ def test_a_derivations_memory_is_a_size_or_a_share_of_the_machines(monkeypatch, 
 def _bytes(text: str) -> float:
     number, unit = text.split()
     return float(number) * {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[unit]
+
+
+def test_a_bad_block_size_in_the_environment_is_logged_and_ignored_at_import():
+    """store/derived.py reads ROLLSCOPE_BLOCK_STEPS once, at import: a bad value must not stop the import (a job
+    imports the store through attach())."""
+    code = "from rollscope.store import derived; print(derived.BLOCK_STEPS)"
+    for value, expected in (("4", "4"), ("abc", "32"), ("-1", "32")):
+        env = {**os.environ, "ROLLSCOPE_BLOCK_STEPS": value}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert (done.returncode, done.stdout.strip()) == (0, expected), done.stderr
+        assert ("ROLLSCOPE_BLOCK_STEPS" in done.stderr) == (expected == "32"), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"ROLLSCOPE_CACHE": "/scratch/rs", "XDG_CACHE_HOME": "/xdg"}, Path("/scratch/rs")),
+        ({"XDG_CACHE_HOME": "/xdg"}, Path("/xdg/rollscope")),
+        ({}, Path.home() / ".cache" / "rollscope"),
+    ],
+)
+def test_the_cache_directory_follows_rollscope_cache_then_xdg(monkeypatch, env, expected):
+    for name in ("ROLLSCOPE_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert settings.cache_dir() == expected
+
+
+def test_a_variable_read_must_be_declared():
+    with pytest.raises(KeyError, match="ROLLSCOPE_COLOUR"):
+        settings.consulted("ROLLSCOPE_COLOUR")
+
+
+def _environment_reads(path: Path) -> list[int]:
+    """Lines that read a variable (``os.environ.get``, ``os.environ[...]``, ``in os.environ``, ``os.getenv``).
+    Copying the whole environment for a child process (``{**os.environ}``, ``os.environ.items()``) or setting
+    a variable is not a read of one."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        if (
+            call
+            and node.func.attr == "getenv"
+            or call
+            and node.func.attr == "get"
+            and _is_environ(node.func.value)
+            or isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and _is_environ(node.value)
+            or isinstance(node, ast.Compare)
+            and any(_is_environ(c) for c in node.comparators)
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+        isinstance(node, ast.Name) and node.id == "environ"
+    )
+
+
+def test_only_settings_reads_the_environment():
+    """Every variable is read in rollscope/settings.py, where it is documented (ENV, FOREIGN) and a bad value
+    is logged and ignored, never raised; tests may set and read what they like."""
+    folders = ("rollscope", "store", "collectors", "simulator", "queries", "app", "benchmarks")
+    reads = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for folder in folders
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if path != ROOT / "rollscope" / "settings.py"
+        for line in _environment_reads(path)
+    ]
+    assert reads == [], "read these through rollscope.settings (Settings, environment(), consulted())"
+    assert _environment_reads(ROOT / "rollscope" / "settings.py")  # the check finds what it looks for

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from rollscope import queries
-from rollscope.queries.funnel_stages import STAGES
+from rollscope.semconv import FUNNEL_STAGES as STAGES
 from rollscope.simulator import SimulationError, config, groundtruth, simulate
 from tests.conftest import ROOT, python, rollscope
 
@@ -49,6 +49,7 @@ def rows(con, sql, *params):
 # --- reproducibility -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.long
 def test_same_seed_and_config_give_identical_spans(tmp_path, run):
     store, truth, _ = run
     simulate(tmp_path / "again", "sim", small(), workers=1)
@@ -56,6 +57,7 @@ def test_same_seed_and_config_give_identical_spans(tmp_path, run):
     assert groundtruth.load(tmp_path / "again", "sim")["run"] == truth["run"]
 
 
+@pytest.mark.long  # simulates the run twice, once in worker processes
 def test_fast_mode_writes_the_same_spans_and_ground_truth_as_the_normal_mode(tmp_path, run):
     store, truth, con = run
     code, out, err = rollscope(
@@ -89,6 +91,7 @@ def _small_config(tmp_path) -> str:
     return str(path)
 
 
+@pytest.mark.long
 def test_another_run_id_changes_only_the_ids(tmp_path, run):
     store, _, _ = run
     simulate(tmp_path, "other-name", small(), workers=1)
@@ -98,6 +101,7 @@ def test_another_run_id_changes_only_the_ids(tmp_path, run):
     assert groundtruth.content_digest(tmp_path, "other-name") != groundtruth.content_digest(store, "sim")
 
 
+@pytest.mark.long
 def test_span_content_uses_simulated_time_from_the_base_epoch(run):
     _, truth, con = run
     first, last = con.execute("SELECT min(start_ns), max(end_ns) FROM spans WHERE run_id = 'sim'").fetchone()
@@ -133,6 +137,7 @@ FROM f GROUP BY ALL ORDER BY 1
 """
 
 
+@pytest.mark.long
 def test_funnel_counts_match_per_run_step_and_environment(run):
     _, truth, con = run
     whole = rows(con, FUNNEL_SQL.format(key="'run'"))[0]
@@ -143,6 +148,7 @@ def test_funnel_counts_match_per_run_step_and_environment(run):
     assert by_env == {e: {k: s["funnel"][k] for k in STAGES} for e, s in truth["by_environment"].items()}
 
 
+@pytest.mark.long
 def test_recorded_decisions_and_staleness_match(run):
     _, truth, con = run
     # one decision per rollout: a compacted rollout's samples all carry it
@@ -162,6 +168,7 @@ def test_recorded_decisions_and_staleness_match(run):
     assert mean == pytest.approx(truth["run"]["staleness"]["mean"])
 
 
+@pytest.mark.long
 def test_token_and_spec_totals_match_exactly(run):
     _, truth, con = run
     got = rows(
@@ -193,6 +200,7 @@ def test_token_and_spec_totals_match_exactly(run):
     assert spec["drafter_logprob_turns"] > 0
 
 
+@pytest.mark.long
 def test_tool_judge_teacher_and_trainer_totals_match(run):
     _, truth, con = run
     r = truth["run"]
@@ -242,6 +250,7 @@ FROM (SELECT instance_id, island, min(s) AS lo, max(e) AS hi FROM islands GROUP 
 """
 
 
+@pytest.mark.long
 def test_device_seconds_are_devices_times_the_union_of_busy_intervals(run):
     _, truth, con = run
     busy = dict(con.execute(BUSY_SQL).fetchall())
@@ -259,6 +268,7 @@ def test_device_seconds_are_devices_times_the_union_of_busy_intervals(run):
     assert summed > 2 * truth["run"]["compute"]["busy_seconds"]["rollout"]
 
 
+@pytest.mark.long
 def test_every_process_declares_its_role_devices_and_model(run):
     _, truth, con = run
     got = {
@@ -284,6 +294,7 @@ def test_every_process_declares_its_role_devices_and_model(run):
 # --- presets, options, the command line ----------------------------------------------------------------------
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(("preset", "usable"), [("worked-example", 500), ("worked-example-080", 670)])
 def test_worked_example_presets_reproduce_the_reference(tmp_path, preset, usable):
     simulate(tmp_path, "we", config.resolve(preset), workers=1)
@@ -306,6 +317,7 @@ def test_worked_example_presets_reproduce_the_reference(tmp_path, preset, usable
     )
 
 
+@pytest.mark.long
 def test_without_sample_spans_the_consuming_step_follows_from_completion_order(tmp_path):
     """The trainer consumes groups in completion order: step s takes the groups whose last rollout ended
     after step s−1's data-ready time (start + train_wait_s) and at or before its own."""
@@ -325,6 +337,7 @@ def test_without_sample_spans_the_consuming_step_follows_from_completion_order(t
     assert truth["run"]["decisions"]["used"] == truth["run"]["funnel"]["usable"]
 
 
+@pytest.mark.long
 def test_scale_mode_stops_once_the_span_target_is_reached(tmp_path):
     result = simulate(tmp_path, "scale", small(), spans_target=1500, workers=1)
     truth = groundtruth.load(tmp_path, "scale")
@@ -392,6 +405,7 @@ def test_simulation_error_is_a_rollscope_error():
 SAMPLE = ROOT / "sample_data"
 
 
+@pytest.mark.long
 def test_the_shipped_sample_run_is_the_one_its_ground_truth_describes():
     truth = groundtruth.load(SAMPLE, "sample")
     assert groundtruth.content_digest(SAMPLE, "sample") == truth["content_digest"]
@@ -415,7 +429,7 @@ def test_the_shipped_sample_run_is_the_one_its_ground_truth_describes():
 @pytest.mark.parametrize(("run", "preset"), [("sample", "sample"), ("no-excursion", "sample-no-excursion")])
 def test_the_sample_run_regenerates_from_its_documented_command(tmp_path, run, preset):
     command = f"rollscope simulate --store sample_data --run-id {run} --preset {preset} --compact"
-    assert command in " ".join((ROOT / "README.md").read_text().split())  # the command README states
+    assert command in " ".join((ROOT / "docs" / "simulator.md").read_text().split())  # the command docs state
     code, _, err = rollscope(
         "simulate", "--store", tmp_path, "--run-id", run, "--preset", preset, "--compact", "--quiet"
     )
@@ -425,6 +439,7 @@ def test_the_sample_run_regenerates_from_its_documented_command(tmp_path, run, p
     assert fresh == shipped
 
 
+@pytest.mark.long
 def test_every_knob_and_ground_truth_key_is_documented(run):
     import dataclasses
 
@@ -451,6 +466,7 @@ def test_every_knob_and_ground_truth_key_is_documented(run):
     assert {k for k in keys if k not in doc} == set()
 
 
+@pytest.mark.long
 def test_a_paced_run_can_be_watched_growing(tmp_path):
     knobs = _knobs(tmp_path)
     code = "import sys; from rollscope.app.cli import main; sys.exit(main(sys.argv[1:]))"

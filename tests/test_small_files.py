@@ -12,13 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.fixtures.derived_rows import derived
 from rollscope.queries import Reader
 from rollscope.store import compaction, layout
 from rollscope.store import derived as store_derived
 from tests.conftest import python
 from tests.simulated_runs import simulated
 from tests.test_compaction import listed, live_partition, read_listing
-from tests.test_reader_incremental import derived, fresh, stored_spans
+from tests.test_reader_incremental import fresh, stored_spans
 
 RUN = "samples"
 
@@ -52,6 +53,7 @@ def compacting(monkeypatch):
     monkeypatch.setenv("ROLLSCOPE_COMPACT", "1")
 
 
+@pytest.mark.long  # writer processes
 def test_writers_that_exit_leave_their_segments_merged_every_span_once(store, compacting):
     env = {**os.environ, "ROLLSCOPE_COMPACT": "1"}
     writers = [
@@ -107,6 +109,7 @@ def test_a_writers_last_merge_leaves_alone_what_another_compactor_merged(store, 
     assert ids == list(range(60))
 
 
+@pytest.mark.long
 def test_a_reader_merges_a_run_of_many_small_segments_first_and_derives_what_a_fresh_reader_does(
     tmp_path, monkeypatch
 ):
@@ -129,6 +132,7 @@ def test_a_reader_merges_a_run_of_many_small_segments_first_and_derives_what_a_f
     assert rows == distinct == spans.num_rows
 
 
+@pytest.mark.long
 def test_a_reader_merges_only_the_new_small_segments_of_a_run_it_derived(tmp_path, monkeypatch):
     monkeypatch.setenv("ROLLSCOPE_COMPACT", "1")
     source, _ = simulated(RUN)
@@ -153,6 +157,7 @@ Reader(sys.argv[1], run_id="r")
 """
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_readers_listing_during_a_readers_merge_see_every_span_once(store, compacting):
     spans = pa.table(
         {
@@ -173,6 +178,7 @@ def test_readers_listing_during_a_readers_merge_see_every_span_once(store, compa
     assert len(layout.segments(store, "spans", "r")) == 1
 
 
+@pytest.mark.long
 def test_compact_0_leaves_a_readers_run_of_small_segments_as_it_is(tmp_path):
     store = tmp_path / "store"
     source, _ = simulated(RUN)

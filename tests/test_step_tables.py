@@ -107,6 +107,7 @@ def reader():
     return Reader(ROOT / "sample_data", run_id=RUN)
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_no_figure_reads_a_table_that_grows_with_the_run(reader):
     before = everything(reader.con)
     assert len(before["report"]["funnel"]) and before["report"]["funnel"]["dispatched"] > 0

@@ -58,6 +58,7 @@ print(len(counts), errors, min(counts), max(counts), all(a <= b for a, b in zip(
 """
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_reader_process_queries_while_a_writer_process_streams(store):
     total, halfway = 3000, str(store.parent / "reader-has-read")
     writer = python(WRITER, str(store), str(total), halfway, stdout=subprocess.PIPE)
@@ -89,6 +90,7 @@ def test_kill_9_of_a_writer_leaves_every_published_segment_readable(store):
     assert len(leftovers) <= 1  # at most the one segment being written, invisible to readers
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 @pytest.mark.parametrize("materialize", [False, True])
 def test_compaction_while_reading_never_shows_duplicates_or_gaps(attached, store, materialize):
     rl = attached(run_id="busy", segment_rows=50)
@@ -309,6 +311,7 @@ def test_a_file_that_is_not_a_segment_moved_out_while_a_reader_reads_is_no_error
     assert reader.con.execute("SELECT count(*) FROM rollouts").fetchone() == (1,)
 
 
+@pytest.mark.long  # 5 to 18 CPU-seconds: `make test-all` runs it
 def test_a_store_of_one_run_needs_no_run_id_to_read_and_always_one_to_delete(attached, store):
     rl = attached()  # run exp-7
     with rl.rollout("r1", environment="math"):

@@ -15,12 +15,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from benchmarks.fixtures.otlp_json import encode_json
 from rollscope import queries
 from rollscope.collectors.content import ContentPolicy, group_kept
 from rollscope.collectors.receiver import ReceiverConfig, running
 from rollscope.store.layout import segments
 from tests.conftest import rollscope, sql_json
-from tests.fixtures.otlp_json import encode_json
 from tests.fixtures.receiver import JSON, PROTOBUF, post
 
 CONVERSATION = """

@@ -67,6 +67,7 @@ def transcript(con, rollout: str) -> list[dict]:
 # --- what they said ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.long
 def test_fast_mode_writes_the_same_messages_as_the_normal_mode(tmp_path, run):
     store, truth = run
     simulate(tmp_path, RUN, config.resolve("default", [knobs()]), fast=True)
@@ -83,6 +84,7 @@ def test_fast_mode_writes_the_same_messages_as_the_normal_mode(tmp_path, run):
     assert fast["transcripts"] == truth["transcripts"]
 
 
+@pytest.mark.long
 def test_another_run_id_changes_only_the_ids_of_the_messages(tmp_path, run):
     store, _ = run
     simulate(tmp_path, "other", config.resolve("default", [knobs()]), fast=True)
@@ -90,6 +92,7 @@ def test_another_run_id_changes_only_the_ids_of_the_messages(tmp_path, run):
     assert same[0] == same[1]
 
 
+@pytest.mark.long
 def test_a_coding_agent_reads_code_runs_tests_and_ends_with_a_patch(run):
     store, _ = run
     con = queries.connect(store)
@@ -121,6 +124,7 @@ def test_a_coding_agent_reads_code_runs_tests_and_ends_with_a_patch(run):
     assert sorted(results) == sorted(o["observation_tokens"] for o in observed if o["observation_tokens"])
 
 
+@pytest.mark.long
 def test_text_follows_the_spans_token_counts(run):
     store, truth = run
     con = queries.connect(store)
@@ -141,6 +145,7 @@ def test_text_follows_the_spans_token_counts(run):
     assert all(r["content"] is None and not r["reasoning"].endswith((".", ". ")) for r in cut)
 
 
+@pytest.mark.long
 def test_a_reasoning_rollout_boxes_the_answer_its_reward_says_and_a_judge_explains_its_score(run):
     store, _ = run
     con = queries.connect(store)
@@ -166,6 +171,7 @@ def test_a_reasoning_rollout_boxes_the_answer_its_reward_says_and_a_judge_explai
     assert all("Question:" in r["prompt"] and "Response:" in r["prompt"] for r in judged)
 
 
+@pytest.mark.long
 def test_a_run_without_transcripts_writes_no_message(tmp_path):
     simulate(
         tmp_path, RUN, config.resolve("default", [knobs(), {"transcripts": {"enabled": False}}]), workers=1
@@ -197,6 +203,7 @@ def expected(truth: dict) -> list[dict]:
     return [{"step": s.pop("train_step"), **s} for s in (dict(s) for s in truth["transcripts"]["by_step"])]
 
 
+@pytest.mark.long
 def test_the_transcript_flags_per_step_are_those_the_simulator_injected(run):
     store, truth = run
     got = flags_by_step(queries.connect(store))
@@ -205,6 +212,7 @@ def test_the_transcript_flags_per_step_are_those_the_simulator_injected(run):
     assert min(run_totals[k] for k in ("truncated", "answer_missing", "looping", "tool_error_rollouts")) >= 3
 
 
+@pytest.mark.long
 def test_a_live_reader_catching_up_segment_by_segment_counts_the_same_flags(tmp_path, run):
     store, truth = run
     live = tmp_path / "live"
@@ -232,6 +240,7 @@ def test_a_live_reader_catching_up_segment_by_segment_counts_the_same_flags(tmp_
     assert flags_by_step(reader.con) == expected(truth)
 
 
+@pytest.mark.long
 def test_the_learning_page_charts_the_flags_per_step(run):
     from tests.test_dashboard import assert_clean, figure, open_page, traces
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from benchmarks.fixtures.agent_runs import HOSTILE, SYSTEM, write_agent_run
 from rollscope.app import charts, conversation
 from rollscope.app import links as app_links
 from rollscope.errors import QueryError
 from rollscope.queries import examples, transcripts
 from rollscope.queries.reader import Reader
 from tests.conftest import rollscope
-from tests.transcript_fixtures import HOSTILE, SYSTEM, write_agent_run
 
 APP = Path(__file__).resolve().parent.parent / "app" / "dashboard.py"
 RUN = "agent"

@@ -1,5 +1,6 @@
-"""The TRL adapter on a real GRPOTrainer (tiny Llama on CPU, built in tests/trl_tiny.py): rollscope's per-step
-figures equal TRL's own logged metrics, and training is the same with and without the adapter."""
+"""The TRL adapter on a real GRPOTrainer (tiny Llama on CPU, built in benchmarks/fixtures/trl_tiny.py):
+rollscope's per-step figures equal TRL's own logged metrics, and training is the same with and without the
+adapter."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import trl_tiny
+from benchmarks.fixtures import trl_tiny
 from tests.conftest import ROOT, documented, free_port, recorded, spans_on_disk
 
 STEPS = 20
@@ -197,7 +198,8 @@ def test_a_data_parallel_run_is_one_run_whose_figures_equal_trls(tmp_path):
 
     steps, ranks, per_rank = 8, 2, 8
     launch = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={ranks}"]
-    launch += ["--master_addr=127.0.0.1", f"--master_port={free_port()}", "-m", "tests.trl_tiny"]
+    launch += ["--master_addr=127.0.0.1", f"--master_port={free_port()}"]
+    launch += ["-m", "benchmarks.fixtures.trl_tiny"]
     done = subprocess.run(
         [*launch, str(tmp_path), str(steps), RUN],
         cwd=ROOT,
@@ -232,9 +234,10 @@ def test_a_data_parallel_run_is_one_run_whose_figures_equal_trls(tmp_path):
     # pieces (its share of steps the first rank recorded already), holds what a fresh derivation of them holds.
     import pyarrow.compute as pc
 
+    from benchmarks.fixtures.derived_rows import derived
     from rollscope.queries import Reader
     from rollscope.store.layout import SegmentWriter
-    from tests.test_reader_incremental import derived, fresh, stored_spans
+    from tests.test_reader_incremental import fresh, stored_spans
 
     spans = stored_spans(tmp_path / "store", RUN).sort_by("start_ns")
     first, second = (spans.filter(pc.equal(spans["instance_id"], i)) for i in pc.unique(spans["instance_id"]))
@@ -645,7 +648,7 @@ def test_a_run_that_dies_without_close_still_has_every_span_it_made(tmp_path):
     _needs_trl()
     script = f"""
 from transformers import TrainerCallback
-from tests import trl_tiny
+from benchmarks.fixtures import trl_tiny
 from rollscope.integrations.trl import instrument
 
 class Crash(TrainerCallback):
@@ -679,7 +682,8 @@ def test_the_adapters_own_columns_are_the_spans_the_sdk_path_writes(tmp_path):
     _needs_trl()
     from opentelemetry.sdk.trace import TracerProvider
 
-    from rollscope.integrations.trl import _Columns, _SDKSpans, instrument
+    from rollscope.integrations.trl import instrument
+    from rollscope.integrations.trl_spans import _Columns, _SDKSpans
 
     stores = {}
     for path, provider in (("columns", None), ("sdk", TracerProvider())):
@@ -814,7 +818,7 @@ def test_sample_decisions_follow_trls_own_arithmetic(aggregation, scale):
     import torch
     from trl.trainer.utils import nanstd
 
-    from rollscope.integrations.trl import _decisions
+    from rollscope.integrations.trl_decisions import _decisions
 
     rng = np.random.default_rng(7)
     generations, functions = 4, 2

@@ -96,6 +96,7 @@ def wait_for(condition, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.long
 def test_watch_posts_one_alert_per_failing_rule_and_none_again_after_a_restart(
     tmp_path, receiver, monkeypatch
 ):
@@ -125,6 +126,7 @@ def test_watch_posts_one_alert_per_failing_rule_and_none_again_after_a_restart(
     assert all(e["delivered"] for e in state["events"]) and len(state["events"]) == len(failing)
 
 
+@pytest.mark.long
 def test_an_alert_recorded_but_not_delivered_is_sent_by_the_next_watch(tmp_path, receiver, monkeypatch):
     store = copy_run("kl-acceleration", tmp_path)
     down = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
@@ -188,6 +190,7 @@ def test_an_alert_is_slack_text_with_run_data_escaped_and_a_link_to_its_page(tmp
     assert watch.link({**back, "rule": "stall"}) == "http://dash:8501/health?run=exp-7"
 
 
+@pytest.mark.long
 def test_a_second_watch_of_a_run_is_refused(tmp_path):
     store = copy_run("healthy", tmp_path)
     with store_alerts.watching(store, "healthy"):
@@ -195,6 +198,7 @@ def test_a_second_watch_of_a_run_is_refused(tmp_path):
     assert code == 1 and "Run already watched: another `rollscope watch` holds" in err
 
 
+@pytest.mark.long
 def test_a_bad_webhook_is_a_one_line_error_and_no_token_option_exists(tmp_path):
     store = copy_run("healthy", tmp_path)
     code, _, err = rollscope("watch", "--store", store, "--run", "healthy", "--once", "--notify", "ftp://x/y")
@@ -248,6 +252,7 @@ def test_a_live_run_whose_entropy_collapses_sends_one_alert_and_one_recovery(tmp
 # --- the state in the store, and where a person sees it -------------------------------------------------------
 
 
+@pytest.mark.long
 def test_an_unreadable_alert_state_is_refused_not_overwritten(tmp_path):
     store = copy_run("healthy", tmp_path)
     path = store_alerts.state_path(store, "healthy")
@@ -258,6 +263,7 @@ def test_an_unreadable_alert_state_is_refused_not_overwritten(tmp_path):
     assert path.read_text() == "{not json"  # it holds what was sent: kept for a person to look at
 
 
+@pytest.mark.long
 def test_rm_deletes_a_runs_alert_state_with_the_run(tmp_path):
     store = copy_run("healthy", tmp_path)
     rollscope("watch", "--store", store, "--run", "healthy", "--once", "--now", "last-span")
@@ -266,6 +272,7 @@ def test_rm_deletes_a_runs_alert_state_with_the_run(tmp_path):
     assert not store_alerts.run_dir(store, "healthy").exists()
 
 
+@pytest.mark.long
 def test_the_health_page_shows_the_alerts_a_watch_recorded(tmp_path):
     from tests.test_dashboard import assert_clean, figure, open_page
 
@@ -285,6 +292,7 @@ def test_the_health_page_shows_the_alerts_a_watch_recorded(tmp_path):
     assert figure(at, "health-alerts")["layout"]["xaxis"]["title"]["text"] == "time (UTC)"
 
 
+@pytest.mark.long
 def test_the_learning_page_shades_where_a_detector_fired_and_links_to_those_rollouts(tmp_path):
     from tests.test_dashboard import assert_clean, figure, open_page
 

@@ -15,7 +15,7 @@ import os
 import random
 from pathlib import Path
 
-from tests import trl_tiny
+from benchmarks.fixtures import trl_tiny
 
 PROMPTS = ["a", "b c", "d e", "c", "a b c d e", "e"]  # "c" goes to the tool that fails
 TOOLS = '''

@@ -86,6 +86,7 @@ def _grpc_port(text: str) -> int | str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rollscope.collectors.content import ContentPolicy
     from rollscope.collectors.receiver import ReceiverConfig, bind, bind_grpc, serve
     from rollscope.settings import Settings, default_store
 
@@ -101,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             max_pending_bytes=int(args.max_pending_mib * _MIB),
             commit_window=args.commit_window,
             grpc_port=_grpc_default(args),
-            content=settings.content,
+            content=ContentPolicy.of(settings),
         )
     except ValueError as e:
         raise RollscopeError("Bad option", str(e)) from None

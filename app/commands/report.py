@@ -7,7 +7,7 @@ import sys
 
 from rollscope import formats as fmt
 from rollscope.app.commands._common import add_progress, add_run, add_store, on_run
-from rollscope.queries.funnel_stages import RATES, STAGES
+from rollscope.semconv import COMPUTE_TERMS, FUNNEL_RATES, FUNNEL_STAGES
 
 
 def register(sub) -> None:
@@ -96,19 +96,18 @@ def _health_rows(health: dict, goodput: dict) -> list[tuple[str, str]]:
                 f"{fmt.count(latency['timeouts'])} timeouts",
             )
         )
-    wasted = sum(goodput.get(f"wasted_{k}_device_s") or 0 for k in ("infra_error", "aborted", "unused"))
     return rows + [
         ("trainer computing share", fmt.rate(goodput["trainer_computing_share"])),
         ("trainer waiting on weight sync", fmt.seconds(goodput["trainer_sync_wait_s"])),
         ("rollout devices generating", fmt.rate(goodput["rollout_generating_share"])),
-        ("rollout device time never used", fmt.device_seconds(wasted)),
+        ("rollout device time never used", fmt.device_seconds(goodput["wasted_device_s"])),
     ]
 
 
 def _funnel_rows(funnel: dict) -> list[tuple[str, str]]:
     rows = [("dispatched", fmt.count(funnel["dispatched"]))]
-    for stage in STAGES[1:4]:  # completed, scored, nonzero_signal: each with its rate
-        rate = RATES[stage]
+    for stage in FUNNEL_STAGES[1:4]:  # completed, scored, nonzero_signal: each with its rate
+        rate = FUNNEL_RATES[stage]
         rows.append(
             (
                 stage,
@@ -141,7 +140,7 @@ def _compute_rows(compute: dict) -> list[tuple[str, str]]:
             f"{fmt.flops(compute['flops'][term])}  {fmt.device_seconds(compute['device_seconds'][term], like=seconds)}"
             f"  ({fmt.rate(compute['flops_share'][term])} of C_total FLOPs)",
         )
-        for term in ("rollout", "train", "teacher", "judge")
+        for term in COMPUTE_TERMS
     ]
     work = compute["token_work"]
     return rows + [

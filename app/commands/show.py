@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from rollscope import semconv
 from rollscope.app.commands._common import add_run, add_store, number, on_run
 
 DEFAULT_MAX_CHARS = 2_000
@@ -80,7 +81,7 @@ def heading(run_id: str, rollout: dict, stage: dict, scores, blocks) -> str:
 
     scored = ", ".join(
         f"{plain(str(r['name']))} {formats.number(r['reward'])}"
-        + ("" if r["status"] == "ok" else f" {r['status']}")
+        + ("" if r["status"] == semconv.ROLLOUT_OK else f" {r['status']}")
         for r in scores.to_dict("records")
     )
     lines = [

@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from rollscope.app import charts, data, links
+from rollscope.app import calls, charts, links, page_frame
+from rollscope.app.filters import Filters
 from rollscope.app.pages import TITLES
 from rollscope.queries import analyses, examples
 from rollscope.queries.analyses import ADVICE_DEFAULTS
@@ -31,11 +32,11 @@ def what_if() -> dict:
     return {"target_nonzero_signal": float(target), "extra_k": int(extra_k), "long_tokens": int(long_tokens)}
 
 
-def ranking(filters: data.Filters, settings: dict) -> None:
+def ranking(filters: Filters, settings: dict) -> None:
     # every environment together: a lever's gain is over the run's whole fleet (the environment filter is not used)
-    frame = data.call(filters.store, analyses.advise, filters.run_id, steps=filters.steps, **settings)
+    frame = calls.call(filters.store, analyses.advise, filters.run_id, steps=filters.steps, **settings)
     if frame.empty or not frame["usable"].fillna(0).sum():
-        raise data.NothingToShow(analyses.ADVICE_NOTHING_USABLE)
+        raise page_frame.NothingToShow(analyses.ADVICE_NOTHING_USABLE)
     applies = frame[frame["applies"]].copy()
     if not applies.empty:
         st.plotly_chart(
@@ -59,7 +60,7 @@ def ranking(filters: data.Filters, settings: dict) -> None:
         lever(filters, row)
 
 
-def lever(filters: data.Filters, row: dict) -> None:
+def lever(filters: Filters, row: dict) -> None:
     gain = charts.rate(row["gain"]) if row["applies"] else "does not apply"
     st.subheader(f"{row['rank']}. {row['title']}: {gain}")
     st.write(f"{row['action'].capitalize()}. {row['evidence']}")
@@ -73,7 +74,7 @@ def lever(filters: data.Filters, row: dict) -> None:
     st.markdown(f"Evidence: [{TITLES[row['page']]}](./{row['page']}?run={filters.run_id})")
     selection = examples.LEVERS.get(row["lever"])
     if selection is not None:
-        found = data.examples(filters, selection, scoped=False, steps=filters.steps, **lever_options(row))
+        found = calls.examples(filters, selection, scoped=False, steps=filters.steps, **lever_options(row))
         st.caption(
             links.example_line(filters.run_id, f"lever:{row['lever']}", selection, found, steps=filters.steps)
         )
@@ -88,9 +89,9 @@ def lever_options(row: dict) -> dict:
     )
 
 
-filters = data.page(
+filters = page_frame.page(
     "Advisor",
     "Which lever buys the most usable rollouts per device-second on this run, and by how much (docs/advisor.md).",
 )
 settings = what_if()
-data.live(lambda f: ranking(f, settings), filters)
+page_frame.live(lambda f: ranking(f, settings), filters)

@@ -6,16 +6,19 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from rollscope.app import charts, data
+from rollscope.app import calls, charts, comparison, page_frame, sidebar, threads
+from rollscope.app.filters import Filters
 from rollscope.queries import analyses
 
 
-def pick_other(filters: data.Filters) -> str:
+def pick_other(filters: Filters) -> str:
     others = [run for run in filters.runs if run != filters.run_id]
     if not others:
-        raise data.NothingToShow(f"This store holds one run ({filters.run_id}); comparing needs a second.")
+        raise page_frame.NothingToShow(
+            f"This store holds one run ({filters.run_id}); comparing needs a second."
+        )
     other = st.selectbox(f"Compare {filters.run_id} with", others, key="compare-with")
-    data.open_run(filters.store, other)
+    sidebar.open_run(filters.store, other)
     return other
 
 
@@ -32,7 +35,7 @@ def shaded(table: pd.DataFrame, runs: tuple[str, str]) -> pd.DataFrame:
     return css
 
 
-def figures(filters: data.Filters, other: str, table: pd.DataFrame) -> None:
+def figures(filters: Filters, other: str, table: pd.DataFrame) -> None:
     shown = table.drop(columns=["key"])
     runs = (filters.run_id, other)
     st.dataframe(
@@ -115,16 +118,16 @@ def take(ready: Iterator, count: int) -> list:
     return [next(ready) for _ in range(count)]
 
 
-def body(filters: data.Filters) -> None:
+def body(filters: Filters) -> None:
     other = pick_other(filters)
     runs = (filters.run_id, other)
     # Every figure of the page asked for at once (both reports, each chart's analysis for both runs); each is
-    # drawn as it is ready (data.at_once).
-    ready = data.at_once(
+    # drawn as it is ready (threads.at_once).
+    ready = threads.at_once(
         {
-            ("table", other): partial(data.compare, filters, other),
+            ("table", other): partial(comparison.compare, filters, other),
             **{
-                (chart, run): partial(data.analysis, function, filters, run_id=run, **options)
+                (chart, run): partial(calls.analysis, function, filters, run_id=run, **options)
                 for chart, function, options in CHARTS
                 for run in runs
             },
@@ -135,9 +138,9 @@ def body(filters: data.Filters) -> None:
     overlays(ready)
 
 
-data.live(
+page_frame.live(
     body,
-    data.page(
+    page_frame.page(
         "Compare runs",
         "Two runs side by side on every analysis (the sidebar's step range and environment apply to both).",
     ),

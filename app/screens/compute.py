@@ -3,15 +3,16 @@
 import pandas as pd
 import streamlit as st
 
-from rollscope.app import charts, data
+from rollscope.app import calls, charts, page_frame
+from rollscope.app.filters import Filters
 from rollscope.queries import analyses
+from rollscope.semconv import COMPUTE_TERMS
 
 MEASURES = {"device-seconds": ("device_seconds", "device-seconds"), "FLOPs": ("flops", "FLOP")}
-TERMS = ["rollout", "train", "teacher", "judge"]
 
 
-def totals(filters: data.Filters, work: dict) -> None:
-    table = data.analysis(analyses.compute_terms, filters).set_index("term")
+def totals(filters: Filters, work: dict) -> None:
+    table = calls.analysis(analyses.compute_terms, filters).set_index("term")
     c_total = table.iloc[0]  # flops_total and device_seconds_total are on every row
     row = st.columns(4)
     row[0].metric(
@@ -49,12 +50,12 @@ def totals(filters: data.Filters, work: dict) -> None:
     )
 
 
-def per_step(filters: data.Filters) -> None:
+def per_step(filters: Filters) -> None:
     measure = st.segmented_control("Measure", list(MEASURES), default="device-seconds", key="compute-measure")
     column, unit = MEASURES[measure or "device-seconds"]
-    frame = data.analysis(analyses.compute_terms, filters, by="step")
+    frame = calls.analysis(analyses.compute_terms, filters, by="step")
     env = frame[frame["term"] == "env"]
-    frame = frame[frame["term"].isin(TERMS)]
+    frame = frame[frame["term"].isin(COMPUTE_TERMS)]
     if frame.empty:
         st.caption("No compute recorded per step yet.")
         return
@@ -63,7 +64,7 @@ def per_step(filters: data.Filters) -> None:
         .pivot_table(index="step", columns="term", values=column, aggfunc="sum", sort=False)
         .reset_index()
     )
-    present = [t for t in TERMS if t in wide.columns]
+    present = [t for t in COMPUTE_TERMS if t in wide.columns]
     fig = charts.bars(
         wide,
         "step",
@@ -98,16 +99,16 @@ def token_work(work: dict) -> None:
     )
 
 
-def body(filters: data.Filters) -> None:
-    work = data.analysis(analyses.token_work, filters)
+def body(filters: Filters) -> None:
+    work = calls.analysis(analyses.token_work, filters)
     totals(filters, work)
     per_step(filters)
     token_work(work)
 
 
-data.live(
+page_frame.live(
     body,
-    data.page(
+    page_frame.page(
         "Compute",
         "C_total = C_rollout + C_train + C_teacher + C_judge + C_env: what the "
         "run pays for (docs/metrics.md).",

@@ -4,19 +4,20 @@ from functools import partial
 
 import streamlit as st
 
-from rollscope.app import charts, data, links
+from rollscope.app import calls, charts, links, page_frame, threads
+from rollscope.app.filters import Filters
 from rollscope.queries import analyses
 from rollscope.queries import examples as queries_examples
-from rollscope.queries.funnel_stages import STAGE_RATES
+from rollscope.semconv import FUNNEL_STAGE_RATES
 
 WHAT_IF_STEP_POINTS = 20  # the first view raises the weakest stage by this many points (README: 60 % → 80 %)
-RATE_LABELS = {rate: charts.label(rate).capitalize() for rate in STAGE_RATES}  # "Nonzero signal"
+RATE_LABELS = {rate: charts.label(rate).capitalize() for rate in FUNNEL_STAGE_RATES}  # "Nonzero signal"
 
 
-def overall(filters: data.Filters) -> dict:
-    frame = data.analysis(analyses.funnel, filters)
+def overall(filters: Filters) -> dict:
+    frame = calls.analysis(analyses.funnel, filters)
     if frame.empty or not frame["dispatched"].sum():
-        raise data.NothingToShow("No rollouts in this selection yet.")
+        raise page_frame.NothingToShow("No rollouts in this selection yet.")
     row = frame.iloc[0].to_dict()
     st.plotly_chart(charts.funnel(row), key="funnel")
     st.caption(
@@ -25,8 +26,8 @@ def overall(filters: data.Filters) -> dict:
     return row
 
 
-def by_step(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.funnel, filters, by="step", rolling=tuple(charts.RATES))
+def by_step(filters: Filters) -> None:
+    frame = calls.analysis(analyses.funnel, filters, by="step", rolling=tuple(charts.RATES))
     frame = frame.dropna(subset=["step"])
     if frame.empty:
         return
@@ -42,8 +43,8 @@ def by_step(filters: data.Filters) -> None:
     )
 
 
-def by_environment(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.funnel, filters, by="environment")
+def by_environment(filters: Filters) -> None:
+    frame = calls.analysis(analyses.funnel, filters, by="environment")
     st.plotly_chart(
         charts.bars(
             frame,
@@ -60,8 +61,8 @@ def by_environment(filters: data.Filters) -> None:
     st.caption("What to look for: one environment losing most of its rollouts at one stage.")
 
 
-def losses(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.funnel_losses, filters)
+def losses(filters: Filters) -> None:
+    frame = calls.analysis(analyses.funnel_losses, filters)
     if frame.empty:
         st.caption("No rollout was lost in this selection.")
         return
@@ -76,13 +77,13 @@ def losses(filters: data.Filters) -> None:
     examples(filters, frame)
 
 
-def examples(filters: data.Filters, losses) -> None:
+def examples(filters: Filters, losses) -> None:
     """Each loss's example rollouts, a link each to its transcript: what the lost experience looked like."""
     selections = [
         queries_examples.lost(stage, reason)
         for stage, reason in zip(losses["stage"], losses["reason"], strict=True)
     ]  # noqa: E501
-    found = data.at_once({i: partial(data.examples, filters, sel) for i, sel in enumerate(selections)})
+    found = threads.at_once({i: partial(calls.examples, filters, sel) for i, sel in enumerate(selections)})
     lines = [
         f"- **{charts.label(stage)} · {reason}**: "
         + links.example_line(
@@ -127,7 +128,7 @@ def what_if(row: dict) -> None:
     cols[2].metric("Worth a decode-throughput increase of", charts.rate(result["throughput_gain"]))
 
 
-def body(filters: data.Filters) -> None:
+def body(filters: Filters) -> None:
     row = overall(filters)
     left, right = st.columns(2)
     with left:
@@ -138,7 +139,9 @@ def body(filters: data.Filters) -> None:
     what_if(row)
 
 
-data.live(
+page_frame.live(
     body,
-    data.page("Funnel", "How much generated experience reaches the trainer, and where the rest is lost."),
+    page_frame.page(
+        "Funnel", "How much generated experience reaches the trainer, and where the rest is lost."
+    ),
 )

@@ -3,7 +3,8 @@ where time waits."""
 
 import streamlit as st
 
-from rollscope.app import charts, data
+from rollscope.app import calls, charts, page_frame
+from rollscope.app.filters import Filters
 from rollscope.errors import StoreError
 from rollscope.queries import analyses, report
 
@@ -12,9 +13,9 @@ FLEET = ["generating_device_s", "weights_wait_device_s", "tools_wait_device_s", 
 WASTED = ["infra_error_device_s", "aborted_device_s", "unused_device_s"]
 
 
-def liveness(filters: data.Filters) -> None:
+def liveness(filters: Filters) -> None:
     st.subheader("Liveness")
-    figures = data.call(filters.store, report.health, filters.run_id)
+    figures = calls.call(filters.store, report.health, filters.run_id)
     cols = st.columns(4)
     cols[0].metric(
         "Rollouts in flight",
@@ -33,7 +34,7 @@ def liveness(filters: data.Filters) -> None:
         charts.seconds(figures["most_silent_s"]),
         help="Now − the end of its last span. Now = the end of the run's newest span.",
     )
-    frame = data.call(filters.store, analyses.liveness, filters.run_id)
+    frame = calls.call(filters.store, analyses.liveness, filters.run_id)
     st.plotly_chart(
         charts.bars(
             frame,
@@ -51,7 +52,7 @@ def liveness(filters: data.Filters) -> None:
         "look for: one worker far longer silent than its peers went quiet (hung, crashed or cut off); "
         "`rollscope check` flags it (the stall rule)."
     )
-    flying = data.call(filters.store, analyses.in_flight, filters.run_id, environment=filters.environment)
+    flying = calls.call(filters.store, analyses.in_flight, filters.run_id, environment=filters.environment)
     if flying.empty:
         st.caption("No rollout in flight: every rollout with spans in the store has ended.")
     else:
@@ -72,9 +73,9 @@ def liveness(filters: data.Filters) -> None:
         )
 
 
-def scoring(filters: data.Filters) -> None:
+def scoring(filters: Filters) -> None:
     st.subheader("Scoring latency")
-    frame = data.analysis(analyses.scoring_latency, filters)
+    frame = calls.analysis(analyses.scoring_latency, filters)
     frame = frame[frame["step"].notna()]
     if frame.empty:
         st.caption("No verifier or judge calls consumed by a train step yet.")
@@ -88,7 +89,7 @@ def scoring(filters: data.Filters) -> None:
         ),
         key="health-scoring",
     )
-    timeouts = data.analysis(analyses.scoring_timeouts, filters)
+    timeouts = calls.analysis(analyses.scoring_timeouts, filters)
     st.caption(
         f"Verifier (rl.reward) and judge (rl.judge) calls by the step that consumed their rollout; "
         f"{charts.count(timeouts)} timeouts in this selection. What to look for: p99 "
@@ -96,9 +97,9 @@ def scoring(filters: data.Filters) -> None:
     )
 
 
-def goodput(filters: data.Filters) -> None:
+def goodput(filters: Filters) -> None:
     st.subheader("Goodput")
-    totals = data.analysis(analyses.goodput, filters)
+    totals = calls.analysis(analyses.goodput, filters)
     cols = st.columns(3)
     cols[0].metric(
         "Trainer computing",
@@ -110,13 +111,12 @@ def goodput(filters: data.Filters) -> None:
         charts.rate(totals["rollout_generating_share"]),
         help="Share of rollout device-seconds with a turn running.",
     )
-    wasted = sum(totals.get(f"wasted_{k}") or 0 for k in WASTED)
     cols[2].metric(
         "Rollout device time never used",
-        charts.device_seconds(wasted),
+        charts.device_seconds(totals["wasted_device_s"]),
         help="infra_error + aborted + unused rollouts' share of generating device-seconds.",
     )
-    trainer = data.call(filters.store, analyses.trainer_goodput, filters.run_id, steps=filters.steps)
+    trainer = calls.call(filters.store, analyses.trainer_goodput, filters.run_id, steps=filters.steps)
     if not trainer.empty:
         st.plotly_chart(
             charts.bars(trainer, "step", TRAINER, "Trainer time per step", "train step", "seconds"),
@@ -126,7 +126,7 @@ def goodput(filters: data.Filters) -> None:
             "What to look for: data wait is rollouts starving the trainer; sync wait is weight-sync "
             "bubbles (refits) the trainer sits through."
         )
-    fleet = data.call(filters.store, analyses.rollout_goodput, filters.run_id, steps=filters.steps)
+    fleet = calls.call(filters.store, analyses.rollout_goodput, filters.run_id, steps=filters.steps)
     fleet = fleet[fleet["step"].notna()]
     if not fleet.empty:
         st.plotly_chart(
@@ -137,7 +137,7 @@ def goodput(filters: data.Filters) -> None:
             "What to look for: waiting for weights is devices idle during a weight sync; waiting on "
             "tools is rollouts parked on sandboxes or scoring; idle is nothing to do."
         )
-    lost = data.analysis(analyses.wasted_devices, filters)
+    lost = calls.analysis(analyses.wasted_devices, filters)
     lost[WASTED] = lost[WASTED].fillna(0.0)
     if not lost.empty:
         lost["step"] = lost["step"].astype("Int64").astype(str).replace("<NA>", "not consumed")
@@ -158,10 +158,10 @@ def goodput(filters: data.Filters) -> None:
         )
 
 
-def alerts(filters: data.Filters) -> None:
+def alerts(filters: Filters) -> None:
     st.subheader("Alerts")
     try:
-        events = data.alert_events(filters)
+        events = calls.alert_events(filters)
     except StoreError as e:  # the rest of the page does not depend on it
         st.warning(f"**{e.title}**: {e}")
         return
@@ -183,16 +183,16 @@ def alerts(filters: data.Filters) -> None:
     st.dataframe(shown.iloc[::-1], hide_index=True, width="stretch", key="health-alert-table")
 
 
-def body(filters: data.Filters) -> None:
+def body(filters: Filters) -> None:
     alerts(filters)
     liveness(filters)
     scoring(filters)
     goodput(filters)
 
 
-data.live(
+page_frame.live(
     body,
-    data.page(
+    page_frame.page(
         "Health",
         "The alerts `rollscope watch` sent, and is it stuck: rollouts in flight, silent processes, scoring "
         "latency, and where time waits.",

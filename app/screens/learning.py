@@ -6,7 +6,8 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from rollscope.app import charts, data
+from rollscope.app import calls, charts, page_frame, sidebar, threads
+from rollscope.app.filters import Filters
 from rollscope.queries import analyses
 from rollscope.queries import report as queries_report
 from rollscope.queries.analyses import DETECTORS, SUCCESS_THRESHOLD
@@ -27,7 +28,7 @@ FLAGS = {  # transcript_flags' per-step counts, as the chart names them
 }
 
 
-def headline(figures: data.Figures) -> None:
+def headline(figures: threads.Figures) -> None:
     run = analyses_record(figures["learning"])
     zero = figures["zero_signal_summary"]
     tasks = figures["task_solve_summary"]
@@ -66,7 +67,7 @@ def analyses_record(frame) -> dict:
     return {} if frame.empty else frame.iloc[0].to_dict()
 
 
-def detectors(figures: data.Figures, filters: data.Filters) -> None:
+def detectors(figures: threads.Figures, filters: Filters) -> None:
     st.subheader("Is training going wrong")
     verdicts = figures["detectors"]
     rows = []
@@ -107,11 +108,13 @@ def _now(verdict: dict) -> str:
     return "FIRING" if verdict["firing"] else "passing"
 
 
-def _rollouts_of(filters: data.Filters, stretch) -> str:
-    return data.link("rollouts", filters.run_id, (stretch.first_step, stretch.last_step), stretch.environment)
+def _rollouts_of(filters: Filters, stretch) -> str:
+    return sidebar.link(
+        "rollouts", filters.run_id, (stretch.first_step, stretch.last_step), stretch.environment
+    )
 
 
-def _shade(fig, figures: data.Figures, filters: data.Filters, *rules: str):
+def _shade(fig, figures: threads.Figures, filters: Filters, *rules: str):
     """Shade the steps each of ``rules`` fired at that lie in the page's step range."""
     lo, hi = filters.steps or (None, None)
     for rule in rules:
@@ -122,7 +125,7 @@ def _shade(fig, figures: data.Figures, filters: data.Filters, *rules: str):
     return fig
 
 
-def signals(figures: data.Figures, filters: data.Filters) -> None:
+def signals(figures: threads.Figures, filters: Filters) -> None:
     st.subheader("Entropy and KL")
     steps = figures["trainer_steps"]
     entropy = steps[steps["train_entropy"].notna()]
@@ -152,7 +155,7 @@ def signals(figures: data.Figures, filters: data.Filters) -> None:
     )
 
 
-def lengths(figures: data.Figures, filters: data.Filters) -> None:
+def lengths(figures: threads.Figures, filters: Filters) -> None:
     st.subheader("Response length against its limit")
     frame = figures["generations_by_step"]
     if frame.empty:
@@ -200,7 +203,7 @@ def lengths(figures: data.Figures, filters: data.Filters) -> None:
     )
 
 
-def rewards(figures: data.Figures, filters: data.Filters) -> None:
+def rewards(figures: threads.Figures, filters: Filters) -> None:
     st.subheader("Reward and success per step")
     by_step = figures["learning_by_step"]
     if by_step.empty:
@@ -257,7 +260,7 @@ def rewards(figures: data.Figures, filters: data.Filters) -> None:
     st.caption("What to look for: one environment saturating (or stuck at 0) while the others still move.")
 
 
-def loss(figures: data.Figures) -> None:
+def loss(figures: threads.Figures) -> None:
     steps = figures["trainer_steps"]
     steps = steps[steps["train_loss"].notna()]
     if steps.empty:
@@ -278,7 +281,7 @@ def loss(figures: data.Figures) -> None:
     )
 
 
-def zero_signal(figures: data.Figures, filters: data.Filters) -> None:
+def zero_signal(figures: threads.Figures, filters: Filters) -> None:
     st.subheader("Why groups carry no signal")
     by_step = figures["zero_signal_by_step"]
     if by_step.empty:
@@ -307,7 +310,7 @@ def zero_signal(figures: data.Figures, filters: data.Filters) -> None:
     )
 
 
-def tasks(figures: data.Figures) -> None:
+def tasks(figures: threads.Figures) -> None:
     st.subheader("Per-task solve rates")
     frame = figures["task_solve_rates"]
     if frame.empty:
@@ -335,7 +338,7 @@ def tasks(figures: data.Figures) -> None:
         st.dataframe(frame, hide_index=True)
 
 
-def mismatch(figures: data.Figures, filters: data.Filters) -> None:
+def mismatch(figures: threads.Figures, filters: Filters) -> None:
     st.subheader("Train-inference mismatch")
     by_step = figures["mismatch_by_step"]
     if by_step.empty:
@@ -362,7 +365,7 @@ def mismatch(figures: data.Figures, filters: data.Filters) -> None:
     )
 
 
-def transcript_flags(figures: data.Figures) -> None:
+def transcript_flags(figures: threads.Figures) -> None:
     st.subheader("What the transcripts show")
     by_step = figures["transcript_flags_by_step"]
     if by_step.empty:
@@ -397,11 +400,11 @@ def transcript_flags(figures: data.Figures) -> None:
     )
 
 
-def body(filters: data.Filters) -> None:
-    # Every figure of the page asked for at once; each section is drawn when its own are ready (data.at_once).
-    analysis = partial(data.analysis, filters=filters)
-    trainer = partial(data.call, filters.store, run_id=filters.run_id, steps=filters.steps)
-    figures = data.at_once(
+def body(filters: Filters) -> None:
+    # Every figure of the page asked for at once; each section is drawn when its own are ready (threads.at_once).
+    analysis = partial(calls.analysis, filters=filters)
+    trainer = partial(calls.call, filters.store, run_id=filters.run_id, steps=filters.steps)
+    figures = threads.at_once(
         {
             "learning": partial(analysis, analyses.learning),
             "zero_signal_summary": partial(analysis, analyses.zero_signal_summary),
@@ -423,10 +426,10 @@ def body(filters: data.Filters) -> None:
                 rolling=("train_loss", "train_entropy", "train_kl", "train_policy_kl"),
             ),
             "generations_by_step": partial(analysis, analyses.generations_by_step),
-            "detectors": partial(data.call, filters.store, queries_report.detectors, filters.run_id),
+            "detectors": partial(calls.call, filters.store, queries_report.detectors, filters.run_id),
             **{
                 f"episodes:{rule}": partial(
-                    data.call,
+                    calls.call,
                     filters.store,
                     analyses.detector_episodes,
                     filters.run_id,
@@ -455,9 +458,9 @@ def body(filters: data.Filters) -> None:
     transcript_flags(figures)
 
 
-data.live(
+page_frame.live(
     body,
-    data.page(
+    page_frame.page(
         "Learning",
         "Is the policy improving, and is training going wrong: reward, success, entropy, KL, lengths against "
         "their limit and loss per step, with the detectors' firing steps shaded; which groups carry no signal and "

@@ -6,9 +6,10 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from rollscope.app import charts, data, links
+from rollscope.app import calls, charts, links, page_frame, threads
+from rollscope.app.filters import Filters
 from rollscope.queries import analyses, examples, report
-from rollscope.queries.funnel_stages import RATES
+from rollscope.semconv import FUNNEL_RATES
 
 PERCENT = {"nonzero_signal_rate", "acceptance_rate", "trainer_idle_fraction"}
 TRENDS = {
@@ -47,14 +48,14 @@ def headline(figures: dict) -> None:
 
 def funnel_line(funnel: dict) -> str:
     stages = [f"**{charts.count(funnel['dispatched'])}** dispatched"]
-    for stage, rate in list(RATES.items())[:-1]:  # each stage with its rate, up to usable
+    for stage, rate in list(FUNNEL_RATES.items())[:-1]:  # each stage with its rate, up to usable
         stages.append(
             f"**{charts.count(funnel[stage])}** {charts.label(stage)} ({charts.rate(funnel['rates'][rate])})"
         )
     return " → ".join(stages) + f" = **{charts.count(funnel['usable'])}** usable"
 
 
-def checks(filters: data.Filters, results: pd.DataFrame) -> None:
+def checks(filters: Filters, results: pd.DataFrame) -> None:
     st.subheader("Checks")
     failing = results[results[""] == "✗"]
     st.caption(
@@ -63,7 +64,9 @@ def checks(filters: data.Filters, results: pd.DataFrame) -> None:
         else f"All {len(results)} checks pass (`rollscope check`; thresholds in docs/report.md)."
     )
     selections = {c: examples.CHECKS[c] for c in results["check"] if c in examples.CHECKS}
-    found = data.at_once({c: partial(data.examples, filters, s, scoped=False) for c, s in selections.items()})
+    found = threads.at_once(
+        {c: partial(calls.examples, filters, s, scoped=False) for c, s in selections.items()}
+    )
     for row in results.itertuples(index=False):  # failing first, in red (an st.error means the page broke)
         if row[0] == "✗":
             st.markdown(
@@ -94,13 +97,13 @@ def trends(series_by_metric: Iterable[tuple[str, pd.DataFrame]]) -> None:
                 st.plotly_chart(fig, key=f"trend-{metric}")
 
 
-def body(filters: data.Filters) -> None:
-    # Every figure of the page asked for at once; each is drawn as it is ready (data.at_once).
-    ready = data.at_once(
+def body(filters: Filters) -> None:
+    # Every figure of the page asked for at once; each is drawn as it is ready (threads.at_once).
+    ready = threads.at_once(
         {
-            "headline": partial(data.analysis, report.headline, filters),
-            "checks": partial(data.checks, filters),
-            **{m: partial(data.analysis, analyses.trend, filters, metric=m, rolling=True) for m in TRENDS},
+            "headline": partial(calls.analysis, report.headline, filters),
+            "checks": partial(calls.checks, filters),
+            **{m: partial(calls.analysis, analyses.trend, filters, metric=m, rolling=True) for m in TRENDS},
         }
     )
     _, figures = next(ready)
@@ -116,9 +119,9 @@ def body(filters: data.Filters) -> None:
     trends(ready)
 
 
-data.live(
+page_frame.live(
     body,
-    data.page(
+    page_frame.page(
         "Overview",
         "The run at a glance: experience, compute and the trainer, as `rollscope report` prints them.",
     ),

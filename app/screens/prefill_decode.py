@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from rollscope.app import charts, data
+from rollscope.app import calls, charts, page_frame
+from rollscope.app.filters import Filters
 from rollscope.queries import analyses
 
 TOKENS = ["new_prefill_tokens", "cached_prefill_tokens", "decode_tokens"]
@@ -21,10 +22,10 @@ SPLIT = {
 }
 
 
-def headline(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.prefill_decode, filters)
+def headline(filters: Filters) -> None:
+    frame = calls.analysis(analyses.prefill_decode, filters)
     if frame.empty or not frame["turns"].fillna(0).sum():
-        raise data.NothingToShow(
+        raise page_frame.NothingToShow(
             "No turns in this selection: the run records no `rl.turn` (or vLLM) spans yet."
         )
     row = frame.iloc[0]
@@ -39,8 +40,8 @@ def headline(filters: data.Filters) -> None:
     cols[3].metric("Turns", charts.count(row["turns"]))
 
 
-def by_environment(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.prefill_decode, filters, by="environment")
+def by_environment(filters: Filters) -> None:
+    frame = calls.analysis(analyses.prefill_decode, filters, by="environment")
     st.plotly_chart(
         charts.bars(
             frame,
@@ -60,8 +61,8 @@ def by_environment(filters: data.Filters) -> None:
     )
 
 
-def by_turn(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.prefill_decode, filters, by="turn_index")
+def by_turn(filters: Filters) -> None:
+    frame = calls.analysis(analyses.prefill_decode, filters, by="turn_index")
     st.plotly_chart(
         charts.lines(
             frame,
@@ -88,8 +89,8 @@ def by_turn(filters: data.Filters) -> None:
     )
 
 
-def by_step(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.prefill_decode, filters, by="step", rolling=("prefill_decode_ratio",))
+def by_step(filters: Filters) -> None:
+    frame = calls.analysis(analyses.prefill_decode, filters, by="step", rolling=("prefill_decode_ratio",))
     frame = frame.dropna(subset=["step"])
     if not frame.empty:
         st.plotly_chart(
@@ -107,10 +108,10 @@ def by_step(filters: data.Filters) -> None:
         )
 
 
-def remedies(filters: data.Filters) -> None:
+def remedies(filters: Filters) -> None:
     """Repeated prefill split by the remedy that would remove it, per step and per turn index."""
     st.subheader("Repeated prefill, by remedy")
-    row = analyses.record(data.analysis(analyses.prefill_split, filters))
+    row = analyses.record(calls.analysis(analyses.prefill_split, filters))
     cols = st.columns(4)
     cols[0].metric(
         "History prefilled again",
@@ -144,8 +145,8 @@ def remedies(filters: data.Filters) -> None:
     what_ifs(filters)
 
 
-def split_chart(filters: data.Filters, by: str, title: str, key: str) -> None:
-    frame = data.analysis(analyses.prefill_split, filters, by=by).dropna(subset=[by])
+def split_chart(filters: Filters, by: str, title: str, key: str) -> None:
+    frame = calls.analysis(analyses.prefill_split, filters, by=by).dropna(subset=[by])
     if frame.empty:
         st.caption("No consumed turns in this selection yet.")
         return
@@ -162,8 +163,8 @@ WHAT_IFS = {  # lever: what the remedy is, on this page
 }
 
 
-def what_ifs(filters: data.Filters) -> None:
-    levers = data.call(filters.store, analyses.prefill_what_if, filters.run_id, steps=filters.steps)
+def what_ifs(filters: Filters) -> None:
+    levers = calls.call(filters.store, analyses.prefill_what_if, filters.run_id, steps=filters.steps)
     st.markdown("\n".join(what_if_line(lever, row) for lever, row in levers.items()))
     st.caption(
         "Each remedy pulled alone over the selected steps and every environment (the advisor's levers, "
@@ -183,8 +184,8 @@ def what_if_line(lever: str, row: dict) -> str:
     )
 
 
-def disaggregation(filters: data.Filters) -> None:
-    verdict = data.analysis(analyses.disaggregation, filters)
+def disaggregation(filters: Filters) -> None:
+    verdict = calls.analysis(analyses.disaggregation, filters)
     st.subheader("Would prefill–decode disaggregation pay?")
     show = st.success if verdict["verdict"] else st.info
     show(
@@ -195,7 +196,7 @@ def disaggregation(filters: data.Filters) -> None:
     st.markdown("\n".join(f"- {reason}" for reason in verdict["reasons"]))
 
 
-def body(filters: data.Filters) -> None:
+def body(filters: Filters) -> None:
     headline(filters)
     left, right = st.columns(2)
     with left:
@@ -207,9 +208,9 @@ def body(filters: data.Filters) -> None:
     disaggregation(filters)
 
 
-data.live(
+page_frame.live(
     body,
-    data.page(
+    page_frame.page(
         "Prefill / decode",
         "Agent turns prefill large observations and decode short "
         "replies: where the balance sits and what repeats.",

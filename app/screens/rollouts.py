@@ -7,18 +7,19 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from rollscope.app import charts, conversation, data, links
+from rollscope.app import calls, charts, conversation, links, page_frame, threads
 from rollscope.app.conversation import readable
+from rollscope.app.filters import Filters
 from rollscope.app.links import code, viewer
 from rollscope.errors import RollscopeError
 from rollscope.queries import analyses, examples, transcripts
 from rollscope.queries import trace as trace_queries
-from rollscope.queries.funnel_stages import RATES
 from rollscope.queries.trace import SEARCH_LIMIT
-from rollscope.semconv import ROLLOUT_STATUSES
+from rollscope.semconv import FUNNEL_RATES, ROLLOUT_OK, ROLLOUT_STATUSES
 
 STATUSES = [None, *ROLLOUT_STATUSES]
-STAGES = [None, "usable", *(stage for stage in RATES if stage != "usable")]  # the stage a rollout was lost at
+# the stage a rollout was lost at
+STAGES = [None, "usable", *(stage for stage in FUNNEL_RATES if stage != "usable")]
 FINISH_REASONS = [None, "stop", "length", "tool_calls", "content_filter"]
 VIEWS = ["Conversation", "Group", "Task history", "Timeline"]
 COLUMNS = {  # column: how it reads (None: as it is)
@@ -67,7 +68,7 @@ def from_link() -> None:
         st.session_state["transcript-regex"] = True
 
 
-def search(filters: data.Filters):
+def search(filters: Filters):
     """The rollouts the filters find: by id, status, reward and funnel stage, or by their transcripts' text."""
     cols = st.columns([3, 2, 1, 1])
     text = cols[0].text_input("Rollout or task id contains", key="rollout-text")
@@ -97,7 +98,7 @@ def search(filters: data.Filters):
     }
     if pattern or finish:
         return hits(filters, pattern, regex, finish, wanted)
-    found = data.rollouts(filters, **wanted)
+    found = calls.rollouts(filters, **wanted)
     st.caption(
         f"{charts.count(len(found))} rollouts (newest first, at most {SEARCH_LIMIT}); the sidebar's "
         "environment and step range apply."
@@ -114,19 +115,19 @@ def _any(value) -> str:
     return "any" if value is None else value
 
 
-def _reasons(filters: data.Filters, stage) -> list:
+def _reasons(filters: Filters, stage) -> list:
     """The reasons the funnel lost rollouts for at ``stage`` in this selection (and a link's, if another)."""
     if stage in (None, "usable"):
         return [None]
-    losses = data.analysis(analyses.funnel_losses, filters)
+    losses = calls.analysis(analyses.funnel_losses, filters)
     reasons = losses.loc[losses["stage"] == stage, "reason"].tolist()
     linked = st.session_state.get("rollout-reason")
     return [None, *reasons, *([linked] if linked and linked not in reasons else [])]
 
 
-def hits(filters: data.Filters, pattern: str, regex: bool, finish, wanted: dict):
+def hits(filters: Filters, pattern: str, regex: bool, finish, wanted: dict):
     try:
-        found = data.call(
+        found = calls.call(
             filters.store,
             transcripts.search,
             filters.run_id,
@@ -138,7 +139,7 @@ def hits(filters: data.Filters, pattern: str, regex: bool, finish, wanted: dict)
             **wanted,
         )
     except RollscopeError as e:  # a regular expression that does not parse: say so, keep the page
-        data.show_error(e)
+        page_frame.show_error(e)
         return pd.DataFrame({"rollout_id": []})
     st.caption(
         f"{charts.count(len(found))} rollouts whose transcripts match (newest first, at most "
@@ -161,7 +162,7 @@ EXAMPLE_COLUMNS = {
 }
 
 
-def listed(filters: data.Filters, key: str):
+def listed(filters: Filters, key: str):
     """The rollouts a check or lever rests on (``?examples=check:nonzero-signal``), as its link promised."""
     selection = examples.named(key)
     if selection is None:
@@ -169,7 +170,7 @@ def listed(filters: data.Filters, key: str):
             f"No such selection of rollouts: {code(key)}. [Search all rollouts]({links.rollouts(filters.run_id)})"
         )
         return []
-    found = data.examples(filters, selection, limit=examples.LIST_LIMIT)
+    found = calls.examples(filters, selection, limit=examples.LIST_LIMIT)
     st.markdown(
         f"**{examples.count_line(found, selection).capitalize()}** (as the link named them; the "
         f"sidebar's filters apply). [Search all rollouts instead]({links.rollouts(filters.run_id)})"
@@ -210,7 +211,7 @@ def outcome(rollout: dict, stage: dict, scores) -> None:
 
 def score(row: dict) -> str:
     """One reward function's or judge's score, its name (the job's) as a code span: `unit_tests` **1.00**."""
-    status = "" if row["status"] == "ok" else f" ({code(row['status'])})"
+    status = "" if row["status"] == ROLLOUT_OK else f" ({code(row['status'])})"
     return f"{code(row['name'])} **{charts.number(row['reward'])}**{status} in {charts.seconds(row['duration_s'])}"
 
 
@@ -238,7 +239,7 @@ GROUP_COLUMNS = {
 }
 
 
-def group(filters: data.Filters, rollout_id: str, attempts) -> None:
+def group(filters: Filters, rollout_id: str, attempts) -> None:
     if attempts.empty:
         st.caption("This rollout records no group_id: no sibling attempts to compare its reward with.")
         return
@@ -252,12 +253,12 @@ def group(filters: data.Filters, rollout_id: str, attempts) -> None:
         "(— when all rewards are equal: the group gives no signal). What to look for: what the best attempt did "
         "that the worst did not."
     )
-    frames = data.call(
+    frames = calls.call(
         filters.store,
         transcripts.group_conversations,
         filters.run_id,
         rollout_id,
-        data.window(filters, rollout_id),
+        calls.window(filters, rollout_id),
     )
     conversation.side_by_side(attempts, frames)
     conversation.diff(attempts, frames)
@@ -275,15 +276,15 @@ def timeline(spans, marks) -> None:
         st.dataframe(spans, hide_index=True, width="stretch")
 
 
-def trace(filters: data.Filters, rollout_id: str) -> None:
+def trace(filters: Filters, rollout_id: str) -> None:
     """The rollout's outcome, then the view chosen: each view reads only what it shows, in the rollout's
     time window."""
-    bounds, store, run = data.window(filters, rollout_id), filters.store, filters.run_id
-    figures = data.at_once(
+    bounds, store, run = calls.window(filters, rollout_id), filters.store, filters.run_id
+    figures = threads.at_once(
         {
-            "rollout": partial(data.call, store, trace_queries.rollout, run, rollout_id, bounds),
-            "stage": partial(data.call, store, transcripts.stage, run, rollout_id),
-            "scores": partial(data.call, store, transcripts.scores, run, rollout_id, bounds),
+            "rollout": partial(calls.call, store, trace_queries.rollout, run, rollout_id, bounds),
+            "stage": partial(calls.call, store, transcripts.stage, run, rollout_id),
+            "scores": partial(calls.call, store, transcripts.scores, run, rollout_id, bounds),
         }
     )
     rollout = figures["rollout"]
@@ -293,17 +294,19 @@ def trace(filters: data.Filters, rollout_id: str) -> None:
     outcome(rollout, figures["stage"], figures["scores"])
     view = st.segmented_control("View", VIEWS, default=VIEWS[0], key="rollout-view", required=True)
     if view == "Conversation":
-        frame = data.call(store, transcripts.conversation, run, rollout_id, bounds)
-        conversation.conversation(filters, rollout_id, frame, marks=data.continuity(filters, rollout_id))
+        frame = calls.call(store, transcripts.conversation, run, rollout_id, bounds)
+        conversation.conversation(filters, rollout_id, frame, marks=calls.continuity(filters, rollout_id))
     elif view == "Group":
-        group(filters, rollout_id, data.call(store, trace_queries.group, run, rollout_id, bounds))
+        group(filters, rollout_id, calls.call(store, trace_queries.group, run, rollout_id, bounds))
     elif view == "Task history":
-        found = data.call(store, transcripts.history, run, rollout["task_id"]) if rollout["task_id"] else None
+        found = (
+            calls.call(store, transcripts.history, run, rollout["task_id"]) if rollout["task_id"] else None
+        )
         conversation.history(run, rollout_id, found)
     else:
         timeline(
-            data.call(store, trace_queries.spans, run, rollout_id, bounds),
-            data.continuity(filters, rollout_id),
+            calls.call(store, trace_queries.spans, run, rollout_id, bounds),
+            calls.continuity(filters, rollout_id),
         )
 
 
@@ -332,7 +335,7 @@ def continuity(marks) -> None:
     st.dataframe(readable(marked, CONTINUITY_COLUMNS), hide_index=True, width="stretch", key="continuity")
 
 
-def body(filters: data.Filters) -> None:
+def body(filters: Filters) -> None:
     from_link()
     linked = st.query_params.get("rollout")
     selection = st.query_params.get("examples")
@@ -358,9 +361,9 @@ def body(filters: data.Filters) -> None:
     trace(filters, rollout_id)
 
 
-data.live(
+page_frame.live(
     body,
-    data.page(
+    page_frame.page(
         "Rollouts",
         "Search the run's rollouts, by outcome or by what their transcripts say, and open one: what the agent "
         "said and did turn by turn beside each turn's tokens and time, its group's attempts side by side, its "

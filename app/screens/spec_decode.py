@@ -2,18 +2,19 @@
 
 import streamlit as st
 
-from rollscope.app import charts, data
+from rollscope.app import calls, charts, page_frame
+from rollscope.app.filters import Filters
 from rollscope.queries import analyses
 
 MAX_DRIFT_WARNINGS = 3
 
 
-def lint(filters: data.Filters) -> None:
+def lint(filters: Filters) -> None:
     """The log-prob lint is an error of the run's setup, not a trend: red, at the top."""
-    found = data.analysis(analyses.logprob_lint, filters)
+    found = calls.analysis(analyses.logprob_lint, filters)
     if found.empty:
         return
-    turns = data.analysis(analyses.logprob_lint_summary, filters)["turns"]
+    turns = calls.analysis(analyses.logprob_lint_summary, filters)["turns"]
     with st.container(border=True):
         st.markdown(
             f":red-background[:material/error: **Log-prob lint fails**] :red[{charts.count(turns)} "
@@ -23,9 +24,9 @@ def lint(filters: data.Filters) -> None:
         st.dataframe(found, hide_index=True)
 
 
-def warnings(filters: data.Filters) -> None:
+def warnings(filters: Filters) -> None:
     """Drift of the drafter in service now is a warning; a drafter already replaced only a note."""
-    drift = data.analysis(analyses.spec_drift, filters)
+    drift = calls.analysis(analyses.spec_drift, filters)
     flagged = drift[drift["flagged"]].sort_values("drop_points", ascending=False)
     for row in flagged.head(MAX_DRIFT_WARNINGS).itertuples():
         fell = (
@@ -50,10 +51,10 @@ def warnings(filters: data.Filters) -> None:
         )
 
 
-def headline(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.spec_decode, filters)
+def headline(filters: Filters) -> None:
+    frame = calls.analysis(analyses.spec_decode, filters)
     if frame.empty or not frame["drafted"].fillna(0).sum():
-        raise data.NothingToShow(
+        raise page_frame.NothingToShow(
             "No speculative decoding in this selection: no turn records drafted tokens (`rl.spec.draft_tokens`)."
         )
     row = frame.iloc[0]
@@ -76,8 +77,8 @@ def headline(filters: data.Filters) -> None:
     )
 
 
-def by_policy_version(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.spec_decode, filters, by="policy_version")
+def by_policy_version(filters: Filters) -> None:
+    frame = calls.analysis(analyses.spec_decode, filters, by="policy_version")
     fig = charts.lines(
         frame,
         "policy_version",
@@ -87,7 +88,7 @@ def by_policy_version(filters: data.Filters) -> None:
         "acceptance rate",
         percent=True,
     )
-    drift = data.analysis(analyses.spec_drift, filters).sort_values("first_policy_version").iloc[1:]
+    drift = calls.analysis(analyses.spec_drift, filters).sort_values("first_policy_version").iloc[1:]
     charts.mark(
         fig, drift["first_policy_version"].tolist(), [f"drafter {v}" for v in drift["drafter_version"]]
     )
@@ -109,8 +110,8 @@ def by_policy_version(filters: data.Filters) -> None:
     )
 
 
-def by_refresh(filters: data.Filters) -> None:
-    frame = data.analysis(analyses.spec_decode, filters, by="versions_since_refresh")
+def by_refresh(filters: Filters) -> None:
+    frame = calls.analysis(analyses.spec_decode, filters, by="versions_since_refresh")
     st.plotly_chart(
         charts.lines(
             frame,
@@ -128,10 +129,10 @@ def by_refresh(filters: data.Filters) -> None:
     )
 
 
-def by_environment_and_length(filters: data.Filters) -> None:
+def by_environment_and_length(filters: Filters) -> None:
     left, right = st.columns(2)
     with left:
-        frame = data.analysis(analyses.spec_decode, filters, by="environment")
+        frame = calls.analysis(analyses.spec_decode, filters, by="environment")
         st.plotly_chart(
             charts.bars(
                 frame,
@@ -145,7 +146,7 @@ def by_environment_and_length(filters: data.Filters) -> None:
             key="spec-env",
         )
     with right:
-        frame = data.analysis(analyses.spec_decode, filters, by="length_bucket")
+        frame = calls.analysis(analyses.spec_decode, filters, by="length_bucket")
         st.plotly_chart(
             charts.bars(
                 frame,
@@ -164,7 +165,7 @@ def by_environment_and_length(filters: data.Filters) -> None:
     )
 
 
-def body(filters: data.Filters) -> None:
+def body(filters: Filters) -> None:
     lint(filters)
     warnings(filters)
     headline(filters)
@@ -173,9 +174,9 @@ def body(filters: data.Filters) -> None:
     by_environment_and_length(filters)
 
 
-data.live(
+page_frame.live(
     body,
-    data.page(
+    page_frame.page(
         "Speculative decoding",
         "How well the drafter matches the policy as training moves "
         "it, and whether training reads the right log-probabilities.",

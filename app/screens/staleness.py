@@ -2,12 +2,13 @@
 
 import streamlit as st
 
-from rollscope.app import charts, data
+from rollscope.app import calls, charts, page_frame
+from rollscope.app.filters import Filters
 from rollscope.queries import analyses
 
 
-def staleness(filters: data.Filters) -> None:
-    summary = data.analysis(analyses.staleness_summary, filters)
+def staleness(filters: Filters) -> None:
+    summary = calls.analysis(analyses.staleness_summary, filters)
     if not summary["samples"]:
         bound = "none declared" if summary["bound"] is None else f"{summary['bound']} policy versions"
         st.info(f"No consumed samples in this selection yet (staleness bound: {bound}).")
@@ -35,7 +36,7 @@ def staleness(filters: data.Filters) -> None:
         help="Samples the trainer used although beyond the bound: the violations proper; should be 0 "
         "(staleness.used_beyond_bound, the staleness-violations check).",
     )
-    frame = data.analysis(analyses.staleness, filters)
+    frame = calls.analysis(analyses.staleness, filters)
     st.plotly_chart(
         charts.histogram(
             frame,
@@ -54,9 +55,9 @@ def staleness(filters: data.Filters) -> None:
     )
 
 
-def over_time(filters: data.Filters) -> None:
+def over_time(filters: Filters) -> None:
     st.subheader("Staleness over time")
-    timing = data.analysis(analyses.staleness_timing, filters)
+    timing = calls.analysis(analyses.staleness_timing, filters)
     if timing.empty:
         return
     st.plotly_chart(
@@ -90,7 +91,7 @@ def over_time(filters: data.Filters) -> None:
     st.caption(
         "What to look for: queued seconds growing step after step: the trainer falls behind the fleet."
     )
-    bias = data.analysis(analyses.stale_bias, filters)
+    bias = calls.analysis(analyses.stale_bias, filters)
     if len(bias) > 1:
         st.markdown("**What dropping stale samples keeps out** (rollouts with a signal)")
         st.dataframe(bias, hide_index=True)
@@ -100,7 +101,7 @@ def over_time(filters: data.Filters) -> None:
         )
 
 
-def trainer(filters: data.Filters, figures: dict) -> None:
+def trainer(filters: Filters, figures: dict) -> None:
     st.subheader("Trainer")
     cols = st.columns(2)
     cols[0].metric(
@@ -115,7 +116,7 @@ def trainer(filters: data.Filters, figures: dict) -> None:
         f"span less than 1 s (now {charts.seconds(figures.get('rate_window_s'))}).",
     )
     # train steps belong to no environment: only the step range applies
-    frame = data.call(
+    frame = calls.call(
         filters.store,
         analyses.trainer_steps,
         filters.run_id,
@@ -161,17 +162,17 @@ def tails(figures: dict) -> None:
         )
 
 
-def body(filters: data.Filters) -> None:
+def body(filters: Filters) -> None:
     staleness(filters)
     over_time(filters)
-    figures = data.analysis(analyses.throughput, filters)
+    figures = calls.analysis(analyses.throughput, filters)
     trainer(filters, figures)
     tails(figures)
 
 
-data.live(
+page_frame.live(
     body,
-    data.page(
+    page_frame.page(
         "Staleness & throughput",
         "Asynchronous RL trades freshness for throughput: how stale samples are, and who waits for whom.",
     ),

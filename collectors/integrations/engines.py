@@ -44,16 +44,16 @@ _W3C = TraceContextTextMapPropagator()
 
 # vLLM's metrics.speculative_decoding field -> rollscope attribute
 VLLM_SPEC = {
-    "num_draft_tokens": "rl.spec.draft_tokens",
-    "num_accepted_draft_tokens": "rl.spec.accepted_tokens",
-    "num_spec_steps": "rl.spec.verify_steps",
-    "num_spec_tokens": "rl.spec.num_speculative_tokens",
+    "num_draft_tokens": semconv.SPEC_DRAFT_TOKENS,
+    "num_accepted_draft_tokens": semconv.SPEC_ACCEPTED_TOKENS,
+    "num_spec_steps": semconv.SPEC_VERIFY_STEPS,
+    "num_spec_tokens": semconv.SPEC_K,
 }
 # SGLang's meta_info field -> rollscope attribute
 SGLANG_SPEC = {
-    "spec_draft_token_num": "rl.spec.draft_tokens",
-    "spec_accept_token_num": "rl.spec.accepted_tokens",
-    "spec_verify_ct": "rl.spec.verify_steps",
+    "spec_draft_token_num": semconv.SPEC_DRAFT_TOKENS,
+    "spec_accept_token_num": semconv.SPEC_ACCEPTED_TOKENS,
+    "spec_verify_ct": semconv.SPEC_VERIFY_STEPS,
 }
 
 

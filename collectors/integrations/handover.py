@@ -202,7 +202,7 @@ def installed(cls, trainer, store, run_id, attach_kwargs: dict):
     """``attach()``, then the adapter ``cls``'s handle on ``trainer``, installed and closed at exit. Its spans go
     as store columns when the provider is attach()'s own (``_Columns``), else through the SDK."""
     from rollscope.collectors.attaching import attach
-    from rollscope.integrations.trl import _Columns, _private_provider, _SDKSpans
+    from rollscope.integrations.trl_spans import _Columns, _private_provider, _SDKSpans
 
     rl = attach(store=store, run_id=run_id, **attach_kwargs)
     inst = cls(trainer, rl, _Columns(rl) if _private_provider(rl) else _SDKSpans(rl))

@@ -37,7 +37,7 @@ import uuid
 import numpy as np
 
 from rollscope import semconv
-from rollscope.integrations.trl import (
+from rollscope.integrations.trl_spans import (
     _DECISION,
     _ENVIRONMENT,
     _GROUP,
@@ -134,8 +134,8 @@ class AsyncSamples:
             for (_, _, _, _, stale), reward, m in zip(taken, rewards, metrics, strict=True)
         ]
         attributes = {
-            "rl.sample.uses": [1] * n,
-            "rl.sample.last_step": [entry[3] for entry in taken],
+            semconv.SAMPLE_USES: [1] * n,
+            semconv.SAMPLE_LAST_STEP: [entry[3] for entry in taken],
             semconv.ROLLOUT_ID: ids,
             _STEP: [entry[3] for entry in taken],
             _DECISION: decisions,

@@ -54,6 +54,8 @@ from pathlib import Path
 
 from opentelemetry.trace import Status, StatusCode
 
+from rollscope import semconv
+
 log = logging.getLogger("rollscope.integrations")
 
 _NS = 1_000_000_000
@@ -200,7 +202,9 @@ def _record_trace(rl, trace: Mapping, environment: str, group: str | None, polic
     scored = [r for r in rewards.values() if isinstance(r, Mapping) and r.get("score") is not None]
     errors = trace.get("errors") or []
     ok = bool(trace.get("ok"))
-    status = "ok" if ok else ("infra_error" if errors else "aborted")
+    status = (
+        semconv.ROLLOUT_OK if ok else (semconv.ROLLOUT_INFRA_ERROR if errors else semconv.ROLLOUT_ABORTED)
+    )
     attributes = _rollout_attributes(trace, calls, timing)
     fields = {
         "task_id": str(task_id) if task_id is not None else None,
@@ -283,7 +287,7 @@ def _record_call(rl, index: int, call: Mapping, fallback: int, nodes: list, cont
     cached = usage.get("cached_input_tokens")
     attributes = {}
     if call.get("finish_reason"):
-        attributes["gen_ai.response.finish_reasons"] = [str(call["finish_reason"])]
+        attributes[semconv.FINISH_REASONS] = [str(call["finish_reason"])]
     if usage.get("reasoning_tokens") is not None:
         attributes["gen_ai.usage.reasoning.output_tokens"] = int(usage["reasoning_tokens"])
     if call.get("endpoint"):

@@ -47,7 +47,7 @@ from rollscope import semconv
 from rollscope.collectors.content import encode, encode_text
 from rollscope.collectors.spans import CONTENT_FIELDS
 from rollscope.integrations.handover import Handover, installed
-from rollscope.integrations.trl import (
+from rollscope.integrations.trl_spans import (
     _NAME,
     _attributes,
     _columns,
@@ -57,7 +57,6 @@ from rollscope.integrations.trl import (
 log = logging.getLogger("rollscope.integrations.verl")
 
 KEY = "rollscope"  # the rollout note of rollscope.integrations.verl_agent (kept equal there)
-FINISH_REASONS = "gen_ai.response.finish_reasons"
 TIMING = "rollscope.turn.timing"
 _SYSTEM, _INPUT, _OUTPUT, _ARGUMENTS, _RESULT = (
     CONTENT_FIELDS[key][0] for key in ("system", "input", "output", "arguments", "result")
@@ -263,7 +262,7 @@ class VerlInstrumentation(Handover):
 
     def _emit_turns(self, step: dict, r: dict, decode) -> None:
         for turn in _turns(r, decode):
-            extra = {FINISH_REASONS: turn.pop("finish"), **turn.pop("attributes")}
+            extra = {semconv.FINISH_REASONS: turn.pop("finish"), **turn.pop("attributes")}
             fields = {k: v for k, v in turn.items() if k not in ("start", "end")}
             one = _attributes(fields, extra, r["id"])
             self._out.spans(
@@ -321,7 +320,7 @@ def _rollouts(step: dict, run_id: str) -> list[dict]:
                 "group_id": str(uid) if uid is not None else None,
                 "environment": str(_column(columns, "data_source", i) or "default"),
                 "policy_version": policy,
-                "rollout_status": "ok" if length else "aborted",
+                "rollout_status": semconv.ROLLOUT_OK if length else semconv.ROLLOUT_ABORTED,
                 "reward": float(scores[i]),
                 "num_turns": int(_column(columns, "__num_turns__", i) or 0),
                 "prompt_tokens": int(prompt_tokens[i]),
@@ -356,7 +355,7 @@ def _decide(rollouts: list[dict]) -> None:
         groups.setdefault(r["group_id"], []).append(r["reward"])
     for r in rollouts:
         scores = groups[r["group_id"]]
-        if r["rollout_status"] != "ok":
+        if r["rollout_status"] != semconv.ROLLOUT_OK:
             r["decision"] = "invalid"
         elif r["group_id"] is not None and len(scores) > 1 and max(scores) == min(scores):
             r["decision"] = "zero_signal"

@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rollscope.integrations.trl import _task_id
+from rollscope import semconv
+from rollscope.integrations.trl_spans import _task_id
 from rollscope.integrations.verifiers import BadRecord
 
 _NS = 1_000_000_000
@@ -115,7 +116,7 @@ def _record_rollouts(rl, run_id: str, step: int, rows: list, start: int, end: in
         with rl.rollout(
             rollout_id,
             policy_version=step - 1,
-            rollout_status="ok",
+            rollout_status=semconv.ROLLOUT_OK,
             reward=score,
             start_time=start,
             end_time=end,

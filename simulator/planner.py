@@ -1,4 +1,4 @@
-"""The deterministic plan of a run, one train step at a time.
+"""The planner (``Planner``): the deterministic plan of a run, one train step at a time.
 
 For each step the planner draws the groups the step consumes (task, environment, G attempts), decides which
 attempts fail, which go unscored, which groups carry signal and which arrive stale — each a stratified
@@ -27,6 +27,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from rollscope.semconv import ROLLOUT_ABORTED, ROLLOUT_INFRA_ERROR
 from rollscope.simulator import training
 from rollscope.simulator.config import Environment, SimConfig
 from rollscope.simulator.plan import (
@@ -261,10 +262,10 @@ class Planner:
             p = 0.0 if self.c.levers.fix_infra else p
             if not self._stratum("fail", env.name, fixed).choose(p):
                 continue
-            r.status = "aborted" if r.rng.random() < env.aborted_share else "infra_error"
+            r.status = ROLLOUT_ABORTED if r.rng.random() < env.aborted_share else ROLLOUT_INFRA_ERROR
             r.fail_turn = r.rng.randrange(r.planned_turns)
             r.fail_in_tool = (
-                r.status == "infra_error" and env.kind == "coding" and r.fail_turn < r.planned_turns - 1
+                r.status == ROLLOUT_INFRA_ERROR and env.kind == "coding" and r.fail_turn < r.planned_turns - 1
             )
             r.scored = False
 
@@ -394,7 +395,7 @@ class Planner:
         failing = (k == fail_turn[owner]) & ~in_tool[owner]
         cut = np.maximum(1, (output * draws.random(T)).astype(np.int64))
         output = np.where(failing, cut, output)
-        aborted = np.asarray([r.status == "aborted" for r in rollouts], dtype=bool)
+        aborted = np.asarray([r.status == ROLLOUT_ABORTED for r in rollouts], dtype=bool)
         error = np.where(failing, np.where(aborted[owner], 1, 2), 0)
         # what each turn reads: prompt + history; its context is that less the last observation
         prompt = np.asarray(
@@ -739,7 +740,7 @@ class Planner:
     def _hung(self, k: int, lo: float, hi: float, version: int) -> Rollout:
         env = self.c.environments[0]
         r = Rollout(f"hung-{k}", None, f"{env.name}/hung", env, 0, rng_for(self.c.seed, "hung"), server=k)
-        r.status, r.scored, r.policy_version, r.step = "aborted", False, version, -1
+        r.status, r.scored, r.policy_version, r.step = ROLLOUT_ABORTED, False, version, -1
         turn = Turn(0, lo - 30.0, lo, env.prompt_tokens, 0, 900, 0, 0.1, 29.9, 0.1)
         r.turn_columns, r.turn_rows = TurnColumns.of([turn]), (0, 1)
         r.start, r.end, r.duration = lo - 30.0, hi, hi - lo + 30.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from rollscope.simulator import config, groundtruth
-from rollscope.simulator.dynamics import Planner
+from rollscope.simulator.planner import Planner
 from rollscope.simulator.records import SpanBuilder, instances
 
 EVENTS = {

@@ -1,4 +1,4 @@
-"""Fast mode: the plan's spans turned into Arrow columns directly and written through the store's writer.
+"""The direct writer (fast mode): the plan's spans as Arrow columns, published through the store's writer.
 
 The normal mode replays every span through ``attach()`` and the OpenTelemetry SDK in worker processes,
 which is what a user's job does and what the tests of the collectors path rely on; it costs the SDK's ~20 us
