@@ -269,9 +269,10 @@ def main() -> int:
         made = {"5 turns": "five-0", "200 turns": "long-0", "1 MB tool output": "big-0"}
     else:
         made = small_run(store)
+    if args.large:  # built before any render: AppTest runs the page as __main__, which the simulator's
+        large_run(store, args.large, args.chars)  # fast-mode writer (a spawned process) would then import
     renders(store, made, args.repeats)
     if args.large:
-        large_run(store, args.large, args.chars)
         large(store, made, args.repeats)
     return 0
 
