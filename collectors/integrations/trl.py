@@ -489,7 +489,7 @@ class TRLInstrumentation(TRLSpans, Handover):
             self._submit("samples", self._emit_samples, b, time.time_ns(), completions=len(b.inputs))
 
     def _emit_step(self, state) -> None:
-        """The step's span waits for TRL's log of the step (``_log``, right after on_step_end), which carries
+        """The step's span waits for TRL's log of the step (``_logged``, right after on_step_end), which carries
         what the update measured; a step TRL does not log goes when the next begins or training ends."""
         if self._step_start_ns is None:
             return
@@ -503,7 +503,7 @@ class TRLInstrumentation(TRLSpans, Handover):
             self._step_counts_reset()
             self._async.retire()
 
-    def _log(self, state, logs: dict | None) -> None:
+    def _logged(self, state, logs: dict | None) -> None:
         """TRL's log of the step that just ended: its signals (``SIGNALS``) go on that step's span, as logged.
         With ``logging_steps`` > 1 TRL logs a mean over the steps since its last log, on the step it logs at;
         the steps between carry none. Its last log (train_runtime ...) comes after the step's and adds nothing."""
@@ -544,7 +544,7 @@ def _callback(inst: TRLInstrumentation):
             inst._hook("train_step", inst._emit_step, state)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            inst._hook("train_step", inst._log, state, logs)
+            inst._hook("train_step", inst._logged, state, logs)
 
         def on_train_end(self, args, state, control, **kwargs):
             inst._guard("train_end", inst._submit_step)
