@@ -228,6 +228,9 @@ def test_a_live_run_whose_entropy_collapses_sends_one_alert_and_one_recovery(tmp
     simulate = [*cli, "simulate", "--store", str(store), "--run-id", "live", "--preset", "entropy-collapse"]
     simulate += ["--config", str(knobs), "--pace", "1.5", "--workers", "2", "--quiet"]
     watch = [*cli, "watch", "--store", str(store), "--run", "live", "--interval", "0.5", "--now", "last-span"]
+    # This test is about the entropy alert: the stall rule (a process silent for 10 simulated minutes) is
+    # checked elsewhere, and a paced 30-step run's idle judge may cross it.
+    watch += ["--threshold", "stall-silence=86400", "--threshold", "stall-rollout-age=86400"]
     watcher = subprocess.Popen(watch, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     run = subprocess.Popen(simulate, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
