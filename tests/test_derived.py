@@ -389,19 +389,4 @@ def test_a_full_derivation_from_the_shipped_schemas_equals_one_binding_every_def
     monkeypatch.setattr(derived_schemas, "shipped", lambda: None)
     bound = Reader(raw_copy(SAMPLE_STORE, tmp_path / "bound"), run_id=run)
     assert shipped.derivations == bound.derivations == {"derived": 1}
-    assert_same_rows(derived_rows(shipped, run), derived_rows(bound, run))
-
-
-def assert_same_rows(left: dict[str, list[tuple]], right: dict[str, list[tuple]]) -> None:
-    """Equal tables, floats to 1e-9 relative or one in their sixth decimal (parallel sums of doubles differ in
-    their last bits, which may tip a value the comparison rounds to six decimals)."""
-    assert left.keys() == right.keys()
-    for name in left:
-        assert len(left[name]) == len(right[name]), name
-        for a, b in zip(left[name], right[name], strict=True):
-            assert len(a) == len(b) and all(
-                math.isclose(x, y, rel_tol=1e-9, abs_tol=1.5e-6)
-                if isinstance(x, float) and isinstance(y, float)
-                else x == y
-                for x, y in zip(a, b, strict=True)
-            ), (name, a, b)
+    assert derived_rows(shipped, run) == derived_rows(bound, run)
