@@ -1,4 +1,4 @@
-"""Deriving one run's tables (``store/derived.py`` declares them) from its raw segments, as Parquet parts.
+"""Deriving one run's tables (``queries/tables.py`` declares them) from its raw segments, as Parquet parts.
 
 The store layer decides when a run needs deriving, holds the run's lock and publishes the result; this module
 runs the SQL, three ways:
@@ -42,8 +42,10 @@ from pathlib import Path
 import duckdb
 
 from rollscope.queries import definitions, derived_schemas, sqlfiles
+from rollscope.queries.tables import BY_NAME as _TABLES
+from rollscope.queries.tables import TABLES
 from rollscope.store import derived, keyed, layout
-from rollscope.store.derived import TABLES, Job, Result, block_of, holds, part_range
+from rollscope.store.derived import Job, Result, block_of, holds, part_range
 
 log = logging.getLogger("rollscope.derive")
 
@@ -58,7 +60,6 @@ KEYED = {"_traces": "trace_id", "_trace_keys": "key"}
 # without them takes them on its next catch-up, which then reads every value once
 WINDOWS = "_quantile_windows"
 WINDOW_VALUES = 2048  # values a window keeps on each side of its percentile (read at each call: tests set it)
-_TABLES = {t.name: t for t in TABLES}
 FILLS = re.compile(r"INSERT INTO _(\w+)_mat\b")  # the table a derive_full.sql statement fills
 # The trace index's rows of one trace and rollout merged (a later part's supersede an earlier one's, the new
 # spans' the parts'): its group, the first start and the last end.

@@ -8,8 +8,8 @@ version, so they are computed once, here, and shipped as ``sql/raw/derived_schem
 key of what they depend on. A derivation whose key differs (SQL edited in an editable install, another
 DuckDB minor version) binds every definition as before: slower, never wrong.
 
-``python -m rollscope.queries.derived_schemas`` writes the file (``make schemas``); a test keeps it equal to
-what binding gives.
+``python -m rollscope.queries.derived_schemas`` writes the file (``make schemas``), after the SQL generated from
+the tables' declarations (``queries/tables.py``); a test keeps both equal to what they are generated from.
 """
 
 from __future__ import annotations
@@ -77,6 +77,10 @@ def text() -> str:
 
 
 def main() -> int:
+    from rollscope.queries import tables
+
+    for name in tables.write():  # the SQL generated from the declarations first: the types bind it
+        print(f"wrote {name}.sql", file=sys.stderr)
     PATH.write_text(text())
     print(f"wrote {PATH}", file=sys.stderr)
     return 0

@@ -48,8 +48,10 @@ from pathlib import Path
 import duckdb
 
 from rollscope.queries import definitions, derive, derived_schemas, sqlfiles
+from rollscope.queries.tables import BY_NAME as _TABLES
+from rollscope.queries.tables import TABLES
 from rollscope.store import derived
-from rollscope.store.derived import TABLES, Job, Result
+from rollscope.store.derived import Job, Result
 
 log = logging.getLogger("rollscope.derive")
 
@@ -61,7 +63,6 @@ SPLIT_SPANS = 300_000  # a run of fewer spans is derived as one piece
 PLANNED = ("rollouts", "train_steps", "rollout_steps", "process_activity", "trainer_goodput")
 WRITTEN_BY_PLAN = ("train_steps", "process_activity", "trainer_goodput")
 FINISHED = ("compute_busy", "run_percentiles", "rollout_goodput", "wasted_sums")
-_TABLES = {t.name: t for t in TABLES}
 
 
 @dataclass(frozen=True)

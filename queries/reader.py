@@ -38,6 +38,7 @@ from rollscope.errors import QueryError, StoreError
 from rollscope.queries import definitions, derived_schemas, sqlfiles
 from rollscope.queries.derive import analysis_macros, raw_views, sql_list, stored_type
 from rollscope.queries.derive import derive as derive_run
+from rollscope.queries.tables import TABLE_NAMES
 from rollscope.store import derived, schema
 from rollscope.store import layout as store
 
@@ -274,7 +275,7 @@ class Reader:
         recorded = next(  # a manifest's columns, else the shipped ones (derived_schemas)
             (s.meta["schemas"] for s in states.values() if isinstance(s.meta.get("schemas"), dict)), {}
         )
-        for name in derived.TABLE_NAMES:
+        for name in TABLE_NAMES:
             files = [f for tables in published for f in tables.get(name, ())]
             table = f"_{name}_mat"
             if not files:  # no run has rows of it (an empty store, no rollout in flight): empty, typed

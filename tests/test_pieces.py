@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks.fixtures.derived_rows import derived
 from rollscope.queries import Reader, derive, derived_schemas, pieces
+from rollscope.queries.tables import TABLES
 from rollscope.store import derived as store_derived
 from rollscope.store.derived import part_range
 from tests.simulated_runs import simulated
@@ -77,7 +78,7 @@ def test_a_piece_layout_is_what_consolidation_would_leave(split):
     store, _ = simulated("derived")
     reader = fresh(store)
     state = store_derived.current(reader.store, "derived")
-    for table in store_derived.TABLES:
+    for table in TABLES:
         ranges = sorted(r for p in state.files()[table.name] if (r := part_range(p)) is not None)
         assert not derive.merge_groups(ranges), (table.name, ranges)
         assert len(ranges) == len(set(ranges)), table.name  # one part per range

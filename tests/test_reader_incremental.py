@@ -21,6 +21,7 @@ from benchmarks.fixtures.derived_rows import DERIVED, derived
 from benchmarks.fixtures.seeded_runs import RunWriter
 from rollscope.queries import Reader, derive
 from rollscope.queries.analyses import compute_terms, scoring_latency
+from rollscope.queries.tables import TABLES
 from rollscope.store import derived as store_derived
 from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
@@ -391,8 +392,8 @@ def _by_step(reader: Reader) -> dict[tuple, float]:
 
 
 def test_the_comparison_covers_every_derived_table():
-    """A table added to store.derived.TABLES must be compared above too (some under their analyses' names)."""
-    from rollscope.store.derived import TABLES
+    """A table added to queries/tables.py must be compared above too (some under their analyses' names)."""
+    from rollscope.queries.tables import TABLES
 
     named = {"compute work": "work", "rollout work": "rollout_work", "busy islands": "step_islands"}
     compared = {named.get(key, key.replace(" ", "_")) for key in DERIVED}
@@ -473,7 +474,7 @@ def misplaced(store, run: str) -> dict[str, int]:
         [[str(p) for p in files["rollout_steps"]]],
     )
     found = {}
-    for table in (t for t in store_derived.TABLES if t.blocked):
+    for table in (t for t in TABLES if t.blocked):
         for part in files[table.name]:
             source = f"read_parquet('{part}')"
             columns = {c for (c, *_) in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
