@@ -113,20 +113,19 @@ def raw_views(con, spans: list, collector_stats: list, messages: list | None = N
     a derivation reads text only for the transcript flags (``rollout_flags``)."""
     from rollscope.queries.reader import schema_file
 
-    text = sqlfiles.load("raw/raw_views")
-    text = (
-        text.replace("@spans_files", hive_list(spans))
-        .replace("@collector_stats_files", hive_list(collector_stats))
-        .replace("@messages_files", hive_list(messages or [schema_file("messages")]))
-    )
-    con.execute(text)
+    fill = {
+        "spans_files": hive_paths(spans),
+        "collector_stats_files": hive_paths(collector_stats),
+        "messages_files": hive_paths(messages or [schema_file("messages")]),
+    }
+    sqlfiles.execute(con, "raw/raw_views", fill=fill)
 
 
-def hive_list(paths) -> str:
-    """``sql_list`` of raw segments read with hive partitioning beside the schema files (``reader.hive_path``)."""
+def hive_paths(paths) -> list[str]:
+    """Raw segments' paths as read with hive partitioning beside the schema files (``reader.hive_path``)."""
     from rollscope.queries.reader import hive_path
 
-    return sql_list(hive_path(str(p)) for p in paths)
+    return [hive_path(str(p)) for p in paths]
 
 
 def stored_type(duckdb_type: str) -> str:
@@ -320,8 +319,13 @@ def segment_ranges(con, segments: list[Path]) -> dict[str, list[int]]:
     if not segments:
         return {}
     # the empty schema segment too: a foreign writer's segment may lack columns (start_ns, end_ns)
-    text = sqlfiles.load("raw/segment_ranges").replace("@files", hive_list([*segments, schema_file("spans")]))
-    return {name: [int(lo), int(hi)] for name, lo, hi, _ in con.execute(text).fetchall() if lo is not None}
+    fill = {"files": hive_paths([*segments, schema_file("spans")])}
+    rows = sqlfiles.execute(con, "raw/segment_ranges", fetch=_fetchall, fill=fill)
+    return {name: [int(lo), int(hi)] for name, lo, hi, _ in rows if lo is not None}
+
+
+def _fetchall(result) -> list[tuple]:
+    return result.fetchall()
 
 
 def with_block(con, relation: str, where: str = "true") -> str:
@@ -377,13 +381,6 @@ def write_whole(con, name: str, relation: str, staging: Path) -> Path:
         f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {rows})"
     )
     return target
-
-
-def execute_text(con, text: str, values: dict) -> None:
-    """Run a raw SQL file's text that the caller filled in (its @placeholders: file lists, relation names, which
-    ``sqlfiles.execute`` cannot bind), each statement given the named parameters it uses."""
-    for statement in duckdb.extract_statements(text):
-        con.execute(statement.query, {k: v for k, v in values.items() if k in statement.named_parameters})
 
 
 def quoted(path: Path) -> str:
@@ -708,9 +705,8 @@ def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
     }
     lo, hi = con.execute(f"SELECT min(lo), max(hi) FROM ({traces})").fetchone()
     files = [*(str(p) for p in job.live if p.name in names), schema_file("spans")]
-    text = sqlfiles.load("raw/scope_spans").replace("@files", hive_list(files))
     values = {**params, "lo": lo or 0, "hi": hi or 0}
-    execute_text(con, text, values)
+    sqlfiles.execute(con, "raw/scope_spans", fill={"files": hive_paths(files)}, **values)
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
     _scoped_messages(con, job, values)
 
@@ -721,8 +717,8 @@ def _scoped_messages(con, job: Job, values: dict) -> None:
     range alone (their start_ns statistics), for the tables derived from transcripts (rollout_flags)."""
     from rollscope.queries.reader import schema_file
 
-    files = hive_list([*map(str, job.messages), schema_file("messages")])
-    execute_text(con, sqlfiles.load("raw/scope_messages").replace("@files", files), values)
+    files = hive_paths([*map(str, job.messages), schema_file("messages")])
+    sqlfiles.execute(con, "raw/scope_messages", fill={"files": files}, **values)
     con.execute("CREATE OR REPLACE VIEW raw_messages AS SELECT * FROM _scoped_messages")
 
 
@@ -872,9 +868,8 @@ def _refresh_windows(
     ).fetchone()
     if from_ns is None:  # before the first window: sweep it all
         return _rederive(con, job, table, tables)
-    text = sqlfiles.load(f"raw/refresh_{table.name}").replace("@schema", sql_list([schema_file("spans")]))
     values = {"run": job.run_id, "from_ns": from_ns, "first_ns": first_ns}
-    execute_text(con, text, values)
+    sqlfiles.execute(con, f"raw/refresh_{table.name}", fill={"schema": [schema_file("spans")]}, **values)
     kept = f"step IN (SELECT train_step FROM _old_step_starts WHERE start_ns < {int(from_ns)})"
     blocks = {"p"} | {
         block_of(s)
@@ -906,12 +901,9 @@ def process_bounds(con, meta: list | None) -> list[list]:
     """_proc_bounds: each process's first start, last end, devices and whether it ran turns
     (process_bounds.sql) over the final turns and rollouts: the previous state's (``meta``; without them,
     computed from the final tables, once) merged with the scoped rows'. Returns them for the manifest."""
-    text = sqlfiles.load("raw/process_bounds")
     if meta is None:
-        con.execute(
-            "CREATE OR REPLACE TABLE _proc_bounds AS "
-            + text.replace("@turns", "_turns_mat").replace("@rollouts", "_rollouts_mat")
-        )
+        sqlfiles.execute(con, "raw/process_bounds", fill={"turns": "_turns_mat", "rollouts": "_rollouts_mat"})
+        con.execute("CREATE OR REPLACE TABLE _proc_bounds AS SELECT * FROM _proc_bounds_of")
     else:
         con.execute(
             "CREATE OR REPLACE TABLE _proc_bounds "
@@ -919,11 +911,12 @@ def process_bounds(con, meta: list | None) -> list[list]:
         )
         if meta:
             con.executemany("INSERT INTO _proc_bounds VALUES (?, ?, ?, ?, ?)", meta)
-        scoped = text.replace("@turns", "_turns_scoped").replace("@rollouts", "_rollouts_scoped")
+        fill = {"turns": "_turns_scoped", "rollouts": "_rollouts_scoped"}
+        sqlfiles.execute(con, "raw/process_bounds", fill=fill)
         con.execute(
             "CREATE OR REPLACE TABLE _proc_bounds AS SELECT instance_id, min(lo) AS lo, max(hi) AS hi, "
             "max(devices) AS devices, bool_or(has_turns) AS has_turns "
-            f"FROM (SELECT * FROM _proc_bounds UNION ALL BY NAME ({scoped.rstrip().rstrip(';')})) "
+            "FROM (SELECT * FROM _proc_bounds UNION ALL BY NAME SELECT * FROM _proc_bounds_of) "
             "GROUP BY instance_id"
         )
     return [list(r) for r in con.execute("SELECT * FROM _proc_bounds ORDER BY instance_id").fetchall()]
@@ -947,7 +940,7 @@ def _refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: di
     ).fetchone()
     _read_final(con, tables)
     values = {"run": job.run_id, "t0_ns": t0 if t0 is not None else 2**62}
-    execute_text(con, sqlfiles.load(f"raw/refresh_{table.name}"), values)
+    sqlfiles.execute(con, f"raw/refresh_{table.name}", **values)
     kept = "by_step AND step IS NOT NULL AND step NOT IN (SELECT step FROM _scope_steps)"
     return _rewrite_blocks(con, job, table.name, parts[table.name], "_merged", kept, _blocks(con))
 
@@ -967,7 +960,7 @@ def _rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]
     from rollscope.queries.reader import schema_file
 
     _read_final(con, tables)
-    con.execute(sqlfiles.load("raw/rederive_spans").replace("@schema", sql_list([schema_file("spans")])))
+    sqlfiles.execute(con, "raw/rederive_spans", fill={"schema": [schema_file("spans")]})
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE _merged AS SELECT $run AS run_id, * FROM {table.source}",
         {"run": job.run_id},
@@ -978,9 +971,7 @@ def _rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]
 def quantile_windows(con, run: str, percentiles: str) -> None:
     """_quantile_windows_mat: the windows around each of the run's percentiles (``percentiles``, the relation
     holding its run_percentiles rows), taken over every value (quantile_windows.sql)."""
-    text = sqlfiles.load("raw/quantile_windows").replace("@percentiles", percentiles)
-    values = {"run": run, "k": WINDOW_VALUES}
-    execute_text(con, text, values)
+    sqlfiles.execute(con, "raw/quantile_windows", fill={"percentiles": percentiles}, run=run, k=WINDOW_VALUES)
 
 
 def _refresh_quantiles(

@@ -438,9 +438,6 @@ def _read_spans(con, plan: Plan, piece: Piece) -> None:
         [str(plan.traces), piece.index],
     )
     derive.view(con, "_train_all", plan.tables["_train_spans"], schema="_train_spans_mat")
-    text = sqlfiles.load("raw/scope_spans").replace(
-        "@files", derive.hive_list([*piece.segments, schema_file("spans")])
-    )
     values = {
         "run": plan.run_id,
         "lo": piece.lo_ns,
@@ -448,10 +445,11 @@ def _read_spans(con, plan: Plan, piece: Piece) -> None:
         "bound": plan.facts["bound"],
         "samples": plan.facts["samples"],
     }
-    derive.execute_text(con, text, values)
+    spans = derive.hive_paths([*piece.segments, schema_file("spans")])
+    sqlfiles.execute(con, "raw/scope_spans", fill={"files": spans}, **values)
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
-    messages = derive.hive_list([*plan.messages, schema_file("messages")])
-    derive.execute_text(con, sqlfiles.load("raw/scope_messages").replace("@files", messages), values)
+    messages = derive.hive_paths([*plan.messages, schema_file("messages")])
+    sqlfiles.execute(con, "raw/scope_messages", fill={"files": messages}, **values)
     con.execute("CREATE OR REPLACE VIEW raw_messages AS SELECT * FROM _scoped_messages")
 
 
@@ -561,7 +559,7 @@ def finish(con, job: Job, plan: Plan, outputs: list[PieceOutput], profile: dict 
 def _finish_run_tables(con, plan: Plan, timed) -> dict[str, list[Path]]:
     """The run tables from the pieces' rows (views ``_<table>_mat`` over them), written."""
     tables = {}
-    con.execute(sqlfiles.load("raw/rederive_spans").replace("@schema", derive.sql_list([_schema_file()])))
+    sqlfiles.execute(con, "raw/rederive_spans", fill={"schema": [_schema_file()]})
     for sql, used, _ in _statements(FINISHED):
         with timed(f"derive {derive.FILLS.search(sql)[1]}"):
             con.execute(sql, {"run": plan.run_id} if used else None)
