@@ -62,16 +62,16 @@ def shipped() -> dict[str, list[list[str]]] | None:
 @cache
 def current() -> dict[str, list[list[str]]]:
     """The shipped schemas, else those binding every definition gives (once per process, seconds)."""
-    from rollscope.queries import derive  # which imports this module
+    from rollscope.queries import derive_db  # which imports this module
 
-    return shipped() or derive.bound_schemas()
+    return shipped() or derive_db.bound_schemas()
 
 
 def text() -> str:
     """The file's content: the key and the bound schemas, one line per table."""
-    from rollscope.queries import derive  # which imports this module
+    from rollscope.queries import derive_db  # which imports this module
 
-    tables = derive.bound_schemas()
+    tables = derive_db.bound_schemas()
     lines = [f"  {json.dumps(name)}: {json.dumps(tables[name])}" for name in sorted(tables)]
     return '{\n "key": ' + json.dumps(key()) + ',\n "schemas": {\n' + ",\n".join(lines) + "\n }\n}\n"
 

@@ -36,8 +36,8 @@ import duckdb
 
 from rollscope.errors import QueryError, StoreError
 from rollscope.queries import definitions, derived_schemas, sqlfiles
-from rollscope.queries.derive import analysis_macros, raw_views, stored_type
 from rollscope.queries.derive import derive as derive_run
+from rollscope.queries.derive_db import analysis_macros, raw_views, stored_type
 from rollscope.queries.tables import TABLE_NAMES
 from rollscope.store import derived, schema
 from rollscope.store import layout as store

@@ -21,6 +21,7 @@ and reads them back from each run's manifest. ``docs/store.md`` ("Adding a deriv
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 
@@ -56,7 +57,7 @@ class Table:
     refresh: str | None = None
     # Columns that say which grain of its figure a row holds, for a table that keeps several side by side
     # (per turn index or not, one grouping or another, over every environment or one). A merged part
-    # (``queries/derive.py``'s consolidation) is written sorted by these, then by step, so a query of one grain
+    # (``queries/parquet_parts.py``'s consolidation) is written sorted by these, then by step, so a query of one grain
     # and step range reads only its row groups: DuckDB skips a row group whose min / max exclude the filter.
     order: tuple[str, ...] = ()
     # The SQL relation the table holds for run $run: a table macro of queries/sql (default ``_<name>_src($run)``),
@@ -397,6 +398,7 @@ TABLES: tuple[Table, ...] = (
 )
 
 TABLE_NAMES = tuple(t.name for t in TABLES)
+FILLS = re.compile(r"INSERT INTO _(\w+)_mat\b")  # the table a derive_full.sql statement fills
 BY_NAME = {t.name: t for t in TABLES}
 
 

@@ -335,7 +335,7 @@ def test_a_full_derivation_of_a_long_run_leaves_few_parts_and_the_same_figures(t
     its table's row order (so a step range or one grain reads only its row groups), and every figure equals the
     one derived with the default blocks."""
     from rollscope.queries import connect
-    from rollscope.queries.derive import FANOUT
+    from rollscope.queries.parquet_parts import FANOUT
 
     store = raw_copy(ROOT / "sample_data", tmp_path / "store")
     code = (

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from rollscope.queries import definitions, derive, sqlfiles, tables
+from rollscope.queries import definitions, derive_db, sqlfiles, tables
 from rollscope.queries.reader import schema_file
 from rollscope.queries.tables import TABLES, Table
 from rollscope.store import layout
@@ -98,9 +98,9 @@ def test_a_new_declaration_and_sql_file_are_picked_up(tmp_path, monkeypatch):
             "raw/derive_full"
         )
         run = layout.run_ids(SAMPLE, "spans")[0]
-        with derive.connection(tmp_path) as con:
+        with derive_db.connection(tmp_path) as con:
             spans = [*map(str, layout.segments(SAMPLE, "spans", run)), schema_file("spans")]
-            derive.raw_views(con, spans, [schema_file("collector_stats")])
+            derive_db.raw_views(con, spans, [schema_file("collector_stats")])
             for statement, used, _ in sqlfiles.statements("raw/derive_full"):
                 con.execute(statement, {"run": run} if used else None)
             rows = con.execute("SELECT sum(turns) FROM _turn_counts($run)", {"run": run}).fetchone()[0]
@@ -115,7 +115,7 @@ def test_a_new_declaration_and_sql_file_are_picked_up(tmp_path, monkeypatch):
 def _clear_caches() -> None:
     for cached in (sqlfiles.load, sqlfiles.statements, definitions._definitions, definitions._fills):
         cached.cache_clear()
-    derive.analysis_macros.cache_clear()
+    derive_db.analysis_macros.cache_clear()
 
 
 def test_declarations_are_frozen_values():
