@@ -15,7 +15,7 @@ the child's ``VmHWM``):
 
 Each append is caught up twice from the same state (the manifest is put back in between): first binding
 every definition as a catch-up did before the manifest kept the tables' schemas (``bound``: the same-run
-baseline of the fixed cost ``queries.derive._connection`` saves), then as it does now. Each catch-up must be
+baseline of the fixed cost ``queries.derive_db.connection`` saves), then as it does now. Each catch-up must be
 incremental (the manifest says how it was derived; the benchmark fails otherwise). The target: the appends'
 catch-up about the same at every size (flat) and far below the full derivation.
 

@@ -3,7 +3,7 @@
 A run's manifest keeps the digest of every table it holds (``meta["definitions"]``). A table's digest covers
 the statement of ``sql/raw/derive_full.sql`` that fills it, every view and macro that statement reads, and
 theirs, down to the raw spans (as a derivation binds them: the views of ``sql/raw/derived_views.sql`` in place
-of the definitions they replace), its declaration in ``store/derived.py`` and its columns, and the digests of
+of the definitions they replace), its declaration in ``queries/tables.py`` and its columns, and the digests of
 the derived tables it reads (``_<table>_mat``): a change anywhere beneath a table changes its digest and
 every digest above it. A state whose digests differ from this code's is brought up to date table by table
 (``queries/derive.py``): the tables whose digest changed are derived again, the others kept as they are.
@@ -16,7 +16,7 @@ import re
 from functools import cache
 
 from rollscope.queries import derived_schemas, sqlfiles
-from rollscope.store.derived import TABLES
+from rollscope.queries.tables import TABLES
 
 _DEFINED = re.compile(r"CREATE OR REPLACE (?:TEMP )?(?:VIEW|MACRO) (\w+)", re.IGNORECASE)
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")

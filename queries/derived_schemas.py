@@ -8,8 +8,8 @@ version, so they are computed once, here, and shipped as ``sql/raw/derived_schem
 key of what they depend on. A derivation whose key differs (SQL edited in an editable install, another
 DuckDB minor version) binds every definition as before: slower, never wrong.
 
-``python -m rollscope.queries.derived_schemas`` writes the file (``make schemas``); a test keeps it equal to
-what binding gives.
+``python -m rollscope.queries.derived_schemas`` writes the file (``make schemas``), after the SQL generated from
+the tables' declarations (``queries/tables.py``); a test keeps both equal to what they are generated from.
 """
 
 from __future__ import annotations
@@ -62,21 +62,25 @@ def shipped() -> dict[str, list[list[str]]] | None:
 @cache
 def current() -> dict[str, list[list[str]]]:
     """The shipped schemas, else those binding every definition gives (once per process, seconds)."""
-    from rollscope.queries import derive  # which imports this module
+    from rollscope.queries import derive_db  # which imports this module
 
-    return shipped() or derive.bound_schemas()
+    return shipped() or derive_db.bound_schemas()
 
 
 def text() -> str:
     """The file's content: the key and the bound schemas, one line per table."""
-    from rollscope.queries import derive  # which imports this module
+    from rollscope.queries import derive_db  # which imports this module
 
-    tables = derive.bound_schemas()
+    tables = derive_db.bound_schemas()
     lines = [f"  {json.dumps(name)}: {json.dumps(tables[name])}" for name in sorted(tables)]
     return '{\n "key": ' + json.dumps(key()) + ',\n "schemas": {\n' + ",\n".join(lines) + "\n }\n}\n"
 
 
 def main() -> int:
+    from rollscope.queries import tables
+
+    for name in tables.write():  # the SQL generated from the declarations first: the types bind it
+        print(f"wrote {name}.sql", file=sys.stderr)
     PATH.write_text(text())
     print(f"wrote {PATH}", file=sys.stderr)
     return 0

@@ -16,7 +16,7 @@ spans of its rollouts and their groups alone (what an incremental catch-up's sco
 2. **pieces** (``derive_piece``, in parallel: worker processes here, or tasks on other machines sharing the
    store): each reads its traces' spans (``sql/raw/scope_spans.sql``: only the segments whose time range meets
    theirs, with the train steps and the run-wide facts), runs ``derive_full.sql`` over them, and writes its
-   blocks' rows straight into the parts the table ends in (``derive.final_parts``: the parts ``_consolidate`` would
+   blocks' rows straight into the parts the table ends in (``parquet_parts.final_parts``: the parts ``_consolidate`` would
    leave), sorted as a merged part is.
 3. **finish** (``finish``, one process): the "run" tables, from the pieces' rows on disk (``compute_busy``,
    ``rollout_goodput``, ``run_percentiles`` and its windows, ``wasted_sums``), and the parts that several
@@ -26,10 +26,10 @@ A run of fewer than ``SPLIT_SPANS`` spans is one piece, derived in the plan's ow
 its own DuckDB database and hands the next only files and the picklable ``Plan`` / ``PieceOutput``, so the
 pieces of one run can be scheduled anywhere the store's filesystem is seen::
 
-    with derive.connection(job.staging, schemas) as con:
+    with derive_db.connection(job.staging, schemas) as con:
         plan = pieces.plan(con, job)
     outputs = [pieces.derive_piece(plan, piece) for piece in plan.pieces]  # any order, any process
-    with derive.connection(job.staging, schemas) as con:
+    with derive_db.connection(job.staging, schemas) as con:
         result = pieces.finish(con, job, plan, outputs)
 """
 
@@ -47,12 +47,23 @@ from pathlib import Path
 
 import duckdb
 
-from rollscope.queries import definitions, derive, derived_schemas, sqlfiles
+from rollscope.queries import (
+    catch_up,
+    definitions,
+    derive_db,
+    derived_schemas,
+    parquet_parts,
+    refresh,
+    sqlfiles,
+)
+from rollscope.queries.tables import BY_NAME as _TABLES
+from rollscope.queries.tables import FILLS, TABLES
 from rollscope.store import derived
-from rollscope.store.derived import TABLES, Job, Result
+from rollscope.store.derived import Job, Result
 
 log = logging.getLogger("rollscope.derive")
 
+WRITERS = 2  # tables a full derivation writes at once (each piece, the plan, the finish)
 PIECE_SPANS = 1_000_000  # about how many spans one piece derives
 SPLIT_SPANS = 300_000  # a run of fewer spans is derived as one piece
 # The tables the plan derives for the whole run (the first three read by every piece, derived again there
@@ -61,7 +72,6 @@ SPLIT_SPANS = 300_000  # a run of fewer spans is derived as one piece
 PLANNED = ("rollouts", "train_steps", "rollout_steps", "process_activity", "trainer_goodput")
 WRITTEN_BY_PLAN = ("train_steps", "process_activity", "trainer_goodput")
 FINISHED = ("compute_busy", "run_percentiles", "rollout_goodput", "wasted_sums")
-_TABLES = {t.name: t for t in TABLES}
 
 
 @dataclass(frozen=True)
@@ -117,7 +127,7 @@ def derive_full(job: Job, progress: Report | None = None) -> Result:
     several) and finished (module docstring)."""
     report = progress or (lambda fraction, what: None)
     schemas = derived_schemas.shipped()
-    with derive.connection(job.staging, schemas) as con:
+    with derive_db.connection(job.staging, schemas) as con:
         report(0.0, "reading the run's rollouts and steps")
         the_plan = plan(con, job, write=False)
         report(_PLAN_SHARE, f"deriving {len(the_plan.pieces)} piece(s)")
@@ -146,7 +156,7 @@ _PLAN_SHARE, _FINISH_SHARE = 0.1, 0.1  # of the progress shown, before the piece
 
 
 def plan(con, job: Job, *, write: bool = True) -> Plan:
-    """The run-wide tables and the pieces (module docstring, 1), in ``con`` (``derive.connection``). The
+    """The run-wide tables and the pieces (module docstring, 1), in ``con`` (``derive_db.connection``). The
     plan's own tables are written before it returns, unless ``write`` is False (``derive_full`` writes them
     beside the pieces: ``_write_plan_tables``)."""
     from rollscope.queries.reader import schema_file
@@ -154,7 +164,7 @@ def plan(con, job: Job, *, write: bool = True) -> Plan:
 
     settings = Settings.resolve()
     run = job.run_id
-    derive.raw_views(
+    derive_db.raw_views(
         con,
         [*map(str, job.live), schema_file("spans")],
         [schema_file("collector_stats")],
@@ -163,16 +173,18 @@ def plan(con, job: Job, *, write: bool = True) -> Plan:
     for sql, used, _ in _statements(PLANNED):
         con.execute(sql, {"run": run} if used else None)
     facts = sqlfiles.execute(con, "raw/derive_index", fetch=sqlfiles.first_row, run=run)
-    con.execute(f"CREATE OR REPLACE TABLE _trace_keys_mat AS {derive.KEY_ROWS.format('_traces_mat')}")
-    ranges = derive.segment_ranges(con, job.live)
-    schemas = derive.schemas_of(con)
+    con.execute(f"CREATE OR REPLACE TABLE _trace_keys_mat AS {catch_up.KEY_ROWS.format('_traces_mat')}")
+    ranges = derive_db.segment_ranges(con, job.live)
+    schemas = derive_db.schemas_of(con)
     blocks = _blocks(con)
-    layout = derive.final_parts(sorted(int(b) for b in blocks if b != "p"))
+    layout = parquet_parts.final_parts(sorted(int(b) for b in blocks if b != "p"))
     cuts = _cut(layout, blocks, int(facts["spans"]), settings.derive_cores)
     labels = _labels(layout, cuts)
     _label_table(con, labels)
     # every piece reads the train spans: written before they start
-    tables = {"_train_spans": [derive.write_whole(con, "_train_spans", "_train_spans_mat", job.staging)]}
+    tables = {
+        "_train_spans": [parquet_parts.write_whole(con, "_train_spans", "_train_spans_mat", job.staging)]
+    }
     if len(cuts) <= 1:
         pieces = (Piece(0, tuple(labels), tuple(map(str, job.live)), 0, 0, sum(blocks.values()), whole=True),)
         traces = None
@@ -203,7 +215,7 @@ def _statements(names, skip: tuple[str, ...] = ()) -> list[tuple[str, frozenset,
     """The statements of derive_full.sql filling tables ``names`` (all when None), less those of ``skip``."""
     chosen = []
     for statement in sqlfiles.statements("raw/derive_full"):
-        filled = derive.FILLS.search(statement[0])
+        filled = FILLS.search(statement[0])
         name = filled[1] if filled else None
         if (names is None or name in names) and name not in skip:
             chosen.append(statement)
@@ -214,7 +226,7 @@ def _blocks(con) -> dict[str, int]:
     """Every block of consuming steps the run's rows fall in (``p``: not consumed yet), with the rollouts it
     holds: the rollouts' consuming steps and the train steps' own (a train step's work counts at its step)."""
     rows = con.execute(
-        f"SELECT {derive.block_sql('step')} AS block, count(rollout_id) AS rollouts FROM ("
+        f"SELECT {parquet_parts.block_sql('step')} AS block, count(rollout_id) AS rollouts FROM ("
         " SELECT step, rollout_id FROM _rollout_steps_mat"
         " UNION ALL SELECT DISTINCT train_step, NULL FROM _train_steps_mat WHERE train_step IS NOT NULL"
         ") GROUP BY block"
@@ -300,7 +312,7 @@ def _pieces(con, job: Job, cuts, blocks, ranges) -> tuple[tuple[Piece, ...], Pat
     traces = job.staging / ".plan" / "traces.parquet"
     traces.parent.mkdir(exist_ok=True)
     con.execute(
-        f"COPY (SELECT piece, trace_id FROM _piece_traces ORDER BY piece) TO '{derive.quoted(traces)}' "
+        f"COPY (SELECT piece, trace_id FROM _piece_traces ORDER BY piece) TO '{parquet_parts.quoted(traces)}' "
         "(FORMAT parquet, ROW_GROUP_SIZE 16384)"
     )
     # what the pieces derive again from their own spans, not held in this database while they run
@@ -366,7 +378,7 @@ def derive_piece(plan: Plan, piece: Piece, con=None, progress: Report | None = N
     try:
         if con is not None:
             return _derive(con, plan, piece, started, PLANNED, progress)
-        with derive.connection(plan.staging, plan.schemas, memory=plan.memory, threads=1) as own:
+        with derive_db.connection(plan.staging, plan.schemas, memory=plan.memory, threads=1) as own:
             _label_table(own, plan.labels)
             return _derive(own, plan, piece, started, (), progress)
     except duckdb.IOException as e:  # a segment a compaction moved: derive.derive lists again
@@ -384,7 +396,7 @@ def _derive(con, plan: Plan, piece: Piece, started: float, skip: tuple[str, ...]
         *FINISHED,
         *(n for n in PLANNED if n not in ("rollouts", "train_steps", "rollout_steps")),
     )
-    with ThreadPoolExecutor(derive.WRITERS) as pool:
+    with ThreadPoolExecutor(WRITERS) as pool:
         writes, waiting = {}, []
         try:
             if skip:  # rollouts, train steps and consuming steps were filled by the plan
@@ -392,7 +404,7 @@ def _derive(con, plan: Plan, piece: Piece, started: float, skip: tuple[str, ...]
                     _submit(con, pool, writes, waiting, name, plan, piece)
             statements = _statements(None, skip=skipped)
             for i, (sql, used, _) in enumerate(statements):
-                clock, name = time.thread_time(), derive.FILLS.search(sql)[1]
+                clock, name = time.thread_time(), FILLS.search(sql)[1]
                 if progress is not None:
                     progress(i / len(statements), name)
                 con.execute(sql, {"run": plan.run_id} if used else None)
@@ -414,7 +426,7 @@ def _submit(con, pool, writes: dict, waiting: list, name: str, plan: Plan, piece
     table = _TABLES[name]
     if not table.blocked:
         return
-    if derive.blocks_by_rollout_step(con, name) and "rollout_steps" not in writes:
+    if parquet_parts.blocks_by_rollout_step(con, name) and "rollout_steps" not in writes:
         waiting.append(name)
         return
     for each in (name, *(waiting if name == "rollout_steps" else ())):
@@ -436,10 +448,7 @@ def _read_spans(con, plan: Plan, piece: Piece) -> None:
         "CREATE OR REPLACE TABLE _scope_traces AS SELECT trace_id FROM read_parquet(?) WHERE piece = ?",
         [str(plan.traces), piece.index],
     )
-    derive.view(con, "_train_all", plan.tables["_train_spans"], schema="_train_spans_mat")
-    text = sqlfiles.load("raw/scope_spans").replace(
-        "@files", derive.hive_list([*piece.segments, schema_file("spans")])
-    )
+    derive_db.view(con, "_train_all", plan.tables["_train_spans"], schema="_train_spans_mat")
     values = {
         "run": plan.run_id,
         "lo": piece.lo_ns,
@@ -447,10 +456,11 @@ def _read_spans(con, plan: Plan, piece: Piece) -> None:
         "bound": plan.facts["bound"],
         "samples": plan.facts["samples"],
     }
-    derive.execute_text(con, text, values)
+    spans = derive_db.hive_paths([*piece.segments, schema_file("spans")])
+    sqlfiles.execute(con, "raw/scope_spans", fill={"files": spans}, **values)
     con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
-    messages = derive.hive_list([*plan.messages, schema_file("messages")])
-    derive.execute_text(con, sqlfiles.load("raw/scope_messages").replace("@files", messages), values)
+    messages = derive_db.hive_paths([*plan.messages, schema_file("messages")])
+    sqlfiles.execute(con, "raw/scope_messages", fill={"files": messages}, **values)
     con.execute("CREATE OR REPLACE VIEW raw_messages AS SELECT * FROM _scoped_messages")
 
 
@@ -458,20 +468,20 @@ def _write_parts(cur, name: str, staging: Path, piece: int | None) -> list[tuple
     """Table ``name``'s rows of piece ``piece``'s blocks (None: every block), each into the part of the
     run's layout holding its block, sorted as a merged part is (``Table.row_order``)."""
     try:
-        relation = derive.with_block(cur, f"_{name}_mat")
+        relation = parquet_parts.with_block(cur, f"_{name}_mat")
         mine = "" if piece is None else f" AND l.piece = {int(piece)}"
         cur.execute(
             f"CREATE OR REPLACE TEMP TABLE _writing AS SELECT w.* EXCLUDE (_block), l.label "
             f"FROM ({relation}) AS w JOIN _labels AS l ON l._block = w._block{mine}"
         )
-        select = derive.stored(cur, "_writing", skip=("label",))
-        order = derive.merged_order(name)
+        select = derive_db.stored(cur, "_writing", skip=("label",))
+        order = parquet_parts.merged_order(name)
         parts = []
         for (label,) in cur.execute("SELECT DISTINCT label FROM _writing").fetchall():
             target = staging / name / f"b={label}" / f"{secrets.token_hex(6)}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
             cur.execute(
-                f"COPY (SELECT {select} FROM _writing WHERE label = $label{order}) TO '{derive.quoted(target)}' "
+                f"COPY (SELECT {select} FROM _writing WHERE label = $label{order}) TO '{parquet_parts.quoted(target)}' "
                 "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)",
                 {"label": label},
             )
@@ -495,7 +505,7 @@ def _peak_rss() -> int:
 
 def _write_plan_tables(con, plan: Plan) -> dict:
     """The plan's own tables and the index, written beside the pieces (``WRITERS`` at a time)."""
-    pool = ThreadPoolExecutor(derive.WRITERS)
+    pool = ThreadPoolExecutor(WRITERS)
     writes = {
         name: pool.submit(_write_whole, con.cursor(), name, f"_{name}_mat", plan.staging)
         for name in WRITTEN_BY_PLAN
@@ -503,7 +513,7 @@ def _write_plan_tables(con, plan: Plan) -> dict:
     writes.update(
         {
             name: pool.submit(_write_whole, con.cursor(), name, f"{name}_mat", plan.staging)
-            for name in derive.INDEX
+            for name in catch_up.INDEX
             if name not in plan.tables
         }
     )
@@ -513,19 +523,19 @@ def _write_plan_tables(con, plan: Plan) -> dict:
 
 def _write_whole(cur, name: str, relation: str, staging: Path) -> list[Path]:
     try:
-        return [derive.write_whole(cur, name, relation, staging)]
+        return [parquet_parts.write_whole(cur, name, relation, staging)]
     finally:
         cur.close()
 
 
 def finish(con, job: Job, plan: Plan, outputs: list[PieceOutput], profile: dict | None = None) -> Result:
     """The run tables and the merged parts (module docstring, 3): every table's parts and the manifest's
-    meta. ``con``: a ``derive.connection`` (the plan's, or a new one). ``profile``: filled with the CPU
+    meta. ``con``: a ``derive_db.connection`` (the plan's, or a new one). ``profile``: filled with the CPU
     seconds of each step."""
     timed = _Timer(profile if profile is not None else {})
     _label_table(con, plan.labels)
     held = _held(outputs)
-    pool = ThreadPoolExecutor(derive.WRITERS)  # the merges, beside the run tables (which read their sources)
+    pool = ThreadPoolExecutor(WRITERS)  # the merges, beside the run tables (which read their sources)
     try:
         merges = _merging(con, pool, held, plan.staging)
         tables = {
@@ -536,7 +546,7 @@ def finish(con, job: Job, plan: Plan, outputs: list[PieceOutput], profile: dict 
             _point(con, name, files, plan.schemas)
         tables.update(_finish_run_tables(con, plan, timed))
         with timed("process bounds"):
-            bounds = derive.process_bounds(con, None)
+            bounds = refresh.process_bounds(con, None)
         with timed("merge parts (waiting)"):
             tables.update(_merged(held, merges))
     finally:
@@ -560,18 +570,20 @@ def finish(con, job: Job, plan: Plan, outputs: list[PieceOutput], profile: dict 
 def _finish_run_tables(con, plan: Plan, timed) -> dict[str, list[Path]]:
     """The run tables from the pieces' rows (views ``_<table>_mat`` over them), written."""
     tables = {}
-    con.execute(sqlfiles.load("raw/rederive_spans").replace("@schema", derive.sql_list([_schema_file()])))
+    sqlfiles.execute(con, "raw/rederive_spans", fill={"schema": [_schema_file()]})
     for sql, used, _ in _statements(FINISHED):
-        with timed(f"derive {derive.FILLS.search(sql)[1]}"):
+        with timed(f"derive {FILLS.search(sql)[1]}"):
             con.execute(sql, {"run": plan.run_id} if used else None)
-    with timed(f"derive {derive.WINDOWS}"):
-        derive.quantile_windows(con, plan.run_id, "_run_percentiles_mat")
+    with timed(f"derive {refresh.WINDOWS}"):
+        refresh.quantile_windows(con, plan.run_id, "_run_percentiles_mat")
     for name in ("compute_busy", "rollout_goodput"):
         with timed(f"write {name}"):
             tables[name] = [p for _, p in _write_parts(con.cursor(), name, plan.staging, None)]
     for name in ("run_percentiles", "wasted_sums"):
-        tables[name] = [derive.write_whole(con, name, f"_{name}_mat", plan.staging)]
-    tables[derive.WINDOWS] = [derive.write_whole(con, derive.WINDOWS, "_quantile_windows_mat", plan.staging)]
+        tables[name] = [parquet_parts.write_whole(con, name, f"_{name}_mat", plan.staging)]
+    tables[refresh.WINDOWS] = [
+        parquet_parts.write_whole(con, refresh.WINDOWS, "_quantile_windows_mat", plan.staging)
+    ]
     return tables
 
 
@@ -634,9 +646,9 @@ def _merged(held: dict[str, dict[str, list[Path]]], merges: dict) -> dict[str, l
 def _merge(cur, name: str, label: str, files: list[Path], staging: Path) -> Path:
     try:
         target = staging / name / f"b={label}" / f"{secrets.token_hex(6)}.parquet"
-        source = f"read_parquet({derive.sql_list(files)}, hive_partitioning = false, union_by_name = true)"
+        source = f"read_parquet({derive_db.sql_list(files)}, hive_partitioning = false, union_by_name = true)"
         cur.execute(
-            f"COPY (SELECT * FROM {source}{derive.merged_order(name)}) TO '{derive.quoted(target)}' "
+            f"COPY (SELECT * FROM {source}{parquet_parts.merged_order(name)}) TO '{parquet_parts.quoted(target)}' "
             "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
         )
         return target
@@ -655,7 +667,7 @@ def _point(con, name: str, files: list[Path], schemas: dict) -> None:
     if held and held[0] == "BASE TABLE":
         con.execute(f"DROP TABLE {relation}")
     if files:
-        derive.view(con, relation, files)
+        derive_db.view(con, relation, files)
     else:
         from rollscope.queries.reader import empty_select
 
@@ -673,11 +685,11 @@ def derive_tables(job: Job, names: list[str]) -> Result:
     parts = {name: [Path(p) for p in files] for name, files in previous.files().items()}
     schemas = derived_schemas.current()
     kept = previous.meta.get("schemas") if isinstance(previous.meta.get("schemas"), dict) else {}
-    with derive.connection(
+    with derive_db.connection(
         job.staging, {**schemas, **{n: c for n, c in kept.items() if n in schemas}}
     ) as con:
         for name, files in parts.items():
-            if name not in names and (name in _TABLES or name in derive.INDEX):
+            if name not in names and (name in _TABLES or name in catch_up.INDEX):
                 _point(con, name, files, schemas)
         _label_table(con, {b: (label, 0) for b, (label, _) in _labels_of(con).items()})
         for sql, used, _ in _statements(names):
@@ -687,13 +699,13 @@ def derive_tables(job: Job, names: list[str]) -> Result:
             if _TABLES[name].blocked or _TABLES[name].refresh in ("windows", "tail"):
                 written[name] = [p for _, p in _write_parts(con.cursor(), name, job.staging, None)]
             else:
-                written[name] = [derive.write_whole(con, name, f"_{name}_mat", job.staging)]
+                written[name] = [parquet_parts.write_whole(con, name, f"_{name}_mat", job.staging)]
         if "run_percentiles" in names:
-            derive.quantile_windows(con, job.run_id, "_run_percentiles_mat")
-            written[derive.WINDOWS] = [
-                derive.write_whole(con, derive.WINDOWS, "_quantile_windows_mat", job.staging)
+            refresh.quantile_windows(con, job.run_id, "_run_percentiles_mat")
+            written[refresh.WINDOWS] = [
+                parquet_parts.write_whole(con, refresh.WINDOWS, "_quantile_windows_mat", job.staging)
             ]
-    known = {*_TABLES, *derive.INDEX, derive.WINDOWS}
+    known = {*_TABLES, *catch_up.INDEX, refresh.WINDOWS}
     tables = {name: files for name, files in {**parts, **written}.items() if name in known}
     meta = {
         **previous.meta,
@@ -706,4 +718,4 @@ def derive_tables(job: Job, names: list[str]) -> Result:
 def _labels_of(con) -> dict[str, tuple[str, int]]:
     """The layout labels of the blocks a state's rows fall in (its consuming steps' and train steps')."""
     numbered = sorted(int(b) for b in _blocks(con) if b != "p")
-    return _labels(derive.final_parts(numbered), [numbered])
+    return _labels(parquet_parts.final_parts(numbered), [numbered])

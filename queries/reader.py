@@ -36,8 +36,9 @@ import duckdb
 
 from rollscope.errors import QueryError, StoreError
 from rollscope.queries import definitions, derived_schemas, sqlfiles
-from rollscope.queries.derive import analysis_macros, raw_views, sql_list, stored_type
 from rollscope.queries.derive import derive as derive_run
+from rollscope.queries.derive_db import analysis_macros, raw_views, stored_type
+from rollscope.queries.tables import TABLE_NAMES
 from rollscope.store import derived, schema
 from rollscope.store import layout as store
 
@@ -269,24 +270,20 @@ class Reader:
             [*raw["collector_stats"], schema_file("collector_stats")],
             [*raw["messages"], schema_file("messages")],
         )
-        template = sqlfiles.load("raw/derived_files")
         published = [s.file_names() for _, s in sorted(states.items())]  # once per run, not once per table
         recorded = next(  # a manifest's columns, else the shipped ones (derived_schemas)
             (s.meta["schemas"] for s in states.values() if isinstance(s.meta.get("schemas"), dict)), {}
         )
-        for name in derived.TABLE_NAMES:
+        for name in TABLE_NAMES:
             files = [f for tables in published for f in tables.get(name, ())]
             table = f"_{name}_mat"
             if not files:  # no run has rows of it (an empty store, no rollout in flight): empty, typed
                 columns = recorded.get(name) or derived_schemas.current()[name]
                 cur.execute(f"CREATE OR REPLACE VIEW {table} AS {empty_select(columns)}")
                 continue
-            union = "false" if _one_schema(states.values(), name) else "true"
-            cur.execute(
-                template.replace("@table", table)
-                .replace("@files", sql_list(files))
-                .replace("@union_by_name", union)
-            )
+            union = not _one_schema(states.values(), name)
+            fill = {"table": table, "files": files, "union_by_name": union}
+            sqlfiles.execute(cur, "raw/derived_files", fill=fill)
 
     # --- querying -----------------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rollscope.errors import StoreError
 from rollscope.queries import sqlfiles
-from rollscope.queries.derive import sql_list
+from rollscope.queries.derive_db import sql_list
 from rollscope.store import layout as store
 from rollscope.store.schema import DATASET_NAMES
 

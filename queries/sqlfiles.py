@@ -5,12 +5,18 @@
 ``$parameters`` it uses, by DuckDB's own reading of it; a failure becomes a ``QueryError`` keeping the SQL.
 ``run(con, name, over=(outer, series))`` runs a file with its last query's rows read by another file's query
 (an analysis and its rolling mean, as one statement: one round trip, not two).
+
+What cannot be a bound parameter (a relation's name, the literal list of files a view reads: views take no
+parameters) is an ``@placeholder`` in the file, filled by ``run(con, name, fill={...})`` before DuckDB parses
+it, each value quoted by its type (``filled``): a name as a quoted identifier, a list of paths as a list of
+string literals, a bool as true / false; a placeholder the caller does not fill is an error.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +71,35 @@ def statements(name: str, over: Over | None = None) -> tuple[Statement, ...]:
     return (*first, (f"WITH analysis AS ({last})\n{wrapper[0]}", used | wrapper[1], True))
 
 
+Fill = Mapping[str, "str | bool | Sequence[str | Path]"]
+_PLACEHOLDER = re.compile(r"@(\w+)")
+
+
+def filled(text: str, fill: Fill) -> str:
+    """``text`` with each ``@name`` replaced by ``fill[name]`` quoted for SQL: a str is an identifier (a table
+    or view's name, double-quoted), a bool true / false, a list or tuple of paths a list of string literals.
+    Raises KeyError for a placeholder ``fill`` lacks, TypeError for a value of another type."""
+    return _PLACEHOLDER.sub(lambda m: _quoted(m[1], fill[m[1]]), text)
+
+
+def _quoted(name: str, value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace('"', '""') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join("'" + str(v).replace("'", "''") + "'" for v in value) + "]"
+    raise TypeError(f"@{name}: a name, a bool or a list of paths, not {type(value).__name__}")
+
+
+def _filled_statements(name: str, fill: Fill) -> tuple[Statement, ...]:
+    """``statements`` of the file once filled (parsed at each call: the values differ each time)."""
+    return tuple(
+        (s.query, frozenset(s.named_parameters), s.type in _ROWS)
+        for s in duckdb.extract_statements(filled(load(name), fill))
+    )
+
+
 def parameters(name: str, over: Over | None = None) -> frozenset[str]:
     """Every ``$parameter`` the file's statements use (``over``: as in ``statements``)."""
     return frozenset().union(*(used for _, used, _ in statements(name, over)))
@@ -114,18 +149,21 @@ def run(
     title: str = "Query failed",
     over: Over | None = None,
     fetch: Callable[[duckdb.DuckDBPyConnection], Any] = frame,
+    fill: Fill | None = None,
     **params,
 ):
     """Run the file's statements in order on ``con``, each given the parameters it names (a name it uses
     that ``params`` lacks is NULL; the others are not passed, DuckDB refuses extra ones). Returns the last
     statement's result as ``fetch`` reads it (a frame; ``first_row``: a dict) when it is a query, else None. A
     DuckDB error raises QueryError(``title``, its first line), keeping the file's SQL and the parameters, with
-    the DuckDB error as its cause. ``over``: the last query read by another file's (``statements``)."""
+    the DuckDB error as its cause. ``over``: the last query read by another file's (``statements``); ``fill``:
+    the file's @placeholders (``filled``)."""
     try:
-        return execute(con, name, over=over, fetch=fetch, **params)
+        return execute(con, name, over=over, fetch=fetch, fill=fill, **params)
     except duckdb.Error as e:
         bound = {key: params.get(key) for key in parameters(name, over)}
         sql = load(name) if over is None else ";\n".join(s for s, _, _ in statements(name, over))
+        sql = sql if fill is None else filled(sql, fill)
         raise QueryError(title, first_line(e), sql=sql, params=bound) from e
 
 
@@ -135,12 +173,15 @@ def execute(
     /,
     over: Over | None = None,
     fetch: Callable[[duckdb.DuckDBPyConnection], Any] = frame,
+    fill: Fill | None = None,
     **params,
 ):
     """``run`` without the QueryError: DuckDB's own errors, for the store's internals that act on them (a
     reader lists segments again on an IOException, racing macro creators ignore a TransactionException)."""
+    if fill is not None and over is not None:
+        raise ValueError("fill and over together are not supported")
     answer = None
-    for sql, used, rows in statements(name, over):
+    for sql, used, rows in statements(name, over) if fill is None else _filled_statements(name, fill):
         result = con.execute(sql, {key: params.get(key) for key in used} or None)
         answer = fetch(result) if rows else None
     return answer

@@ -26,17 +26,18 @@ from rollscope.store.schema import DATASET_NAMES
 def live_files(store: Path | str, table: str = "spans", runs: list[str] | None = None) -> list[str]:
     """The files holding ``table`` for ``runs`` (every run by default) that a reader reads now: a raw
     dataset's live segments, or a derived table's parts as each run's latest manifest names them (a run never
-    derived has none: `rollscope derive --store DIR --all` first)."""
+    derived has none: `rollscope derive --store DIR --all` first). Which derived tables there are is read from
+    the manifests (the query layer declares them, ``queries/tables.py``): a name none of them holds is refused
+    once some run is derived."""
     if table in DATASET_NAMES:
         runs = layout.run_ids(store, table) if runs is None else runs
         return [str(p) for run in runs for p in layout.segments(store, table, run)]
-    if table not in derived.TABLE_NAMES:
-        raise ValueError(
-            f"unknown table {table!r}: one of {', '.join((*DATASET_NAMES, *derived.TABLE_NAMES))}"
-        )
     runs = layout.run_ids(store) if runs is None else runs
-    states = [derived.latest(store, run) for run in runs]
-    return [f for state in states if state is not None for f in state.file_names().get(table, ())]
+    states = [s for s in (derived.latest(store, run) for run in runs) if s is not None]
+    known = sorted({name for s in states for name in s.tables if not name.startswith("_")})
+    if table.startswith("_") or (states and table not in known):
+        raise ValueError(f"unknown table {table!r}: one of {', '.join((*DATASET_NAMES, *known))}")
+    return [f for state in states for f in state.file_names().get(table, ())]
 
 
 def ray_dataset(store: Path | str, table: str = "spans", runs: list[str] | None = None, **read_args):

@@ -1,7 +1,7 @@
 """Parquet parts sorted by a key, and the rows of some keys read from them without reading the parts whole.
 
 An incremental catch-up looks up the run's trace index by a few dozen ids (the new spans' traces, their
-rollouts, those rollouts' groups: ``queries/derive.py``). The ids are random, so a query over the index, even
+rollouts, those rollouts' groups: ``queries/catch_up.py``). The ids are random, so a query over the index, even
 one DuckDB filters, reads every row of it: a cost that grows with the run (0.8 s at 10M spans, 1.9 s at 30M,
 per catch-up). A part written sorted by its key in small row groups (``ROW_GROUP_SIZE``) holds each key in the
 one or two row groups whose min/max statistics surround it; ``Keyed.read`` reads only those, so a lookup costs

@@ -21,6 +21,7 @@ from benchmarks.fixtures.seeded_runs import RunWriter, write_run
 from rollscope.app.sidebar import SAMPLE_STORE
 from rollscope.queries import analyses, derived_schemas
 from rollscope.queries.reader import Reader
+from rollscope.queries.tables import TABLES
 from rollscope.semconv import FUNNEL_STAGES as STAGES
 from rollscope.store import derived, layout
 from tests.conftest import ROOT, python, rollscope
@@ -334,7 +335,7 @@ def test_a_full_derivation_of_a_long_run_leaves_few_parts_and_the_same_figures(t
     its table's row order (so a step range or one grain reads only its row groups), and every figure equals the
     one derived with the default blocks."""
     from rollscope.queries import connect
-    from rollscope.queries.derive import FANOUT
+    from rollscope.queries.parquet_parts import FANOUT
 
     store = raw_copy(ROOT / "sample_data", tmp_path / "store")
     code = (
@@ -352,7 +353,7 @@ def test_a_full_derivation_of_a_long_run_leaves_few_parts_and_the_same_figures(t
     steps = max(int(derived.part_range(p)[1]) for p in state.files()["funnel_sums"] if derived.part_range(p))
     assert steps > 2 * FANOUT  # enough blocks that the parts must have been merged
     sorted_rows, in_order = duckdb.connect(), set()
-    for table in derived.TABLES:
+    for table in TABLES:
         parts = [p for p in state.files()[table.name] if derived.part_range(p)]
         newest = max((derived.part_range(p)[1] for p in parts), default=0)
         parts = [p for p in parts if derived.part_range(p)[1] < newest - 1]  # the newest two stay alone

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.fixtures.derived_rows import derived
-from rollscope.queries import Reader, derive, derived_schemas, pieces
+from rollscope.queries import Reader, derive_db, derived_schemas, parquet_parts, pieces, refresh
+from rollscope.queries.tables import TABLES
 from rollscope.store import derived as store_derived
 from rollscope.store.derived import part_range
 from tests.simulated_runs import simulated
@@ -77,9 +78,9 @@ def test_a_piece_layout_is_what_consolidation_would_leave(split):
     store, _ = simulated("derived")
     reader = fresh(store)
     state = store_derived.current(reader.store, "derived")
-    for table in store_derived.TABLES:
+    for table in TABLES:
         ranges = sorted(r for p in state.files()[table.name] if (r := part_range(p)) is not None)
-        assert not derive.merge_groups(ranges), (table.name, ranges)
+        assert not parquet_parts.merge_groups(ranges), (table.name, ranges)
         assert len(ranges) == len(set(ranges)), table.name  # one part per range
 
 
@@ -92,10 +93,10 @@ def test_the_stages_run_apart_as_tasks_elsewhere_would(tmp_path, split, monkeypa
 
     def apart(job: store_derived.Job) -> store_derived.Result:
         schemas = derived_schemas.shipped()
-        with derive.connection(job.staging, schemas) as con:
+        with derive_db.connection(job.staging, schemas) as con:
             plan = pieces.plan(con, job)
         outputs = [pieces.derive_piece(plan, piece) for piece in reversed(plan.pieces)]
-        with derive.connection(job.staging, schemas) as con:
+        with derive_db.connection(job.staging, schemas) as con:
             return pieces.finish(con, job, plan, outputs)
 
     copy = fresh(store).store
@@ -153,5 +154,5 @@ def test_a_changed_definition_derives_again_only_the_tables_it_changes(changed, 
     assert after.meta["definitions"] == definitions.digests()
     if how == "tables":
         kept = {t for t in after.tables if after.tables[t] == before.tables[t]}
-        assert kept == set(before.tables) - {*changed, derive.WINDOWS}, set(before.tables) - kept
+        assert kept == set(before.tables) - {*changed, refresh.WINDOWS}, set(before.tables) - kept
     assert derived(again, "derived") == derived(fresh(store), "derived")

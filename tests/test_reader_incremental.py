@@ -19,8 +19,9 @@ import pytest
 
 from benchmarks.fixtures.derived_rows import DERIVED, derived
 from benchmarks.fixtures.seeded_runs import RunWriter
-from rollscope.queries import Reader, derive
+from rollscope.queries import Reader, parquet_parts, refresh
 from rollscope.queries.analyses import compute_terms, scoring_latency
+from rollscope.queries.tables import TABLES
 from rollscope.store import derived as store_derived
 from rollscope.store.layout import SegmentWriter, compact, segments
 from tests.simulated_runs import simulated
@@ -144,7 +145,7 @@ def _percentiles(reader: Reader, run: str) -> list[tuple]:
 
 def _windows(store, run: str) -> list[tuple]:
     """Each kept window's bounds (lo, hi: NULL when it holds every value on that side) and distinct values."""
-    files = [str(p) for p in store_derived.current(store, run).files()[derive.WINDOWS]]
+    files = [str(p) for p in store_derived.current(store, run).files()[refresh.WINDOWS]]
     return pq.read_table(files, columns=["lo", "hi", "window_values"]).to_pylist()
 
 
@@ -162,7 +163,7 @@ def test_a_catch_up_keeps_the_runs_exact_percentiles_from_the_values_it_adds_and
     A catch-up takes them from windows of the values next to each, moved by the values it adds and removes,
     and over every value again only when one leaves its window: both ways equal a fresh derivation to the last
     bit, and a window stays its size."""
-    monkeypatch.setattr(derive, "WINDOW_VALUES", window)
+    monkeypatch.setattr(refresh, "WINDOW_VALUES", window)
     run, store = "tails", tmp_path / "store"
     writer, live = opened(store, run, seed=5, steps=6)
     for _ in range(catch_ups):
@@ -195,7 +196,7 @@ def test_a_state_without_percentile_windows_takes_them_on_its_next_catch_up(tmp_
     of their own, not every value again)."""
     run, store = "tails", tmp_path / "store"
     writer, live = opened(store, run, seed=5, steps=4, groups=1)  # one environment
-    forget(store, run, derive.WINDOWS)
+    forget(store, run, refresh.WINDOWS)
     seen = []
     for groups in (1, 2):  # then a second environment's first rollouts
         writer.write_step(groups=groups)
@@ -224,7 +225,7 @@ def test_a_state_whose_index_was_not_kept_by_key_catches_up_and_keeps_it_so(tmp_
     assert live.derived_how == {"full": 1, "incremental": 2}, live.derived_how
     assert derived(live, run) == derived(fresh(store), run)
     files = store_derived.current(store, run).files()
-    for name, key in derive.KEYED.items():
+    for name, key in parquet_parts.KEYED.items():
         parts = [pq.read_table(p, columns=[key])[key].to_pylist() for p in files[name]]
         assert parts and all(keys == sorted(keys) for keys in parts), name  # each part sorted by its key
     keys = pa.concat_tables(pq.read_table(p) for p in files["_trace_keys"])
@@ -391,8 +392,8 @@ def _by_step(reader: Reader) -> dict[tuple, float]:
 
 
 def test_the_comparison_covers_every_derived_table():
-    """A table added to store.derived.TABLES must be compared above too (some under their analyses' names)."""
-    from rollscope.store.derived import TABLES
+    """A table added to queries/tables.py must be compared above too (some under their analyses' names)."""
+    from rollscope.queries.tables import TABLES
 
     named = {"compute work": "work", "rollout work": "rollout_work", "busy islands": "step_islands"}
     compared = {named.get(key, key.replace(" ", "_")) for key in DERIVED}
@@ -473,7 +474,7 @@ def misplaced(store, run: str) -> dict[str, int]:
         [[str(p) for p in files["rollout_steps"]]],
     )
     found = {}
-    for table in (t for t in store_derived.TABLES if t.blocked):
+    for table in (t for t in TABLES if t.blocked):
         for part in files[table.name]:
             source = f"read_parquet('{part}')"
             columns = {c for (c, *_) in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}

@@ -197,8 +197,8 @@ def test_a_bad_argument_raises_a_clear_error(arguments):
 )
 def test_a_derivations_memory_is_a_size_or_a_share_of_the_machines(monkeypatch, value, expected):
     """ROLLSCOPE_DERIVE_MEMORY: a size or a share of the machine's memory; unset or bad (logged), a quarter of
-    it; the limit DuckDB's derivation database gets (queries/derive.py)."""
-    from rollscope.queries import derive
+    it; the limit DuckDB's derivation database gets (queries/derive_db.py)."""
+    from rollscope.queries import derive_db
     from rollscope.settings import DERIVE_MEMORY_SHARE, machine_memory
 
     monkeypatch.setenv("ROLLSCOPE_DERIVE_MEMORY", value)
@@ -206,7 +206,7 @@ def test_a_derivations_memory_is_a_size_or_a_share_of_the_machines(monkeypatch, 
         share = 0.10 if value == "10%" else DERIVE_MEMORY_SHARE
         expected = int(machine_memory() * share)
     assert Settings.resolve().derive_memory_bytes == expected
-    with tempfile.TemporaryDirectory() as staging, derive.connection(Path(staging)) as con:
+    with tempfile.TemporaryDirectory() as staging, derive_db.connection(Path(staging)) as con:
         (limit,) = con.execute("SELECT current_setting('memory_limit')").fetchone()
     assert limit.endswith("iB") and abs(_bytes(limit) - expected) <= expected // 20, (
         limit

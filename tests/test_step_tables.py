@@ -15,7 +15,7 @@ from rollscope.queries import analyses, derived_schemas
 from rollscope.queries.checks import run_checks
 from rollscope.queries.reader import Reader, empty_select
 from rollscope.queries.report import report
-from rollscope.store import derived
+from rollscope.queries.tables import TABLES
 from tests.conftest import ROOT
 
 RUN = "sample"
@@ -133,7 +133,7 @@ def test_per_step_tables_have_a_few_rows_per_step(reader):
         "SELECT count(DISTINCT step) FROM rollout_steps($run)", {"run": RUN}
     ).fetchall()[0][0]
     rollouts, turns = count("rollouts"), count("turns")
-    for table in derived.TABLES:
+    for table in TABLES:
         # turn_sums and step_islands (BIG): scope "step" (a step's rows come from that step's turns and work,
         # so a catch-up replaces them by step), but one row per turn key or per process and island.
         if table.scope != "step" or table.name in ("rollout_tails", "turn_latency", "scoring", *BIG):

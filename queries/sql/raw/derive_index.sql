@@ -1,4 +1,4 @@
--- What an incremental catch-up (queries/derive.py) needs besides the tables, from every span of the run:
+-- What an incremental catch-up (queries/catch_up.py) needs besides the tables, from every span of the run:
 -- _traces_mat, the trace index: per trace and rollout id its spans carry (NULL: none), that rollout's group
 -- (from its rl.rollout span), the first start and last end of those spans, so the spans of a scoped trace are read from the few segments of its time and no
 -- scan of the run; _train_spans_mat, the raw rl.train_step and rl.weight_sync spans (one or two per step),

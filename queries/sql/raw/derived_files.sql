@@ -1,4 +1,4 @@
--- One derived table (store/derived.py) as the reader sees it: the published Parquet files of the runs it reads
+-- One derived table (queries/tables.py) as the reader sees it: the published Parquet files of the runs it reads
 -- (@files, a literal list put in by the reader), or, when no run has any, an empty file typed by its definition.
 -- @union_by_name is false when every run's manifest gives the table the same columns and types (the same
 -- definitions, as one FORMAT has): binding then reads the first file's schema, not every part's footer (a

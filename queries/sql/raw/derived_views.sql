@@ -1,23 +1,23 @@
--- What the analyses read, pointed at the derived tables _<table>_mat (a reader's views over the store's derived
--- Parquet files, or while deriving, the tables being filled) instead of their definitions over raw spans.
+-- Generated from queries/tables.py by `make schemas`: edit the declarations there, not this file.
+-- What the analyses read, pointed at the derived tables _<table>_mat (a reader's views over the store's
+-- derived Parquet files, or while deriving, the tables being filled) instead of their definitions.
 CREATE OR REPLACE VIEW rollouts AS SELECT * FROM _rollouts_mat;
-CREATE OR REPLACE VIEW turns AS SELECT * EXCLUDE (step) FROM _turns_mat;
-CREATE OR REPLACE MACRO _turns_stepped(run) AS TABLE SELECT * FROM _turns_mat WHERE run_id = run;
 CREATE OR REPLACE VIEW train_steps AS SELECT * FROM _train_steps_mat;
 CREATE OR REPLACE MACRO rollout_steps(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _rollout_steps_mat WHERE run_id = run;
+CREATE OR REPLACE VIEW turns AS SELECT * EXCLUDE (step) FROM _turns_mat;
+CREATE OR REPLACE MACRO _turns_stepped(run) AS TABLE SELECT * FROM _turns_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO rollout_stages(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _rollout_stages_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _compute_work(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _work_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _pending_work(run) AS TABLE SELECT * EXCLUDE (run_id) FROM _work_mat WHERE run_id = run AND step IS NULL;
 CREATE OR REPLACE MACRO _step_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _step_sums_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _busy_intervals(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _step_islands_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _compute_busy(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _compute_busy_mat WHERE run_id = run;
-CREATE OR REPLACE MACRO _pending_work(run) AS TABLE
-    SELECT * EXCLUDE (run_id) FROM _work_mat WHERE run_id = run AND step IS NULL;
 CREATE OR REPLACE MACRO _rollout_work(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _rollout_work_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _turn_sums(run) AS TABLE
@@ -44,14 +44,14 @@ CREATE OR REPLACE MACRO _generation_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _generation_sums_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _reward_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _reward_sums_mat WHERE run_id = run;
-CREATE OR REPLACE MACRO _run_percentiles(run) AS TABLE
-    SELECT * EXCLUDE (run_id) FROM _run_percentiles_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _process_activity(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _process_activity_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _open_rollouts(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _open_rollouts_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _scoring(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _scoring_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _run_percentiles(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _run_percentiles_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _trainer_goodput(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _trainer_goodput_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _rollout_goodput(run) AS TABLE

@@ -1,4 +1,4 @@
--- The ids whose trace index rows the scope's next pass (scope.sql) reads, for queries/derive.py to add the
+-- The ids whose trace index rows the scope's next pass (scope.sql) reads, for queries/catch_up.py to add the
 -- previous state's rows of to _idx (each trace whole, looked up by key: store/keyed.py) before the pass:
 --   * traces: the changed and scoped traces, and those of the scoped steps' previous rows (_stepped), whose
 --     rows the pass looks up by trace and whose time ranges say which segments hold their spans;

@@ -4,6 +4,7 @@
 -- manifest (meta "process_bounds"), so that a catch-up's rollout_goodput refresh merges the scoped rows'
 -- extremes into it (derive.py) rather than scanning every turn and rollout of the run: min, max and bool_or
 -- merge exactly, since rows are only ever added or derived again from the same spans.
+CREATE OR REPLACE TEMP VIEW _proc_bounds_of AS
 SELECT instance_id, min(start_ns) AS lo, max(end_ns) AS hi, max(devices) AS devices, bool_or(turn) AS has_turns
 FROM (
     SELECT instance_id, start_ns, end_ns, devices, true AS turn FROM @turns WHERE name = 'rl.turn'
@@ -11,4 +12,4 @@ FROM (
     SELECT instance_id, start_ns, end_ns, NULL, false FROM @rollouts
 )
 WHERE instance_id IS NOT NULL
-GROUP BY instance_id
+GROUP BY instance_id;

@@ -1,6 +1,6 @@
 -- run_percentiles' rows and the new windows after an incremental catch-up, from the percentiles
 -- refresh_quantiles.sql read from their windows (_qw_answers, each value filled in), and whether every one
--- was there ("kept"; if not, queries/derive.py takes them again over every value).
+-- was there ("kept"; if not, queries/refresh.py takes them again over every value).
 CREATE OR REPLACE TEMP TABLE _merged AS  -- run_percentiles' rows, as _run_percentiles_src gives them
 WITH g AS (
     SELECT

@@ -1,5 +1,5 @@
 -- The windows the run's exact percentiles are kept up to date with (run_percentiles, refresh "quantiles" in
--- store/derived.py; queries/derive.py's _refresh_quantiles): for each percentile run_percentiles holds
+-- queries/tables.py; queries/refresh.py's refresh_quantiles): for each percentile run_percentiles holds
 -- (rollouts' decoded tokens and seconds at 0.5 / 0.9 / 0.99, turn latency at 0.5, verifier and judge calls'
 -- latency at 0.5 / 0.99; over every environment and per environment), the values next to it in sorted order,
 -- up to $k on each side. Per window:

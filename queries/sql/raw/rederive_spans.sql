@@ -1,4 +1,4 @@
--- The raw spans a "rederive" table (store/derived.py) is computed from after an incremental catch-up, kept
+-- The raw spans a "rederive" table (queries/tables.py) is computed from after an incremental catch-up, kept
 -- in the derived tables rather than read from the run's segments: every rl.turn (turns), rl.rollout
 -- (rollouts), rl.train_step and rl.weight_sync (the raw rows of _train_spans), with the columns those keep.
 -- (@schema: the empty span segment, for every raw column.)

@@ -1,4 +1,4 @@
--- compute_busy after new spans (queries/derive.py). Per step (by_step) its rows of the scoped steps and of
+-- compute_busy after new spans (queries/refresh.py). Per step (by_step) its rows of the scoped steps and of
 -- the pending work (step NULL) are swept again from those steps' islands; the others stand. For the whole run
 -- (NOT by_step) a process's busy time is the length of the union of all its intervals: the intervals that
 -- changed (the previous and the new islands of the scoped steps, the previous and the new pending work) all

@@ -4,9 +4,9 @@
 -- -1 as they were and +1 as they are now), not from every value of the run. Each window's counts move by those
 -- values, and the values inside it gain and lose theirs; a percentile is read from its window when both ranks it
 -- interpolates between still fall inside; quantile_results.sql says whether every one did ("kept"); if not,
--- queries/derive.py takes the percentiles and the windows again over every value (quantile_windows.sql).
+-- queries/refresh.py takes the percentiles and the windows again over every value (quantile_windows.sql).
 -- A percentile is quantile_cont's: the value at rank h = (n - 1) * q of the n sorted values, interpolated
--- between ranks floor(h) and ceil(h). Where it falls between two values (v0, v1), queries/derive.py has
+-- between ranks floor(h) and ceil(h). Where it falls between two values (v0, v1), queries/refresh.py has
 -- DuckDB's quantile_cont interpolate them, h - floor(h) of the way, so that the last bit is DuckDB's too;
 -- then quantile_results.sql makes run_percentiles' rows and the new windows.
 CREATE OR REPLACE TEMP TABLE _qd AS  -- each removed (-1) or added (+1) value by metric, NULL values included

@@ -1,4 +1,4 @@
--- rollout_goodput after new spans, recomputed from $from_ns on (queries/derive.py). Its rows are per step window
+-- rollout_goodput after new spans, recomputed from $from_ns on (queries/refresh.py). Its rows are per step window
 -- and process; the new spans (turns, rollouts, train steps, weight syncs) start at $t0_ns or later, and
 -- $from_ns is the start of the previous state's window holding $t0_ns, or holding a process's previous last
 -- end when that process runs again and the end is earlier (its idle time since then counts now): every

@@ -1,4 +1,4 @@
--- An incremental catch-up's scope (queries/derive.py): what the run's new spans (_new) can change. Run after
+-- An incremental catch-up's scope (queries/catch_up.py): what the run's new spans (_new) can change. Run after
 -- scope_seed.sql, repeatedly until nothing is added (each pass reads only small tables). Three sets:
 --   * changed rollouts (_scope_changed), whose own rows may differ from the previous state's: the new spans'
 --     rollouts, every rollout not consumed yet (a new train step may consume it), every member of a changed

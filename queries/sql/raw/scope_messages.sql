@@ -1,4 +1,4 @@
--- The messages an incremental catch-up derives the transcript flags from (queries/derive.py points raw_messages at
+-- The messages an incremental catch-up derives the transcript flags from (queries/catch_up.py points raw_messages at
 -- _scoped_messages): the run's messages of the scoped traces, read from the row groups whose start_ns range meets
 -- [$lo, $hi] (a message starts with its span, and every scoped trace's spans start in that range).
 CREATE OR REPLACE TABLE _scoped_messages AS

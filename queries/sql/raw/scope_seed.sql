@@ -1,7 +1,7 @@
 -- The seed of an incremental catch-up's scope (scope.sql grows it): the run's new spans (_new), the trace
--- index of their spans (_idx; queries/derive.py adds the previous state's rows of each trace and id the scope
+-- index of their spans (_idx; queries/catch_up.py adds the previous state's rows of each trace and id the scope
 -- looks up, index_wanted.sql, before each pass), and why the scoped path cannot be sure, if it cannot
--- (queries/derive.py then derives the run in full).
+-- (queries/catch_up.py then derives the run in full).
 -- _idx keeps every part's rows as they are, not merged per trace and rollout: a trace touched by several
 -- catch-ups has a row in each of their parts (and in the new spans'), and every lookup here is by set
 -- membership (scope.sql) or takes a trace's extremes (derive.py), which repeated rows do not change.

@@ -1,4 +1,4 @@
--- The raw spans an incremental catch-up derives from (queries/derive.py points raw_spans at _scoped and runs
+-- The raw spans an incremental catch-up derives from (queries/catch_up.py points raw_spans at _scoped and runs
 -- derive_full.sql): every span of the scoped traces, read only from the segments whose time range meets a
 -- scoped trace's (@files) and within [$lo, $hi]; every train step and weight sync of the run (_train_all);
 -- and one placeholder row per run-wide fact a scoped derivation would otherwise miss: the staleness bound

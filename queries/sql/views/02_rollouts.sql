@@ -1,6 +1,6 @@
 -- One row per rollout. reward is the rollout's own rl.reward.score, else the latest score of its rl.reward /
 -- rl.judge spans; rollout_status defaults to infra_error for a span that ended in error, else ok.
--- _rollouts_src is the definition; a reader reads it from the store's derived table (store/derived.py),
+-- _rollouts_src is the definition; a reader reads it from the store's derived table (queries/tables.py),
 -- which is what `rollouts` reads there.
 CREATE OR REPLACE VIEW _rollouts_src AS
 WITH scores AS (

@@ -7,7 +7,7 @@
 -- truncation_limit: the limit that cut the generation off (docs/metrics.md, "Truncation"): the one it recorded,
 -- else, when its finish reasons hold "length", the context length if prompt and response reach it, else the
 -- response limit.
--- _turns_src is the definition; a reader reads it from the store's derived table (store/derived.py).
+-- _turns_src is the definition; a reader reads it from the store's derived table (queries/tables.py).
 CREATE OR REPLACE VIEW _turns_src AS
 WITH engine_candidates AS (  -- few rows: engine request spans with a parent (none in most runs)
     SELECT

@@ -1,6 +1,6 @@
 -- Optimiser steps; policy_version is the version the step produced; the train_* signals are what the trainer
 -- logged about the update (entropy, KL to the reference, the update's own KL, clip fraction, grad norm, lr).
--- _train_steps_src is the definition; a reader reads it from the store's derived table (store/derived.py).
+-- _train_steps_src is the definition; a reader reads it from the store's derived table (queries/tables.py).
 CREATE OR REPLACE VIEW _train_steps_src AS
 SELECT
     run_id, train_step, policy_version, train_samples, train_tokens, train_wait_s, train_loss,

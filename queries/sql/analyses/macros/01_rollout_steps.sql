@@ -74,5 +74,5 @@ from_timing AS (
 SELECT * FROM from_samples
 UNION ALL
 SELECT * FROM from_timing;
--- The public name; a reader points it at the store's derived table (store/derived.py).
+-- The public name; a reader points it at the store's derived table (queries/tables.py).
 CREATE OR REPLACE MACRO rollout_steps(run) AS TABLE SELECT * FROM _rollout_steps_src(run);

@@ -83,5 +83,5 @@ SELECT
         WHEN NOT fresh THEN CASE WHEN staleness IS NULL THEN 'not consumed yet' ELSE 'stale' END
     END AS lost_reason
 FROM fresh;
--- The public name; a reader points it at the store's derived table of _rollout_stages_src (store/derived.py).
+-- The public name; a reader points it at the store's derived table of _rollout_stages_src (queries/tables.py).
 CREATE OR REPLACE MACRO rollout_stages(run) AS TABLE SELECT * FROM _rollout_stages_src(run);

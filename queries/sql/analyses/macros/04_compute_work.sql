@@ -40,7 +40,7 @@ CREATE OR REPLACE MACRO _compute_work_src(run) AS TABLE
 SELECT w.*, _work_step(w.term, w.train_step, c.step) AS step, c.environment
 FROM _work_rows_src(run) AS w
 LEFT JOIN rollout_steps(run) AS c USING (rollout_id);
--- The name compute_terms.sql reads; a reader reads it from the store's derived table (store/derived.py).
+-- The name compute_terms.sql reads; a reader reads it from the store's derived table (queries/tables.py).
 CREATE OR REPLACE MACRO _compute_work(run) AS TABLE SELECT * FROM _compute_work_src(run);
 -- _step_sums_src(run, steps): FLOPs and span nanoseconds of the consumed work per term, step and environment
 -- (steps: a list of steps, NULL for all).
@@ -88,7 +88,7 @@ GROUP BY term, instance_id, step, environment, island;
 -- in them, which it sums (and, for the whole run over a step range, sweeps) itself; busy time per process comes
 -- from _compute_busy, below. Here nothing is kept ahead, so every piece of work is pending and
 -- computed once per query. A reader reads the consumed work's sums and busy islands per step from the store's
--- derived tables (store/derived.py), leaving only unconsumed work pending: a query sweeps thousands of rows, not millions.
+-- derived tables (queries/tables.py), leaving only unconsumed work pending: a query sweeps thousands of rows, not millions.
 CREATE OR REPLACE MACRO _step_sums(run) AS TABLE
 SELECT NULL::VARCHAR AS term, NULL::BIGINT AS step, NULL::VARCHAR AS environment, NULL::HUGEINT AS flops,
        NULL::HUGEINT AS span_ns

@@ -67,5 +67,5 @@ SELECT
     s.usable, s.sample_tokens, w.* EXCLUDE (rollout_id)
 FROM _rollout_work_src(run) AS w
 FULL JOIN rollout_stages(run) AS s ON s.rollout_id = w.rollout_id;
--- The name the analyses read; a reader reads it from the store's derived table (store/derived.py).
+-- The name the analyses read; a reader reads it from the store's derived table (queries/tables.py).
 CREATE OR REPLACE MACRO _rollout_work(run) AS TABLE SELECT * FROM _rollout_work_staged(run);

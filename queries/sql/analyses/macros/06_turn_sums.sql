@@ -1,9 +1,16 @@
 -- _turns_stepped(run): the run's turns with the train step that consumed each one's rollout (NULL: not
 -- consumed yet, or a turn of no known rollout), for analyses that filter or group turns by step.
--- A reader reads the step kept with each derived turn (store/derived.py), so it joins nothing.
+-- A reader reads the step kept with each derived turn (queries/tables.py), so it joins nothing.
 CREATE OR REPLACE MACRO _turns_stepped(run) AS TABLE
 SELECT t.*, c.step
 FROM turns AS t
+LEFT JOIN (SELECT rollout_id, step FROM rollout_steps(run)) AS c USING (rollout_id)
+WHERE t.run_id = run;
+-- _turns_stepped_src(run): the derived turns' definition (queries/tables.py), the same rows without run_id, over
+-- the turns' own definition (a derivation points turns at the derived rows being filled).
+CREATE OR REPLACE MACRO _turns_stepped_src(run) AS TABLE
+SELECT t.* EXCLUDE (run_id), c.step
+FROM _turns_src AS t
 LEFT JOIN (SELECT rollout_id, step FROM rollout_steps(run)) AS c USING (rollout_id)
 WHERE t.run_id = run;
 -- _turn_sums_src(run, steps): the turns' tokens, times and speculative-decoding counts summed per consuming
@@ -42,5 +49,5 @@ FROM (
     WHERE steps IS NULL OR step IS NULL OR list_contains(steps, step)
 ) AS t
 GROUP BY ALL;
--- The name the analyses read; a reader reads the store's derived table (store/derived.py).
+-- The name the analyses read; a reader reads the store's derived table (queries/tables.py).
 CREATE OR REPLACE MACRO _turn_sums(run) AS TABLE SELECT * FROM _turn_sums_src(run, NULL);

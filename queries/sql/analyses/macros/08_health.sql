@@ -219,7 +219,7 @@ FROM per_rollout AS d
 LEFT JOIN rollout_stages(run) AS st USING (rollout_id)
 GROUP BY ALL;
 
--- The names the analyses read; a reader points them at the store's derived tables (store/derived.py).
+-- The names the analyses read; a reader points them at the store's derived tables (queries/tables.py).
 CREATE OR REPLACE MACRO _process_activity(run) AS TABLE SELECT * FROM _process_activity_src(run);
 CREATE OR REPLACE MACRO _open_rollouts(run) AS TABLE SELECT * FROM _open_rollouts_src(run);
 CREATE OR REPLACE MACRO _scoring(run) AS TABLE SELECT * FROM _scoring_src(run);

@@ -5,7 +5,7 @@
 -- Values a figure takes percentiles or thresholds of are kept as counts per distinct value, which is exact: a
 -- percentile or a share at any threshold of the values equals the one of the counted values.
 -- Each _<name>_src(run) is the definition over the per-rollout tables; _<name>(run) is what the analyses read
--- (a reader points it at the store's derived table, store/derived.py).
+-- (a reader points it at the store's derived table, queries/tables.py).
 
 -- _reward_counts_src(run): scored rollouts (a reward recorded) per consuming step, environment, task and reward
 -- value: learning.sql's mean, exact percentiles and success rate, task_solve_rates.sql's attempts and successes

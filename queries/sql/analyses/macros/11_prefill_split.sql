@@ -104,7 +104,7 @@ SELECT
     sum(CAST(round(c.prefill_time_s * 1e9) AS BIGINT))::BIGINT AS prefill_ns
 FROM cut AS c CROSS JOIN (VALUES (false), (true)) AS g(per_turn_index)
 GROUP BY ALL;
--- The name the analyses read; a reader reads the store's derived table (store/derived.py).
+-- The name the analyses read; a reader reads the store's derived table (queries/tables.py).
 CREATE OR REPLACE MACRO _prefill_split(run) AS TABLE SELECT * FROM _prefill_split_src(run);
 
 -- _prefill_split_work(run, per_turn): the split's rows of one grain (per_turn: per turn index too) with the

@@ -1,7 +1,7 @@
 -- Transcript flags (docs/metrics.md, "Transcript flags"): what a rollout's messages show went wrong, per rollout
 -- (_rollout_flags_src, from the run's messages dataset and its tool spans) and per consuming step and environment
 -- (_flag_sums_src, what transcript_flags.sql and the Learning page read). Each _<name>_src(run) is the definition;
--- _<name>(run) is what the analyses read (a reader points it at the store's derived table, store/derived.py), so a
+-- _<name>(run) is what the analyses read (a reader points it at the store's derived table, queries/tables.py), so a
 -- page never reads message text.
 
 -- _loops(text): a text that ends in a loop: its last 32 characters occur at least 4 times in its last 1,000 (a
