@@ -64,8 +64,15 @@ def build(con, segment: Path) -> tuple[list[int], object]:
     for first in range(0, len(groups)):
         lo, hi = int(bounds[first]), int(bounds[first + 1])
         params = {"files": [str(segment), schema_file("messages")], "lo": lo, "hi": hi}
-        texts = con.sql(sqlfiles.load("transcripts/index_text"), params=params).to_arrow_table()["text"].combine_chunks().cast(pa.large_string())
-        data = np.frombuffer(texts.buffers()[2] or b"", dtype=np.uint8) if len(texts) else np.zeros(0, np.uint8)
+        texts = (
+            con.sql(sqlfiles.load("transcripts/index_text"), params=params)
+            .to_arrow_table()["text"]
+            .combine_chunks()
+            .cast(pa.large_string())
+        )
+        data = (
+            np.frombuffer(texts.buffers()[2] or b"", dtype=np.uint8) if len(texts) else np.zeros(0, np.uint8)
+        )
         bits = np.zeros(sidecars.BITS, dtype=bool)
         if len(data) >= 3:
             bits[hashes(data)] = True
@@ -217,7 +224,9 @@ _INVERSE: dict[str, str] | None = None
 def _inverse(con) -> dict[str, str] | None:
     global _INVERSE
     if _INVERSE is None:
-        rows = sqlfiles.run(con, "transcripts/lower_inverse", title="Text search failed", fetch=lambda r: r.fetchall())
+        rows = sqlfiles.run(
+            con, "transcripts/lower_inverse", title="Text search failed", fetch=lambda r: r.fetchall()
+        )
         if any(many for _, _, many in rows):
             return None
         found = {c: "[" + "".join(f"\\x{{{p:x}}}" for p in points) + "]" for c, points, _ in rows}
