@@ -269,7 +269,9 @@ class Reader:
             [*raw["collector_stats"], schema_file("collector_stats")],
             [*raw["messages"], schema_file("messages")],
         )
-        cur.execute(sqlfiles.load("transcripts/message_segments").replace("@files", sql_list(raw["messages"])))
+        cur.execute(
+            sqlfiles.load("transcripts/message_segments").replace("@files", sql_list(raw["messages"]))
+        )
         template = sqlfiles.load("raw/derived_files")
         published = [s.file_names() for _, s in sorted(states.items())]  # once per run, not once per table
         recorded = next(  # a manifest's columns, else the shipped ones (derived_schemas)
