@@ -8,12 +8,14 @@ literal runs every match must contain (``regex_literals``), without ``s`` (RE2 f
 does not). ``search.sql`` then applies its own predicate to the candidates. A pattern with no trigram (shorter
 than three bytes, a regular expression with no literal run of three) is a scan, as is one whose candidates are
 more than ``MAX_SHARE`` of the run's rows (reading them one row group at a time would cost more). Sidecars
-missing or stale are built on the way (``build``): the first search after new segments arrive pays for them.
+missing or stale are built on the way (``build``), for at most ``BUILD_BUDGET_S`` a search (a segment begun is
+finished): the segments left are read whole, and a run is indexed over its first searches.
 """
 
 from __future__ import annotations
 
 import string
+import time
 from pathlib import Path
 
 import duckdb
@@ -22,7 +24,7 @@ from rollscope.queries import sqlfiles
 from rollscope.store import text_index as sidecars
 
 MAX_SHARE = 0.25  # of the run's rows: more candidates than this and the search scans
-CHUNK_ROWS = 65_536  # rows lowercased at once while building a sidecar
+BUILD_BUDGET_S = 2.0  # the most a search spends building the sidecars of segments that lack one
 _HASH = 2654435761  # Knuth's multiplicative hash of a 24-bit trigram
 _SHIFT = 32 - (sidecars.BITS.bit_length() - 1)
 # RE2 characters that are themselves outside a class (a literal run of a regular expression)
@@ -39,6 +41,7 @@ COLUMNS = [
     "reasoning",
     "tool_calls",
 ]  # what search.sql reads of a message
+TEXT_COLUMNS = ["content", "reasoning", "tool_calls"]  # what a sidecar is built from (index_text.sql)
 
 
 def hashes(data) -> np.ndarray:  # noqa: F821 - numpy is imported where trigrams are hashed
@@ -52,31 +55,30 @@ def hashes(data) -> np.ndarray:  # noqa: F821 - numpy is imported where trigrams
 
 
 def build(con, segment: Path) -> tuple[list[int], object]:
-    """``segment``'s sidecar: its row groups' sizes and bitmaps, computed (DuckDB's ``lower``) and saved."""
+    """``segment``'s sidecar: its row groups' sizes and bitmaps, computed (DuckDB's ``lower``) and saved. Each
+    row group is read once (pyarrow) and lowercased by ``index_text.sql`` over it."""
     import numpy as np
     import pyarrow as pa
 
-    from rollscope.queries.reader import schema_file
-
     groups = sidecars.row_groups(segment)
     bitmaps = np.zeros((len(groups), sidecars.BITS // 8), dtype=np.uint8)
-    bounds = np.cumsum([0, *groups])
-    for first in range(0, len(groups)):
-        lo, hi = int(bounds[first]), int(bounds[first + 1])
-        params = {"files": [str(segment), schema_file("messages")], "lo": lo, "hi": hi}
+    cur = con.cursor()  # _index_rows is this cursor's alone
+    for group in range(len(groups)):
+        cur.register("_index_rows", sidecars.read_groups(segment, [group], TEXT_COLUMNS))
         texts = (
-            con.sql(sqlfiles.load("transcripts/index_text"), params=params)
-            .to_arrow_table()["text"]
-            .combine_chunks()
-            .cast(pa.large_string())
-        )
-        data = (
-            np.frombuffer(texts.buffers()[2] or b"", dtype=np.uint8) if len(texts) else np.zeros(0, np.uint8)
-        )
+            cur.sql(sqlfiles.load("transcripts/index_text")).to_arrow_table()["text"].combine_chunks()
+        ).cast(pa.large_string())
+        data = np.zeros(0, np.uint8)
+        if len(texts):
+            offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64)[
+                texts.offset : texts.offset + len(texts) + 1
+            ]
+            data = np.frombuffer(texts.buffers()[2] or b"", dtype=np.uint8)[offsets[0] : offsets[-1]]
         bits = np.zeros(sidecars.BITS, dtype=bool)
         if len(data) >= 3:
             bits[hashes(data)] = True
-        bitmaps[first] = np.packbits(bits, bitorder="little")
+        bitmaps[group] = np.packbits(bits, bitorder="little")
+    cur.close()
     sidecars.save(segment, groups, bitmaps)
     return groups, bitmaps
 
@@ -167,10 +169,17 @@ def candidates(con, run_id: str, pattern: str | None, regex: bool):
     if wanted is None:
         return None
     picked, total, chosen = [], 0, 0
+    deadline = time.monotonic() + BUILD_BUDGET_S
     for segment in files:
-        found = sidecars.load(segment) or build(con, segment)
-        groups, bitmaps = found
-        keep = np.all((bitmaps[:, wanted >> 3] >> (wanted & 7).astype(np.uint8)) & 1, axis=1)
+        found = sidecars.load(segment)
+        if found is None and time.monotonic() < deadline:
+            found = build(con, segment)
+        if found is None:  # left for a later search to build: every row group is a candidate
+            groups = sidecars.row_groups(segment)
+            keep = [True] * len(groups)
+        else:
+            groups, bitmaps = found
+            keep = np.all((bitmaps[:, wanted >> 3] >> (wanted & 7).astype(np.uint8)) & 1, axis=1)
         total += sum(groups)
         chosen += sum(g for g, k in zip(groups, keep, strict=True) if k)
         picked.append((segment, [i for i, k in enumerate(keep) if k]))

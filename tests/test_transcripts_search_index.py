@@ -139,3 +139,19 @@ def test_the_prefilter_passes_every_text_lower_maps_onto_the_pattern(agent):
     assert con.execute("SELECT regexp_matches('x.y', ?)", [text_index.prefilter(con, "o.B")]).fetchall() == [
         (False,)
     ]
+
+
+def test_a_search_out_of_building_time_reads_the_unindexed_segments_whole_and_a_later_one_indexes_them(
+    tmp_path, monkeypatch
+):
+    """A first search on a big run must not wait for every sidecar: past its budget it reads the rest whole."""
+    store = tmp_path / "store"
+    run = write_agent_run(store, RUN)
+    con = Reader(store).con
+    monkeypatch.setattr(text_index, "BUILD_BUDGET_S", 0.0)
+    hurried = searched(con, "could not fix", False, 1.0)
+    assert not any(sidecars.load(s) for s in text_index.segments(con, RUN))  # nothing built
+    assert set(hurried["rollout_id"]) == expected(run, lambda t: "could not fix" in t.lower())
+    monkeypatch.setattr(text_index, "BUILD_BUDGET_S", 60.0)
+    assert searched(con, "could not fix", False, 1.0).equals(hurried)
+    assert all(sidecars.load(s) for s in text_index.segments(con, RUN))
