@@ -141,10 +141,13 @@ def test_the_prefilter_passes_every_text_lower_maps_onto_the_pattern(agent):
     ]
 
 
-def test_a_search_out_of_building_time_reads_the_unindexed_segments_whole_and_a_later_one_indexes_them(
+def test_a_search_out_of_building_time_reads_the_unindexed_segments_whole_and_derive_indexes_them(
     tmp_path, monkeypatch
 ):
-    """A first search on a big run must not wait for every sidecar: past its budget it reads the rest whole."""
+    """A first search on a big run must not wait for its sidecars: past its budget it reads the rest whole, and
+    `rollscope derive` (a first open's work, done ahead) builds them."""
+    from tests.conftest import rollscope
+
     store = tmp_path / "store"
     run = write_agent_run(store, RUN)
     con = Reader(store).con
@@ -152,6 +155,10 @@ def test_a_search_out_of_building_time_reads_the_unindexed_segments_whole_and_a_
     hurried = searched(con, "could not fix", False, 1.0)
     assert not any(sidecars.load(s) for s in text_index.segments(con, RUN))  # nothing built
     assert set(hurried["rollout_id"]) == expected(run, lambda t: "could not fix" in t.lower())
-    monkeypatch.setattr(text_index, "BUILD_BUDGET_S", 60.0)
-    assert searched(con, "could not fix", False, 1.0).equals(hurried)
+    code, out, err = rollscope("derive", "--store", store, "--run", RUN)
+    assert (code, err) == (0, "") and "search index of " in out, out
     assert all(sidecars.load(s) for s in text_index.segments(con, RUN))
+    assert searched(con, "could not fix", False, 1.0).equals(hurried)
+    assert (
+        "search index" not in rollscope("derive", "--store", store, "--run", RUN)[1]
+    )  # nothing left to build
