@@ -9,7 +9,9 @@ rollout and searching a run's content on a large run.
    transcript for every turn (two messages of ~``--chars`` characters, written through the store's writer and
    compacted), then: opening one rollout as `rollscope show` does (its window, outcome, funnel stage, scores and
    conversation) against the same on the small run and against its messages read without the time window; and a
-   text search over the run's content (``transcripts.search``) against a hand-written scan of the messages.
+   text searches over the run's content (``transcripts.search``: ``SEARCHES``, a phrase planted in three
+   rollouts, phrases found nowhere, in most rollouts, regular expressions; the trigram sidecars built first,
+   timed) against the same search reading every message and a hand-written scan of the messages.
 
 Usage: python -m benchmarks.transcripts [--repeats 5] [--large 10000000 --store DIR] [--chars 400]
 """
@@ -224,7 +226,6 @@ def unbounded(con, run_id: str, rollout_id: str) -> float:
 
 
 def large(store: Path, made: dict[str, str], repeats: int) -> None:
-    from rollscope.queries import transcripts
     from rollscope.queries.reader import Reader
 
     started = time.perf_counter()
@@ -242,16 +243,73 @@ def large(store: Path, made: dict[str, str], repeats: int) -> None:
     print(f"open one rollout (as rollscope show reads it) on {spans:,} spans, {messages:,} messages:")
     print(f"  {opened:.3f} s (median of {len(ids)} rollouts) against {base:.3f} s on the small run "
           f"({opened / base:.2f}×); its messages read without the window {naive:.3f} s")  # fmt: skip
+    searches(store, big)
+
+
+NEEDLE = "the flux capacitor overheated"  # planted in NEEDLED rollouts of the large run (``plant``)
+NEEDLED = 3
+SEARCHES = [  # (what, pattern, regex)
+    (f"a phrase in {NEEDLED} rollouts", NEEDLE.upper(), False),
+    ("a phrase nowhere, rare trigrams", "zebra crossing quantum", False),
+    ("a phrase nowhere, common trigrams", "assertion holds and nothing", False),
+    ("a phrase in most rollouts", "pytset: command not found", False),
+    (f"a regex in {NEEDLED} rollouts", r"flux capacitor (overheated|melted)", True),
+    ("a regex in most rollouts", r"pytset: command not found", True),
+    ("a regex with no trigram", r"\d\d\d\d\d\d\d\d\d\d\d\d", True),
+]
+
+
+def plant(store: Path) -> None:
+    """One more messages segment: ``NEEDLE`` said in ``NEEDLED`` rollouts (a segment that arrives after the
+    others, as in a live run), unless the run has it already."""
+    import duckdb
+    import pyarrow as pa
+
+    from rollscope.store import layout
+    from rollscope.store.schema import MESSAGES_SCHEMA
+
+    files = [str(p) for p in layout.segments(store, "messages", LARGE)]
+    if any(Path(f).name.startswith("seg-needle") for f in files):
+        return
+    rows = duckdb.sql(
+        "SELECT * FROM read_parquet(?) WHERE role = 'assistant' AND content IS NOT NULL "
+        "ORDER BY hash(rollout_id) LIMIT ?",
+        params=[files, NEEDLED],
+    ).to_arrow_table()
+    content = pa.array([f"I think {NEEDLE} again, message {i}" for i in range(rows.num_rows)])
+    table = rows.set_column(rows.schema.get_field_index("content"), "content", content)
+    table = pa.table({f.name: table[f.name].cast(f.type) for f in MESSAGES_SCHEMA})
+    layout.SegmentWriter(store, "messages", prefix="seg-needle").publish(LARGE, table)
+
+
+def searches(store: Path, big) -> None:
+    """Each of ``SEARCHES`` with the sidecars (built first: the cold cost), against the same search reading
+    every message (``text_index.MAX_SHARE`` below zero: the search before the sidecars, prefilter aside) and a
+    hand-written scan (``contains(lower(content), …)``, ``regexp_matches(content, '(?i)…')``), in one run."""
+    from rollscope.queries import text_index, transcripts
+
     started = time.perf_counter()
-    found = transcripts.search(big.con, LARGE, "assertion holds and nothing")
-    search = time.perf_counter() - started
-    started = time.perf_counter()
-    big.con.execute(
-        "SELECT count(DISTINCT rollout_id) FROM messages WHERE contains(lower(content), 'assertion holds and nothing')"
-    ).fetchall()
-    scan = time.perf_counter() - started
-    print(f"text search over the run's content: {search:.2f} s ({len(found)} rollouts listed) against a "
-          f"hand-written scan {scan:.2f} s ({search / scan:.2f}×); target ≤ 2 s")  # fmt: skip
+    for segment in text_index.segments(big.con, LARGE):
+        if text_index.sidecars.load(segment) is None:
+            text_index.build(big.con, segment)
+    print(f"trigram sidecars built: {time.perf_counter() - started:.1f} s", flush=True)
+    print("text search over the run's content (target ≤ 2 s):")
+    for what, pattern, regex in SEARCHES:
+        started = time.perf_counter()
+        found = transcripts.search(big.con, LARGE, pattern, regex=regex)
+        indexed = time.perf_counter() - started
+        share, text_index.MAX_SHARE = text_index.MAX_SHARE, -1.0
+        started = time.perf_counter()
+        unindexed = transcripts.search(big.con, LARGE, pattern, regex=regex)
+        scanned = time.perf_counter() - started
+        text_index.MAX_SHARE = share
+        assert unindexed.equals(found), what
+        test = "regexp_matches(content, '(?i)' || ?)" if regex else "contains(lower(content), lower(?))"
+        started = time.perf_counter()
+        big.con.execute(f"SELECT count(DISTINCT rollout_id) FROM messages WHERE {test}", [pattern]).fetchall()
+        scan = time.perf_counter() - started
+        print(f"  {what:<36} {indexed:6.2f} s ({len(found)} rollouts listed); without sidecars {scanned:6.2f} s; "
+              f"hand-written scan {scan:6.2f} s ({indexed / scan:.2f}×)", flush=True)  # fmt: skip
 
 
 def main() -> int:
@@ -271,6 +329,7 @@ def main() -> int:
         made = small_run(store)
     if args.large:  # built before any render: AppTest runs the page as __main__, which the simulator's
         large_run(store, args.large, args.chars)  # fast-mode writer (a spawned process) would then import
+        plant(store)
     renders(store, made, args.repeats)
     if args.large:
         large(store, made, args.repeats)

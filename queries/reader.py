@@ -270,6 +270,7 @@ class Reader:
             [*raw["collector_stats"], schema_file("collector_stats")],
             [*raw["messages"], schema_file("messages")],
         )
+        sqlfiles.execute(cur, "transcripts/message_segments", fill={"files": raw["messages"]})
         published = [s.file_names() for _, s in sorted(states.items())]  # once per run, not once per table
         recorded = next(  # a manifest's columns, else the shipped ones (derived_schemas)
             (s.meta["schemas"] for s in states.values() if isinstance(s.meta.get("schemas"), dict)), {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rollscope.queries import sqlfiles, trace
+from rollscope.queries import sqlfiles, text_index, trace
 from rollscope.queries.analyses import _filters
 
 SHOWN_CHARS = 2_000  # a text longer than this is shown cut at first (head and tail), whole on demand
@@ -124,13 +124,20 @@ def search(
     """Rollouts of ``run_id`` with a message matching ``pattern`` (a substring, or with ``regex`` a regular
     expression; either case-insensitive) and every filter given (``text``: in the rollout or task id, as
     ``trace.search``), newest first, one row per rollout with its
-    first hit's snippet (``search.sql``). A bad regular expression raises QueryError."""
+    first hit's snippet (``search.sql``). A bad regular expression raises QueryError. The messages read are
+    those the trigram sidecars leave as candidates where they can tell (``text_index``)."""
     reward_min, reward_max = reward if reward is not None else (None, None)
+    pattern = pattern or None
+    cur = con.cursor()  # the candidates are this cursor's alone
+    found = text_index.candidates(cur, run_id, pattern, bool(regex))
+    cur.register("_search_candidates", found if found is not None else text_index.no_candidates())
     return _query(
-        con,
+        cur,
         "search",
+        indexed=found is not None,
+        prefilter=text_index.prefilter(cur, pattern),
         run_id=run_id,
-        pattern=pattern or None,
+        pattern=pattern,
         regex=bool(regex),
         text=text or None,
         status=status,

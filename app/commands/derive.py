@@ -12,7 +12,7 @@ from rollscope.errors import RollscopeError, UnknownRunError
 def register(sub) -> None:
     p = sub.add_parser(
         "derive",
-        help="bring runs' derived tables up to date, here or on a Ray cluster",
+        help="bring runs' derived tables and text-search sidecars up to date, here or on a Ray cluster",
         description="Derive what the analyses read, for the runs whose raw segments are newer, so the "
         "next report, check or page opens at once. Locally by default; with --ray, one Ray task per run on "
         "an existing cluster whose nodes all mount the store at the same path and have rollscope installed "
@@ -55,7 +55,10 @@ def run(args) -> int:
             failed += 1
             print(f"rollscope: run {outcome.run_id}: {outcome.error}", file=sys.stderr)
             continue
-        print(f"run {outcome.run_id}: {_said(outcome, args.ray is not None)}", flush=True)
+        print(
+            f"run {outcome.run_id}: {_said(outcome, args.ray is not None)}{_indexed(store, outcome.run_id)}",
+            flush=True,
+        )
     summary = ", ".join(f"{n} {_DONE[done]}" for done, n in sorted(counts.items()))
     print(f"{len(runs)} run(s) in {time.perf_counter() - started:.1f} s: {summary}")
     return 1 if failed else 0
@@ -67,6 +70,17 @@ _DONE = {
     "waited": "derived by another process",
     "failed": "failed",
 }
+
+
+def _indexed(store, run_id: str) -> str:
+    """Build the run's text-search sidecars here (queries.text_index), after its derivation: a search reads only
+    the row groups they leave. Nothing to say when there were none to build."""
+    from rollscope.queries import text_index
+    from rollscope.queries.reader import Reader
+
+    started = time.perf_counter()
+    built = text_index.index_run(Reader(store, run_id=run_id).con, run_id)
+    return f"; search index of {built} segment(s) in {time.perf_counter() - started:.1f} s" if built else ""
 
 
 def _said(outcome, remote: bool) -> str:

@@ -7,7 +7,10 @@
 -- ($lost_reason, as funnel_losses.sql names it), and a finish reason one of the rollout's messages ended with
 -- ('length': a generation cut at the token limit). A NULL $pattern matches every message (the filters alone).
 -- The per-rollout filters are applied first (rollout_stages, one row per rollout), so only their rollouts'
--- messages are searched.
+-- messages are searched. With $indexed the messages searched are _search_candidates, the row groups the
+-- trigram sidecars left (queries/text_index.py: every message that can match is among them), else the messages
+-- view; $prefilter (RE2, case-sensitive: text_index.prefilter) passes every text whose lower() can contain
+-- lower($pattern), so lower() runs on those alone.
 WITH chosen AS MATERIALIZED (
     SELECT
         rollout_id, environment, task_id, step, rollout_status, reward, lost_at,
@@ -23,15 +26,25 @@ WITH chosen AS MATERIALIZED (
       AND ($lost_at IS NULL OR coalesce(lost_at, 'usable') = $lost_at)
       AND ($lost_reason IS NULL OR _loss_reason(lost_reason, group_id) = $lost_reason)
 ),
+source AS (
+    SELECT rollout_id, turn_index, role, start_ns, span_id, ordinal, content, reasoning, tool_calls
+    FROM messages
+    WHERE run_id = $run_id AND NOT $indexed
+    UNION ALL
+    SELECT rollout_id, turn_index, role, start_ns, span_id, ordinal, content, reasoning, tool_calls::JSON
+    FROM _search_candidates
+    WHERE $indexed
+),
 said AS (
     SELECT
-        rollout_id, turn_index, role, start_ns, span_id, ordinal, finish_reason,
+        rollout_id, turn_index, role, start_ns, span_id, ordinal,
         concat_ws(chr(10), content, reasoning, tool_calls::VARCHAR) AS text
-    FROM messages
-    WHERE run_id = $run_id AND rollout_id IN (SELECT rollout_id FROM chosen)
+    FROM source
+    WHERE rollout_id IN (SELECT rollout_id FROM chosen)
 ),
 finished AS (  -- the rollouts with a message that ended with the finish reason asked for
-    SELECT DISTINCT rollout_id FROM said WHERE finish_reason = $finish_reason
+    SELECT DISTINCT rollout_id FROM messages
+    WHERE $finish_reason IS NOT NULL AND run_id = $run_id AND finish_reason = $finish_reason
 ),
 hits AS (
     SELECT
@@ -45,7 +58,8 @@ hits AS (
     WHERE ($finish_reason IS NULL OR rollout_id IN (SELECT rollout_id FROM finished))
       AND ($pattern IS NULL
            OR CASE WHEN $regex THEN regexp_matches(text, '(?i)' || $pattern)
-                   ELSE contains(lower(text), lower($pattern)) END)
+                   ELSE CASE WHEN regexp_matches(text, $prefilter) THEN contains(lower(text), lower($pattern)) END
+           END)
 ),
 per_rollout AS (
     SELECT
