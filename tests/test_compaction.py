@@ -245,6 +245,7 @@ compaction.compact_partition(Path(sys.argv[1]), mode="full", grace_seconds=300, 
 """
 
 
+@pytest.mark.long  # kill -9 at every point
 def test_a_compaction_killed_at_any_point_leaves_every_row_once_and_the_next_one_finishes_it(store):
     """A compactor killed with SIGKILL while it merges, or while it moves replaced files aside: the run reads
     each span once after every kill, and the next compaction moves what the killed one left."""
@@ -432,6 +433,7 @@ def test_a_command_that_loses_its_files_to_a_compaction_asks_again_on_a_new_list
     assert figures["funnel"]["dispatched"] == 12
 
 
+@pytest.mark.long  # retries paced by design
 def test_a_command_that_keeps_losing_its_files_tries_a_few_listings_then_says_so_in_one_line(
     attached, store, monkeypatch
 ):

@@ -140,6 +140,7 @@ derived.catch_up(sys.argv[1], sys.argv[2], slow)
 """
 
 
+@pytest.mark.long  # kill -9 of a deriving process
 def test_kill_9_mid_catch_up_leaves_the_last_state_readable_and_the_next_open_catches_up(tmp_path):
     store = tmp_path / "store"
     writer = RunWriter(store, RUN, seed=2)
@@ -382,6 +383,7 @@ def test_the_shipped_derived_table_schemas_are_what_binding_the_definitions_give
     assert derived_schemas.PATH.read_text() == derived_schemas.text(), "run `make schemas`"
 
 
+@pytest.mark.long  # two full derivations of the sample run
 def test_a_full_derivation_from_the_shipped_schemas_equals_one_binding_every_definition(
     tmp_path, monkeypatch
 ):

@@ -410,6 +410,7 @@ def publish_rollout(rl, i: int) -> None:
     rl.force_flush()
 
 
+@pytest.mark.long  # a compaction raced against a catch-up
 def test_a_compaction_that_moves_the_listed_segments_aside_mid_catch_up_changes_no_figure(attached, store):
     """A compaction may move the segments a catch-up listed into ``.replaced/`` while it reads them: the
     incremental catch-up reads them again where they now are and publishes what a fresh derivation holds."""
@@ -437,6 +438,7 @@ def test_a_compaction_that_moves_the_listed_segments_aside_mid_catch_up_changes_
     assert derived(live, "exp-7") == derived(fresh(store), "exp-7")
 
 
+@pytest.mark.long  # a live writer and compactor, paced
 def test_a_live_compaction_of_derived_and_new_segments_is_caught_up_from_the_new_ones(attached, store):
     """The writers compact while a run is live: a merge of derived and new segments, then a merge of that merge
     with a newer segment. Each is caught up incrementally (from the new sources, kept aside for the grace

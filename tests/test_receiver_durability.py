@@ -7,6 +7,8 @@ import http.client
 import threading
 import time
 
+import pytest
+
 from rollscope import queries
 from tests.fixtures.receiver import (
     PROTOBUF,
@@ -23,6 +25,7 @@ def _stored_span_ids(store) -> list[int]:
     return [row[0] for row in queries.connect(store).execute("SELECT span_id FROM spans").fetchall()]
 
 
+@pytest.mark.long  # kill -9 under load
 def test_kill_9_during_load_loses_no_acknowledged_span(store):
     batches = [finished_spans(20, seed=seed) for seed in range(200)]
     sent, acknowledged = set(), set()
@@ -62,6 +65,7 @@ def test_kill_9_during_load_loses_no_acknowledged_span(store):
     assert len(stored) == len(set(stored))
 
 
+@pytest.mark.long  # overload by design
 def test_overload_bounds_memory_and_clients_that_retry_lose_nothing(store):
     bodies = [protobuf_body(finished_spans(1500, seed=seed)) for seed in range(4)]  # ~0.3 MiB each
     refusals, accepted = [], []

@@ -139,6 +139,7 @@ def _fuzz(store, n: int, seed: int) -> None:
     assert {row[0] for row in stored} == sent_valid
 
 
+@pytest.mark.long  # hundreds of fuzzed requests
 def test_fuzzed_requests_are_refused_and_only_valid_spans_are_stored(store):
     _fuzz(store, 2_000, seed=11)
 

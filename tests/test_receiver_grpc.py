@@ -8,6 +8,7 @@ import time
 from contextlib import contextmanager
 
 import grpc
+import pytest
 from google.rpc.error_details_pb2 import RetryInfo
 from google.rpc.status_pb2 import Status
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -157,6 +158,7 @@ def _retry_delay(trailers: dict) -> tuple[float, float]:
     return info.retry_delay.seconds, unpacked.retry_delay.seconds
 
 
+@pytest.mark.long  # overload by design
 def test_over_the_memory_budget_the_grpc_client_is_told_to_retry_and_loses_nothing(store):
     """HTTP and gRPC share one budget: a request held until its commit fills it, the next one is answered
     RESOURCE_EXHAUSTED with RetryInfo, and the official exporter, retrying after it, delivers."""
@@ -206,6 +208,7 @@ def test_store_unwritable_is_unavailable_with_retry_info(store):
     assert _retry_delay(answer[2]) == (5, 5)
 
 
+@pytest.mark.long  # kill -9 under load
 def test_kill_9_during_grpc_load_loses_no_acknowledged_span(store):
     batches = [finished_spans(20, seed=seed) for seed in range(200)]
     sent, acknowledged = set(), set()

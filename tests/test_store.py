@@ -74,6 +74,7 @@ def test_a_reader_process_queries_while_a_writer_process_streams(store):
     assert int(last) == total
 
 
+@pytest.mark.long  # kill -9 of writer processes
 def test_kill_9_of_a_writer_leaves_every_published_segment_readable(store):
     writer = python(WRITER, str(store), "1000000", stdout=subprocess.DEVNULL)
     deadline = time.time() + 30
@@ -120,6 +121,7 @@ def test_compaction_while_reading_never_shows_duplicates_or_gaps(attached, store
     assert int(reader.sql("SELECT count(*) AS n FROM rollouts").n[0]) == 1000
 
 
+@pytest.mark.long  # a compaction process killed
 def test_a_compaction_that_died_before_deleting_its_sources_is_finished_later(attached, store):
     rl = attached(run_id="r")
     for batch in range(3):
