@@ -49,6 +49,9 @@ def run(args) -> int:
     store = store_of(args)
     runs = _runs(store, args)
     started, failed, counts = time.perf_counter(), 0, {}
+    remote = (
+        args.ray is not None
+    )  # the text-search sidecars are a local derivation's: a search builds them else
     for outcome in derive_runs(store, runs, ray_address=args.ray, cpus=args.cpus):
         counts[outcome.done] = counts.get(outcome.done, 0) + 1
         if outcome.error:
@@ -56,7 +59,7 @@ def run(args) -> int:
             print(f"rollscope: run {outcome.run_id}: {outcome.error}", file=sys.stderr)
             continue
         print(
-            f"run {outcome.run_id}: {_said(outcome, args.ray is not None)}{_indexed(store, outcome.run_id)}",
+            f"run {outcome.run_id}: {_said(outcome, remote)}{'' if remote else _indexed(store, outcome.run_id)}",
             flush=True,
         )
     summary = ", ".join(f"{n} {_DONE[done]}" for done, n in sorted(counts.items()))
@@ -73,7 +76,7 @@ _DONE = {
 
 
 def _indexed(store, run_id: str) -> str:
-    """Build the run's text-search sidecars here (queries.text_index), after its derivation: a search reads only
+    """Build the run's text-search sidecars (queries.text_index) after a local derivation: a search reads only
     the row groups they leave. Nothing to say when there were none to build."""
     from rollscope.queries import text_index
     from rollscope.queries.reader import Reader
