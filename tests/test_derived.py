@@ -17,6 +17,7 @@ import duckdb
 import pytest
 
 from benchmarks.fixtures.derived_rows import derived as derived_rows
+from benchmarks.fixtures.derived_rows import near
 from benchmarks.fixtures.seeded_runs import RunWriter, write_run
 from rollscope.app.sidebar import SAMPLE_STORE
 from rollscope.queries import analyses, derived_schemas
@@ -373,7 +374,8 @@ def test_a_full_derivation_of_a_long_run_leaves_few_parts_and_the_same_figures(t
     assert {"funnel_sums", "prefill_sums", "spec_sums", "compute_busy", "scoring"} <= in_order
 
     fresh = raw_copy(ROOT / "sample_data", tmp_path / "fresh")
-    assert small_blocks == json.loads(json.dumps(figures(connect(fresh, run_id="sample"), "sample")))
+    # doubles nearly: sums over other blocks add in another order (12 digits rounded on both sides tipped a tie)
+    assert near(small_blocks) == json.loads(json.dumps(figures(connect(fresh, run_id="sample"), "sample")))
 
 
 def test_the_shipped_derived_table_schemas_are_what_binding_the_definitions_gives():
