@@ -456,6 +456,32 @@ GENERATED = {
 }
 
 
+def markdown(tables: tuple[Table, ...] = TABLES) -> str:
+    """docs/store.md's table of the derived tables, from their declarations (``tests/test_docs.py`` keeps the
+    doc equal to it; ``python -m tests.test_docs tables`` prints it)."""
+    lines = [
+        "| table | key | scope (refresh) | what it holds | definition | read as |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t in tables:
+        scope = t.scope if t.refresh is None else f"{t.scope} ({t.refresh})"
+        lines.append(
+            f"| `{t.name}` | {', '.join(t.key)} | {scope} | {t.what} | `{t.source.replace('$run', 'run')}` "
+            f"| {_read_names(t)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _read_names(table: Table) -> str:
+    """The names the analyses read a table by: its macro (``read_as``) and its further views and macros."""
+    read_as = f"_{table.name}" if table.read_as is None else table.read_as
+    names = [f"macro `{read_as}`"] if read_as else []
+    for view in table.views:
+        kind, name = re.match(r"(VIEW|MACRO) (\w+)", view).groups()
+        names.append(f"{kind.lower()} `{name}`")
+    return ", ".join(names)
+
+
 def generated(tables: tuple[Table, ...] = TABLES) -> dict[str, str]:
     """Each generated file's text (by ``sqlfiles`` name) for ``tables``."""
     return {

@@ -1,17 +1,19 @@
 """README.md and docs/ promise commands, views, columns and variables: each must exist, and each that exists
 must be promised. README is the user's guide and links the docs that list them (commands, views, configuration,
-benchmarks); ``python -m tests.test_docs`` prints docs/configuration.md's table from the code."""
+benchmarks); ``python -m tests.test_docs`` prints docs/configuration.md's table from the code, ``python -m
+tests.test_docs tables`` docs/store.md's table of the derived tables (``queries.tables.markdown``)."""
 
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 
 from rollscope import semconv
 from rollscope.app import pages as app_pages
 from rollscope.app.cli import build_parser
-from rollscope.queries import catalog
+from rollscope.queries import catalog, tables
 from rollscope.settings import ENV
 from tests.conftest import ROOT, rollscope
 
@@ -92,6 +94,10 @@ def test_readme_gives_exactly_two_setup_commands_and_names_the_full_run_ci_does(
     assert ci == ["make test-all"]
 
 
+def test_store_doc_lists_every_derived_table_as_declared():
+    assert tables.markdown() in _doc("store.md"), "docs/store.md: paste `python -m tests.test_docs tables`"
+
+
 def test_docs_name_every_table_macro_a_user_can_query():
     from rollscope.queries import sqlfiles
 
@@ -137,4 +143,7 @@ def test_readme_shows_the_overview_and_a_transcript_and_says_what_a_bare_machine
 
 
 if __name__ == "__main__":
-    print(configuration_table())
+    if sys.argv[1:] == ["tables"]:
+        print(tables.markdown(), end="")
+    else:
+        print(configuration_table())
