@@ -173,13 +173,11 @@ def candidates(con, run_id: str, pattern: str | None, regex: bool):
     deadline = time.monotonic() + BUILD_BUDGET_S
     for segment in files:
         found = sidecars.load(segment)
-        if (
-            found is None
-            and sum(sidecars.row_groups(segment)) * BUILD_S_PER_ROW <= deadline - time.monotonic()
-        ):
-            found = build(con, segment)
+        if found is None:
+            groups = sidecars.row_groups(segment)  # its footer, read once
+            if sum(groups) * BUILD_S_PER_ROW <= deadline - time.monotonic():
+                found = build(con, segment)
         if found is None:  # left for a later search or `rollscope derive`: every row group is a candidate
-            groups = sidecars.row_groups(segment)
             keep = [True] * len(groups)
         else:
             groups, bitmaps = found
