@@ -49,7 +49,7 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from benchmarks.fixtures.otlp_json import encode_json  # noqa: E402
+from benchmarks.fixtures.otlp_json import encode_json, map_ids  # noqa: E402
 from rollscope.collectors import otlp, otlp_json, otlp_protobuf  # noqa: E402
 from rollscope.collectors.receiver import RECEIVER_GC  # noqa: E402
 from rollscope.collectors.rows import SpanRows  # noqa: E402
@@ -145,13 +145,7 @@ def json_format_decode(body: bytes) -> otlp.Decoded:
     """OTLP/JSON through protobuf's own JSON parser: hex ids into the base64 ``json_format`` expects,
     ``ParseDict`` (unknown fields ignored, as OTLP asks), then the receiver's protobuf path."""
     data = json.loads(body)
-    for rs in data.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for span in ss.get("spans", []):
-                for holder in (span, *span.get("links", [])):
-                    for key in ("traceId", "spanId", "parentSpanId"):
-                        if key in holder:
-                            holder[key] = base64.b64encode(bytes.fromhex(holder[key])).decode()
+    map_ids(data, lambda value: base64.b64encode(bytes.fromhex(value)).decode())
     request = json_format.ParseDict(data, ExportTraceServiceRequest(), ignore_unknown_fields=True)
     return otlp_protobuf.decode_protobuf(request.SerializeToString())
 
