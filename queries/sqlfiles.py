@@ -53,7 +53,8 @@ Over = tuple[str, str | None]  # (outer file, series): see ``statements``
 def statements(name: str, over: Over | None = None) -> tuple[Statement, ...]:
     """The statements of one file, each with the names of the ``$parameters`` it uses (DuckDB's parse) and
     whether it answers with rows. With ``over=(outer, series)`` the last one, a query, is read by the file
-    ``outer``'s query as ``analysis``: ``WITH analysis AS (...) <outer>``, one statement. With a ``series`` (a
+    ``outer``'s query as ``analysis``: ``WITH analysis AS (...) <outer>``, one statement (an outer query with
+    its own ``WITH`` gets ``analysis`` as its first table expression). With a ``series`` (a
     column name, or "NULL"), ``analysis`` also has ``_series`` (that column) and ``_position`` (the row's place
     in the result), for a figure computed along each series in order (``analyses/rolling_mean.sql``)."""
     parsed = tuple(
@@ -68,7 +69,12 @@ def statements(name: str, over: Over | None = None) -> tuple[Statement, ...]:
     (*first, (last, used, _)), (wrapper,) = parsed, statements(outer)
     if series is not None:
         last = f"SELECT *, {series} AS _series, row_number() OVER () AS _position FROM ({last})"
-    return (*first, (f"WITH analysis AS ({last})\n{wrapper[0]}", used | wrapper[1], True))
+    own = _LEADING_WITH.match(wrapper[0])
+    read_by = f",\n{wrapper[0][own.end() :]}" if own else f"\n{wrapper[0]}"
+    return (*first, (f"WITH analysis AS ({last}){read_by}", used | wrapper[1], True))
+
+
+_LEADING_WITH = re.compile(r"\A(?:\s*--[^\n]*\n)*\s*WITH\s+(?!RECURSIVE\b)", re.IGNORECASE)
 
 
 Fill = Mapping[str, "str | bool | Sequence[str | Path]"]
