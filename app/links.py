@@ -40,6 +40,13 @@ def listing(run_id: str, key: str, selection: examples.Selection, steps=None, en
     return rollouts(run_id, examples=key, **scope)
 
 
+def listing_line(run_id: str, key: str, selection: examples.Selection, **scope) -> str:
+    """``Examples: list the rollouts lost at nonzero signal``, a link to the whole selection on the Rollouts page,
+    for a figure whose examples are not picked on its own page (a check that passes, a lever that does not
+    apply): the link costs no query, and a run of millions of rollouts pays for the selection when it is opened."""
+    return f"Examples: [list the {selection.what}]({listing(run_id, key, selection, **scope)})"
+
+
 def example_line(run_id: str, key: str, selection: examples.Selection, found: pd.DataFrame, **scope) -> str:
     """``Examples: `s3-g1-0` · `s3-g4-2` … (5 of the 72 rollouts lost at nonzero signal) · all of them``, each
     a link (markdown, ids as code spans)."""

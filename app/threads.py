@@ -50,6 +50,9 @@ class Figures:
     def __getitem__(self, name):
         return self._futures[name].result()
 
+    def __contains__(self, name) -> bool:  # whether it was asked for (without it, ``in`` would iterate)
+        return name in self._futures
+
     def __iter__(self) -> Figures:
         return self
 

@@ -20,9 +20,9 @@ from streamlit.testing.v1 import AppTest
 
 from benchmarks.fixtures.seeded_runs import RunWriter
 from rollscope import formats, semconv
-from rollscope.app import charts, comparison, explorer, readers, sidebar
+from rollscope.app import charts, comparison, explorer, links, readers, sidebar
 from rollscope.app import pages as app_pages
-from rollscope.queries import analyses, trace
+from rollscope.queries import analyses, examples, trace
 from rollscope.queries.checks import run_checks
 from rollscope.queries.reader import Reader
 from rollscope.queries.report import report
@@ -146,6 +146,17 @@ def test_overview_shows_the_report_the_checks_and_the_trends(sample_store, con):
     ] + [f":green[:material/check_circle: **{r.name}**]: {r.message}" for r in passing]
     usable = analyses.trend(con, RUN, "usable")
     assert traces(figure(at, "trend-usable"))["usable"]["y"] == usable["usable"].tolist()
+    # a failing check names a few of the rollouts it rests on; a passing one links to their list alone
+    captions = "\n".join(c.value for c in at.caption)
+    for r in results:
+        selection = examples.CHECKS.get(r.name)
+        if selection is None:
+            continue
+        picked = examples.rollouts(con, RUN, selection)
+        if r.ok:
+            assert links.listing_line(RUN, f"check:{r.name}", selection) in captions
+        else:
+            assert len(picked) and links.example_line(RUN, f"check:{r.name}", selection, picked) in captions
 
 
 def test_funnel_page_draws_the_funnel_and_answers_what_if(sample_store, con):

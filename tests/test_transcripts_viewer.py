@@ -391,8 +391,11 @@ def test_every_loss_check_and_lever_links_to_its_examples(agent, con):
     assert (
         "(3 of the 3 rollouts lost at nonzero signal (only scored attempt in its group))" in pages["funnel"]
     )
-    check = examples.rollouts(con, RUN, examples.CHECKS["nonzero-signal"])
-    assert f"[list all {len(check)}](./rollouts?run=agent&stage=nonzero_signal)" in pages["overview"]
+    # every check passes on this run: each links to its list, and no examples are picked for a passing check
+    assert (
+        "Examples: [list the rollouts lost at nonzero signal](./rollouts?run=agent&stage=nonzero_signal)"
+        in pages["overview"]
+    )
     lever = examples.rollouts(con, RUN, examples.LEVERS["tool_waits"])
     assert (
         f"[list all {lever['total'].iloc[0]}](./rollouts?run=agent&examples=lever%3Atool_waits)"

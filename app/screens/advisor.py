@@ -73,11 +73,12 @@ def lever(filters: Filters, row: dict) -> None:
         st.caption(f"Why not: {row['why_not']}.")
     st.markdown(f"Evidence: [{TITLES[row['page']]}](./{row['page']}?run={filters.run_id})")
     selection = examples.LEVERS.get(row["lever"])
-    if selection is not None:
+    key = f"lever:{row['lever']}"
+    if selection is not None and row["applies"]:  # a lever that does not apply links to its list alone
         found = calls.examples(filters, selection, scoped=False, steps=filters.steps, **lever_options(row))
-        st.caption(
-            links.example_line(filters.run_id, f"lever:{row['lever']}", selection, found, steps=filters.steps)
-        )
+        st.caption(links.example_line(filters.run_id, key, selection, found, steps=filters.steps))
+    elif selection is not None:
+        st.caption(links.listing_line(filters.run_id, key, selection, steps=filters.steps))
 
 
 def lever_options(row: dict) -> dict:

@@ -64,8 +64,12 @@ def checks(filters: Filters, results: pd.DataFrame) -> None:
         else f"All {len(results)} checks pass (`rollscope check`; thresholds in docs/report.md)."
     )
     selections = {c: examples.CHECKS[c] for c in results["check"] if c in examples.CHECKS}
-    found = threads.at_once(
-        {c: partial(calls.examples, filters, s, scoped=False) for c, s in selections.items()}
+    found = threads.at_once(  # examples picked for the failing checks; a passing one links to its list
+        {
+            c: partial(calls.examples, filters, s, scoped=False)
+            for c, s in selections.items()
+            if c in set(failing["check"])
+        }
     )
     for row in results.itertuples(index=False):  # failing first, in red (an st.error means the page broke)
         if row[0] == "✗":
@@ -77,7 +81,11 @@ def checks(filters: Filters, results: pd.DataFrame) -> None:
             st.markdown(f":green[:material/check_circle: **{row.check}**]: {row.message}")
         if row.check in selections:
             key, selection = f"check:{row.check}", selections[row.check]
-            st.caption(links.example_line(filters.run_id, key, selection, found[row.check]))
+            st.caption(
+                links.example_line(filters.run_id, key, selection, found[row.check])
+                if row.check in found
+                else links.listing_line(filters.run_id, key, selection)
+            )
 
 
 def trends(series_by_metric: Iterable[tuple[str, pd.DataFrame]]) -> None:
