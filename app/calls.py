@@ -136,6 +136,13 @@ def examples(filters: Filters, selection, *, scoped: bool = True, **options):
     return call(filters.store, queries_examples.rollouts, filters.run_id, selection, **scope, **options)
 
 
+def examples_inline(filters: Filters) -> bool:
+    """Whether the page picks its figures' examples itself (``queries.examples.inline``), else links to lists."""
+    from rollscope.queries import examples as queries_examples
+
+    return call(filters.store, queries_examples.inline, filters.run_id)
+
+
 def continuity(filters: Filters, rollout_id: str):
     """The rollout's turns with where prefix continuity broke and where compaction happened (``trace.continuity``),
     read in its time window (``trace.window``, cached with the rollout's other lookups)."""

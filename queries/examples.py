@@ -18,6 +18,10 @@ from rollscope.queries.analyses import ADVICE_DEFAULTS, _filters
 from rollscope.semconv import FUNNEL_RATES
 
 EXAMPLES = 5  # examples a figure links to
+# Runs of up to this many rollouts have a figure's examples picked on its own page. A selection reads every
+# rollout of the run (0.2-1.5 s a selection at 2.2M rollouts, a 30M-span run): beyond this, a figure links to
+# its list, and the Rollouts page picks them when it is opened.
+INLINE_ROLLOUTS = 250_000
 LIST_LIMIT = 500  # rollouts the Rollouts page lists of one selection
 SOURCES = {  # kind -> the SQL file that finds it
     **dict.fromkeys(
@@ -112,6 +116,14 @@ def rollouts(
         **_filters(steps, environment),
         **{**selection.params, **params},
     )
+
+
+def inline(con, run_id: str) -> bool:
+    """Whether the run is small enough (``INLINE_ROLLOUTS``) for a page to pick its figures' examples."""
+    size = sqlfiles.run(
+        con, "examples/size", title="Example query failed", fetch=sqlfiles.first_row, run_id=run_id
+    )
+    return size["rollouts"] <= INLINE_ROLLOUTS
 
 
 def count_line(found: pd.DataFrame, selection: Selection) -> str:

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from benchmarks.fixtures.agent_runs import HOSTILE, SYSTEM, write_agent_run
@@ -371,6 +372,30 @@ def test_a_funnel_loss_link_lists_its_rollouts(agent, con):
     at = open_viewer(agent[0], stage="nonzero_signal", reason="only scored attempt in its group")
     listed = table(at, "sample_decision")["rollout_id"]
     assert set(listed) == {"hostile-0", "long-0", "big-0"}
+
+
+def test_a_long_runs_pages_link_each_figure_to_its_list_without_picking_examples(agent, monkeypatch, request):
+    # a run of more rollouts than INLINE_ROLLOUTS (here: any) would read every rollout per figure on each render
+    monkeypatch.setattr(examples, "INLINE_ROLLOUTS", 0)
+    st.cache_data.clear()  # pages cache whether a run is small; here it is not, for this test alone
+    request.addfinalizer(st.cache_data.clear)
+    store, _ = agent
+    pages = {}
+    for page in ("funnel", "advisor"):
+        at = AppTest.from_file(str(APP), default_timeout=120)
+        at.session_state["store"] = str(store)
+        at.query_params["run"] = RUN
+        at.run()
+        at.switch_page(f"screens/{page}.py").run()
+        assert not at.exception
+        pages[page] = "\n".join(e.value for e in (*at.markdown, *at.caption))
+    assert (
+        "- **nonzero signal · only scored attempt in its group**: 3 · Examples: [list the rollouts lost at "
+        "nonzero signal (only scored attempt in its group)](./rollouts?run=agent&stage=nonzero_signal"
+        "&reason=only+scored+attempt+in+its+group)"
+    ) in pages["funnel"]
+    assert app_links.listing_line(RUN, "lever:tool_waits", examples.LEVERS["tool_waits"]) in pages["advisor"]
+    assert "list all" not in pages["funnel"] + pages["advisor"] and "[`" not in pages["funnel"]
 
 
 def test_every_loss_check_and_lever_links_to_its_examples(agent, con):

@@ -74,7 +74,7 @@ def lever(filters: Filters, row: dict) -> None:
     st.markdown(f"Evidence: [{TITLES[row['page']]}](./{row['page']}?run={filters.run_id})")
     selection = examples.LEVERS.get(row["lever"])
     key = f"lever:{row['lever']}"
-    if selection is not None and row["applies"]:  # a lever that does not apply links to its list alone
+    if selection is not None and row["applies"] and calls.examples_inline(filters):  # else its list alone
         found = calls.examples(filters, selection, scoped=False, steps=filters.steps, **lever_options(row))
         st.caption(links.example_line(filters.run_id, key, selection, found, steps=filters.steps))
     elif selection is not None:

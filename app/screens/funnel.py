@@ -83,12 +83,21 @@ def examples(filters: Filters, losses) -> None:
         queries_examples.lost(stage, reason)
         for stage, reason in zip(losses["stage"], losses["reason"], strict=True)
     ]  # noqa: E501
+    scope = {"steps": filters.steps, "environment": filters.environment}
+    if not calls.examples_inline(filters):  # a long run: each loss links to its list, picked when opened
+        lines = [
+            f"- **{charts.label(stage)} · {reason}**: {charts.count(lost)} · "
+            + links.listing_line(filters.run_id, "", sel, **scope)
+            for stage, reason, lost, sel in zip(
+                losses["stage"], losses["reason"], losses["lost"], selections, strict=True
+            )
+        ]
+        st.markdown("**What the lost rollouts did**, each loss's rollouts listed:\n" + "\n".join(lines))
+        return
     found = threads.at_once({i: partial(calls.examples, filters, sel) for i, sel in enumerate(selections)})
     lines = [
         f"- **{charts.label(stage)} · {reason}**: "
-        + links.example_line(
-            filters.run_id, "", sel, found[i], steps=filters.steps, environment=filters.environment
-        )  # noqa: E501
+        + links.example_line(filters.run_id, "", sel, found[i], **scope)
         for i, (stage, reason, sel) in enumerate(
             zip(losses["stage"], losses["reason"], selections, strict=True)
         )

@@ -64,12 +64,9 @@ def checks(filters: Filters, results: pd.DataFrame) -> None:
         else f"All {len(results)} checks pass (`rollscope check`; thresholds in docs/report.md)."
     )
     selections = {c: examples.CHECKS[c] for c in results["check"] if c in examples.CHECKS}
+    picked = set(failing["check"]) if calls.examples_inline(filters) else set()
     found = threads.at_once(  # examples picked for the failing checks; a passing one links to its list
-        {
-            c: partial(calls.examples, filters, s, scoped=False)
-            for c, s in selections.items()
-            if c in set(failing["check"])
-        }
+        {c: partial(calls.examples, filters, s, scoped=False) for c, s in selections.items() if c in picked}
     )
     for row in results.itertuples(index=False):  # failing first, in red (an st.error means the page broke)
         if row[0] == "✗":

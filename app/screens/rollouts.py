@@ -280,11 +280,24 @@ def trace(filters: Filters, rollout_id: str) -> None:
     """The rollout's outcome, then the view chosen: each view reads only what it shows, in the rollout's
     time window."""
     bounds, store, run = calls.window(filters, rollout_id), filters.store, filters.run_id
+    shown = (
+        st.session_state.get("rollout-view") or VIEWS[0]
+    )  # the view drawn below, asked for with the outcome
     figures = threads.at_once(
         {
             "rollout": partial(calls.call, store, trace_queries.rollout, run, rollout_id, bounds),
             "stage": partial(calls.call, store, transcripts.stage, run, rollout_id),
             "scores": partial(calls.call, store, transcripts.scores, run, rollout_id, bounds),
+            **(
+                {
+                    "conversation": partial(
+                        calls.call, store, transcripts.conversation, run, rollout_id, bounds
+                    ),
+                    "marks": partial(calls.continuity, filters, rollout_id),
+                }
+                if shown == "Conversation"
+                else {}
+            ),
         }
     )
     rollout = figures["rollout"]
@@ -293,9 +306,8 @@ def trace(filters: Filters, rollout_id: str) -> None:
         return
     outcome(rollout, figures["stage"], figures["scores"])
     view = st.segmented_control("View", VIEWS, default=VIEWS[0], key="rollout-view", required=True)
-    if view == "Conversation":
-        frame = calls.call(store, transcripts.conversation, run, rollout_id, bounds)
-        conversation.conversation(filters, rollout_id, frame, marks=calls.continuity(filters, rollout_id))
+    if view == "Conversation":  # the widget's value is the session's, read above as ``shown``
+        conversation.conversation(filters, rollout_id, figures["conversation"], marks=figures["marks"])
     elif view == "Group":
         group(filters, rollout_id, calls.call(store, trace_queries.group, run, rollout_id, bounds))
     elif view == "Task history":
