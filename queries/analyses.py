@@ -736,9 +736,18 @@ def detector_summary(con, run_id: str, rule: str, threshold: float, window: int,
     return record(query(con, sql, require_run(con, run_id), over="detector_summary", **params))
 
 
+EPISODE_COLUMNS = ("first_step", "last_step", "steps", "environment", "part")  # detector_episodes.sql's
+
+
 def detector_episodes(con, run_id: str, rule: str, threshold: float, window: int, **options) -> pd.DataFrame:
     """The stretches of consecutive steps the detector fired at: first and last step, steps, and the environment
-    and part that fired (``analyses/detector_episodes.sql``)."""
+    and part that fired (``analyses/detector_episodes.sql``). No stretch, without reading the detector's rows again,
+    when its summary says it never fired: a page reads the summary anyway, and on a Memo it is computed once (a
+    detector's rows cost up to 0.35 s at 30M spans)."""
+    if not detector_summary(con, run_id, rule, threshold, window, **options).get("steps_fired"):
+        import pandas  # as DuckDB's frames do, imported where a frame is made
+
+        return pandas.DataFrame({c: pandas.Series(dtype=object) for c in EPISODE_COLUMNS})
     params = _detector_params(threshold, window, options)
     return query(con, _detector_sql(rule), require_run(con, run_id), over="detector_episodes", **params)
 

@@ -58,6 +58,23 @@ def test_a_collapsed_entropy_that_comes_back_passes_again():
 
 
 @pytest.mark.long
+def test_a_detectors_stretches_cover_the_steps_it_fired_at_and_are_none_when_it_never_fired():
+    store, _ = simulated_preset("entropy-collapse")
+    con = connect(store)
+    for rule, verdict in verdicts(store, "entropy-collapse").items():
+        found = analyses.detector_episodes(con, "entropy-collapse", rule, **checks.detector_parameters(rule))
+        assert tuple(found.columns) == analyses.EPISODE_COLUMNS, rule
+        if verdict["steps_fired"]:
+            assert (found["first_step"].min(), found["last_step"].max()) == (
+                verdict["first_step"],
+                verdict["last_step"],
+            )
+            assert found["steps"].sum() == verdict["steps_fired"], rule
+        else:
+            assert found.empty, rule
+
+
+@pytest.mark.long
 def test_a_detector_still_firing_fails_its_check_naming_the_step_it_first_fired_at():
     store, truth = simulated_preset("kl-acceleration")
     verdict = verdicts(store, "kl-acceleration")["kl-acceleration"]
