@@ -11,7 +11,9 @@ row group can hold: no rollout can overtake them. It then completes just those r
 hits from the unread row groups that overlap their time, from ``lo_ns`` (a minute before the rollout's
 ``rl.rollout`` span, the clock skew ``window.sql`` allows, the one assumption: the viewer's too) to their last
 hit. Row groups that end before every chosen rollout's ``lo_ns`` are never read (a step range, a few
-rollouts). A phrase found nowhere, or in fewer than ``limit`` rollouts, still reads every candidate.
+rollouts). A phrase found nowhere, or in fewer than ``limit`` rollouts, must read every candidate: a rare one's
+few row groups are walked to the end; when more than ``WALK_SHARE`` of the run is left and the first batches
+say the walk would read it, ``search.sql`` reads the run instead (DuckDB's own scan is the faster reader).
 
 Exact: the same rows, order and snippets as ``search.sql`` (``tests/test_transcripts_search_walk.py``).
 """
