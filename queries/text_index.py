@@ -1,21 +1,21 @@
 """Text search through the trigram sidecars (``store.text_index``): which row groups of a run's messages can hold
-what is searched for, read alone, so ``search.sql`` reads a few row groups instead of the run.
+what is searched for, so a search (``text_search``) reads those alone instead of the run.
 
 Exact by construction: a sidecar's row group has every byte trigram of its texts lowercased by DuckDB's
 ``lower`` (``index_text.sql``: the text ``search.sql`` searches), and a message whose lowercased text contains
 ``lower(pattern)`` has every trigram of it; a regular expression (RE2, case-insensitive) is pruned by the
 literal runs every match must contain (``regex_literals``), without ``s`` (RE2 folds ``ſ`` to it, ``lower``
-does not). ``search.sql`` then applies its own predicate to the candidates. A pattern with no trigram (shorter
-than three bytes, a regular expression with no literal run of three) is a scan, as is one whose candidates are
-more than ``MAX_SHARE`` of the run's rows (reading them one row group at a time would cost more). Sidecars
-missing or stale are built on the way (``build``) while they fit ``BUILD_BUDGET_S`` a search (a live run's new
-segments, small); the segments left are read whole until ``rollscope derive`` (``index_run``) builds them.
-"""
+does not). ``search_hits.sql`` then applies search.sql's own predicate to the candidates. A pattern with no
+trigram (shorter than three bytes, a regular expression with no literal run of three) keeps every row group:
+the search still reads them newest first and stops early where it can. Sidecars missing or stale are built on
+the way (``build``) while they fit ``BUILD_BUDGET_S`` a search (a live run's new segments, small); the
+segments left keep every row group until ``rollscope derive`` (``index_run``) builds them."""
 
 from __future__ import annotations
 
 import string
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -23,7 +23,6 @@ import duckdb
 from rollscope.queries import sqlfiles
 from rollscope.store import text_index as sidecars
 
-MAX_SHARE = 0.25  # of the run's rows: more candidates than this and the search scans
 BUILD_BUDGET_S = 2.0  # the most a search spends building the sidecars of segments that lack one
 BUILD_S_PER_ROW = 30e-6  # a sidecar's cost per message (measured: 7.3 s for a 302k-message segment, loaded)
 _HASH = 2654435761  # Knuth's multiplicative hash of a 24-bit trigram
@@ -37,11 +36,10 @@ COLUMNS = [
     "start_ns",
     "span_id",
     "ordinal",
-    "finish_reason",
     "content",
     "reasoning",
     "tool_calls",
-]  # what search.sql reads of a message
+]  # what search_hits.sql reads of a message
 TEXT_COLUMNS = ["content", "reasoning", "tool_calls"]  # what a sidecar is built from (index_text.sql)
 
 
@@ -160,34 +158,50 @@ def segments(con, run_id: str) -> list[Path] | None:
     return [Path(p) for (p,) in paths if Path(p).parent.name == f"run_id={run_id}"]
 
 
-def candidates(con, run_id: str, pattern: str | None, regex: bool):
-    """A reader of the run's candidate messages (``COLUMNS``: the row groups whose sidecar holds every trigram
-    of ``pattern``), or None: search every message."""
+@dataclass(frozen=True)
+class Block:
+    """One row group of a messages segment: its rows, and the earliest and latest ``start_ns`` of them
+    (infinite where its statistics do not bound them)."""
+
+    segment: Path
+    group: int
+    rows: int
+    lo: float
+    hi: float
+
+
+def candidates(con, run_id: str, pattern: str | None, regex: bool) -> tuple[list[Block], int] | None:
+    """The run's row groups that can hold a message matching ``pattern`` (those whose sidecar holds every
+    trigram of it; every row group when it has no trigram, or no pattern) and how many messages the run has,
+    or None without a reader (whose segments are not known: search every message)."""
+    files = segments(con, run_id)
+    if files is None:
+        return None
+    wanted = required(con, pattern, regex) if pattern else None
+    deadline = time.monotonic() + BUILD_BUDGET_S
+    blocks, total = [], 0
+    for segment in files:
+        rows, times = sidecars.row_groups(segment), sidecars.time_ranges(segment)
+        kept = range(len(rows)) if wanted is None else _kept(con, segment, wanted, deadline)
+        blocks += [Block(segment, g, rows[g], *times[g]) for g in kept]
+        total += sum(rows)
+    return blocks, total
+
+
+def _kept(con, segment: Path, wanted, deadline: float) -> list[int]:
+    """The row groups of ``segment`` whose sidecar has every bit of ``wanted``; all of them when it has no
+    sidecar (one is built first while it fits the time left until ``deadline``)."""
     import numpy as np
 
-    files = segments(con, run_id) if pattern else None
-    wanted = required(con, pattern, regex) if files else None
-    if wanted is None:
-        return None
-    picked, total, chosen = [], 0, 0
-    deadline = time.monotonic() + BUILD_BUDGET_S
-    for segment in files:
-        found = sidecars.load(segment)
-        if found is None:
-            groups = sidecars.row_groups(segment)  # its footer, read once
-            if sum(groups) * BUILD_S_PER_ROW <= deadline - time.monotonic():
-                found = build(con, segment)
-        if found is None:  # left for a later search or `rollscope derive`: every row group is a candidate
-            keep = [True] * len(groups)
-        else:
-            groups, bitmaps = found
-            keep = np.all((bitmaps[:, wanted >> 3] >> (wanted & 7).astype(np.uint8)) & 1, axis=1)
-        total += sum(groups)
-        chosen += sum(g for g, k in zip(groups, keep, strict=True) if k)
-        picked.append((segment, [i for i, k in enumerate(keep) if k]))
-    if chosen > MAX_SHARE * total:
-        return None
-    return _reader([(s, g) for s, g in picked if g])
+    found = sidecars.load(segment)
+    if found is None:
+        groups = sidecars.row_groups(segment)
+        if sum(groups) * BUILD_S_PER_ROW > deadline - time.monotonic():
+            return list(range(len(groups)))  # left for a later search or `rollscope derive`
+        found = build(con, segment)
+    bitmaps = found[1]
+    keep = np.all((bitmaps[:, wanted >> 3] >> (wanted & 7).astype(np.uint8)) & 1, axis=1)
+    return [int(g) for g in np.flatnonzero(keep)]
 
 
 def index_run(con, run_id: str) -> int:
@@ -209,22 +223,16 @@ def _schema():
     return pa.schema([MESSAGES_SCHEMA.field(c) for c in COLUMNS])
 
 
-def no_candidates():
-    """An empty table of the candidates' columns (what ``search.sql`` reads when it reads the messages view)."""
-    return _schema().empty_table()
-
-
-def _reader(picked):
+def read(blocks: list[Block]):
+    """The messages of ``blocks`` (``COLUMNS``), as one Arrow table (what ``search_hits.sql`` reads); each
+    segment's row groups read together, in parallel."""
     import pyarrow as pa
 
-    schema = _schema()
-
-    def batches():
-        for segment, groups in picked:
-            for group in groups:
-                yield from sidecars.read_groups(segment, [group], COLUMNS).to_batches()
-
-    return pa.RecordBatchReader.from_batches(schema, batches())
+    by_segment: dict[Path, list[int]] = {}
+    for block in blocks:
+        by_segment.setdefault(block.segment, []).append(block.group)
+    tables = [sidecars.read_groups(s, groups, COLUMNS) for s, groups in by_segment.items()]
+    return pa.concat_tables(tables) if tables else _schema().empty_table()
 
 
 def prefilter(con, pattern: str | None) -> str:

@@ -15,6 +15,8 @@ REUSE_STEPS = 16  # optimizer steps after its first in which a rollout's samples
 # History prefilled again for no recorded reason that is not a break of continuity but the prompt's last partial
 # cache block (vLLM caches 16-token blocks): continuity.sql marks unattributed re-prefill from this many tokens.
 BREAK_MIN_TOKENS = 64
+# Clock skew between the hosts that write a rollout's spans: they start within a minute of it (window.sql).
+SKEW_NS = 60_000_000_000
 
 
 def _query(con, name: str, **params) -> pd.DataFrame:

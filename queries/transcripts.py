@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rollscope.queries import sqlfiles, text_index, trace
+from rollscope.queries import sqlfiles, text_index, text_search, trace
 from rollscope.queries.analyses import _filters
 
 SHOWN_CHARS = 2_000  # a text longer than this is shown cut at first (head and tail), whole on demand
 SEARCH_LIMIT = 200
 HISTORY_LIMIT = 200
-SKEW_NS = 60_000_000_000  # a minute each side of a group's rollouts, as window.sql allows for clock skew
 
 
 def _query(con, name: str, **params) -> pd.DataFrame:
@@ -59,7 +58,7 @@ def group_conversations(
     attempts = trace.group(con, run_id, rollout_id, _window(con, run_id, rollout_id, bounds))
     if attempts.empty:
         return conversations(con, run_id, [], None, None, max_chars)
-    lo, hi = int(attempts["start_ns"].min()) - SKEW_NS, int(attempts["end_ns"].max()) + SKEW_NS
+    lo, hi = int(attempts["start_ns"].min()) - trace.SKEW_NS, int(attempts["end_ns"].max()) + trace.SKEW_NS
     return conversations(con, run_id, attempts["rollout_id"].tolist(), lo, hi, max_chars)
 
 
@@ -120,25 +119,22 @@ def search(
     lost_reason: str | None = None,
     finish_reason: str | None = None,
     limit: int = SEARCH_LIMIT,
+    walk: bool = True,
 ) -> pd.DataFrame:
     """Rollouts of ``run_id`` with a message matching ``pattern`` (a substring, or with ``regex`` a regular
     expression; either case-insensitive) and every filter given (``text``: in the rollout or task id, as
-    ``trace.search``), newest first, one row per rollout with its
-    first hit's snippet (``search.sql``). A bad regular expression raises QueryError. The messages read are
-    those the trigram sidecars leave as candidates where they can tell (``text_index``)."""
+    ``trace.search``), newest first, one row per rollout with its first hit's snippet (``search.sql``). A bad
+    regular expression raises QueryError. A reader's search reads the row groups the trigram sidecars leave,
+    newest first, and stops once the newest ``limit`` are known (``text_search``); ``walk=False`` reads every
+    message through search.sql, the definition (what tests and benchmarks check the walk against)."""
     reward_min, reward_max = reward if reward is not None else (None, None)
     pattern = pattern or None
-    cur = con.cursor()  # the candidates are this cursor's alone
-    found = text_index.candidates(cur, run_id, pattern, bool(regex))
-    cur.register("_search_candidates", found if found is not None else text_index.no_candidates())
-    return _query(
-        cur,
-        "search",
-        indexed=found is not None,
-        prefilter=text_index.prefilter(cur, pattern),
+    cur = con.cursor()  # what the search registers is this cursor's alone
+    params = dict(
         run_id=run_id,
         pattern=pattern,
         regex=bool(regex),
+        prefilter=text_index.prefilter(cur, pattern),
         text=text or None,
         status=status,
         **_filters(steps, environment),
@@ -149,3 +145,5 @@ def search(
         finish_reason=finish_reason,
         limit=limit,
     )
+    found = text_search.search(cur, params) if walk else None
+    return found if found is not None else _query(cur, "search", **params)

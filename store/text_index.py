@@ -15,6 +15,8 @@ records its segment's size in bytes and row count per row group: one that does n
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,10 +44,34 @@ def _places(segment: Path) -> list[Path]:
 
 def row_groups(segment: Path | str) -> list[int]:
     """Rows in each row group of ``segment``, from its footer."""
+    meta = _footer(str(segment), Path(segment).stat().st_size)
+    return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+
+
+def time_ranges(segment: Path | str) -> list[tuple[float, float]]:
+    """Each row group's earliest and latest ``start_ns``, from its footer's statistics: what a search that
+    wants the newest messages reads first by. ``(-inf, inf)`` for a row group they do not bound (no
+    statistics, or a row without a time)."""
+    meta = _footer(str(segment), Path(segment).stat().st_size)
+    paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    column = paths.index("start_ns") if "start_ns" in paths else -1
+    return [_bounds(meta.row_group(i), column) for i in range(meta.num_row_groups)]
+
+
+def _bounds(group, column: int) -> tuple[float, float]:
+    stats = group.column(column).statistics if column >= 0 else None
+    if stats is None or not stats.has_min_max or not stats.has_null_count or stats.null_count:
+        return (-math.inf, math.inf)
+    return (stats.min, stats.max)
+
+
+@functools.lru_cache(maxsize=256)
+def _footer(path: str, size: int):
+    """A segment's Parquet footer, read once: segments are immutable (a path of another size is another
+    file), and a search reads the footers of every segment of the run."""
     import pyarrow.parquet as pq
 
-    meta = pq.read_metadata(segment)
-    return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    return pq.read_metadata(path)
 
 
 def load(segment: Path | str) -> tuple[list[int], np.ndarray] | None:

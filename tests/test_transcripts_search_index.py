@@ -34,12 +34,9 @@ def agent(tmp_path_factory):
     return store, write_agent_run(store, RUN)
 
 
-def searched(con, pattern, regex, share: float) -> object:
-    kept, text_index.MAX_SHARE = text_index.MAX_SHARE, share
-    try:
-        return transcripts.search(con, RUN, pattern, regex=regex)
-    finally:
-        text_index.MAX_SHARE = kept
+def searched(con, pattern, regex, walk: bool) -> object:
+    """The search through the sidecars (``walk``), or search.sql reading every message."""
+    return transcripts.search(con, RUN, pattern, regex=regex, walk=walk)
 
 
 def expected(run, matches) -> set[str]:
@@ -50,17 +47,18 @@ def expected(run, matches) -> set[str]:
 def test_the_sidecars_leave_the_answer_as_it_was(agent, pattern, regex, matches):
     store, run = agent
     con = Reader(store).con
-    through = searched(con, pattern, regex, 1.0)  # the candidates read however many they are
-    assert through.equals(searched(con, pattern, regex, -1.0))  # every message read
+    through = searched(con, pattern, regex, True)
+    assert through.equals(searched(con, pattern, regex, False))  # every message read
     assert set(through["rollout_id"]) == expected(run, matches)
-    assert all(sidecars.load(s) is not None for s in text_index.segments(con, RUN))
+    if text_index.required(con, pattern, regex) is not None:  # a pattern with trigrams has them built
+        assert all(sidecars.load(s) is not None for s in text_index.segments(con, RUN))
 
 
 def test_a_phrase_said_nowhere_reads_no_row_group(agent):
     con = Reader(agent[0]).con
-    assert text_index.candidates(con, RUN, "zebra crossing quantum", False) is not None
-    assert text_index.candidates(con, RUN, "zebra crossing quantum", False).read_all().num_rows == 0
-    assert text_index.candidates(con, RUN, "ab", False) is None  # no trigram: a scan
+    assert text_index.candidates(con, RUN, "zebra crossing quantum", False)[0] == []
+    every = sum(len(sidecars.row_groups(s)) for s in text_index.segments(con, RUN))
+    assert len(text_index.candidates(con, RUN, "ab", False)[0]) == every > 0  # no trigram: every row group
 
 
 def needle_segment(store, rollout_id: str, text: str) -> None:
@@ -82,16 +80,16 @@ def test_segments_that_arrive_after_the_sidecars_are_searched_too(tmp_path):
     store = tmp_path / "store"
     run = write_agent_run(store, RUN)
     reader = Reader(store)
-    assert searched(reader.con, "flux capacitor", False, 1.0).empty  # every segment has its sidecar now
+    assert searched(reader.con, "flux capacitor", False, True).empty  # every segment has its sidecar now
     rollout = next(iter(run.attempts))
     needle_segment(store, rollout, "The Flux Capacitor overheated")
     reader.refresh()
-    found = searched(reader.con, "flux capacitor", False, 1.0)
+    found = searched(reader.con, "flux capacitor", False, True)
     assert found["rollout_id"].tolist() == [rollout] and found["snippet"].tolist() == [
         "The Flux Capacitor overheated"
     ]
-    assert found.equals(searched(reader.con, "flux capacitor", False, -1.0))
-    assert searched(reader.con, r"capacitor (overheated|melted)", True, 1.0)["rollout_id"].tolist() == [
+    assert found.equals(searched(reader.con, "flux capacitor", False, False))
+    assert searched(reader.con, r"capacitor (overheated|melted)", True, True)["rollout_id"].tolist() == [
         rollout
     ]
 
@@ -105,10 +103,10 @@ def test_a_store_the_search_cannot_write_into_keeps_its_sidecars_in_the_cache(tm
             ""
         )  # writable, whoever runs the test (root ignores modes)
     con = Reader(store).con
-    found = searched(con, "could not fix", False, 1.0)
+    found = searched(con, "could not fix", False, True)
     assert set(found["rollout_id"]) == expected(run, lambda t: "could not fix" in t.lower()) != set()
     assert list((tmp_path / "cache").rglob("*.parquet.npy"))
-    assert found.equals(searched(con, "could not fix", False, -1.0))
+    assert found.equals(searched(con, "could not fix", False, False))
 
 
 @pytest.mark.parametrize(
@@ -152,13 +150,13 @@ def test_a_search_out_of_building_time_reads_the_unindexed_segments_whole_and_de
     run = write_agent_run(store, RUN)
     con = Reader(store).con
     monkeypatch.setattr(text_index, "BUILD_BUDGET_S", 0.0)
-    hurried = searched(con, "could not fix", False, 1.0)
+    hurried = searched(con, "could not fix", False, True)
     assert not any(sidecars.load(s) for s in text_index.segments(con, RUN))  # nothing built
     assert set(hurried["rollout_id"]) == expected(run, lambda t: "could not fix" in t.lower())
     code, out, err = rollscope("derive", "--store", store, "--run", RUN)
     assert (code, err) == (0, "") and "search index of " in out, out
     assert all(sidecars.load(s) for s in text_index.segments(con, RUN))
-    assert searched(con, "could not fix", False, 1.0).equals(hurried)
+    assert searched(con, "could not fix", False, True).equals(hurried)
     assert (
         "search index" not in rollscope("derive", "--store", store, "--run", RUN)[1]
     )  # nothing left to build
