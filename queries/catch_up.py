@@ -9,6 +9,9 @@ part; the previous parts of other blocks are reused as they are. "run" tables ar
 (``refresh``). When it cannot be sure it raises ``Fallback`` and the run is derived in full (``derive``).
 
 Apart from the full derivation (``pieces``) because it builds on a previous state and must know when it cannot.
+
+Its statements are files of ``sql/raw/derive/`` run through ``sqlfiles`` (values as bound parameters; names, file
+lists of views and the fragments composed into a blocked table's rows as ``@placeholders``).
 """
 
 from __future__ import annotations
@@ -23,16 +26,16 @@ from rollscope.queries.derive_db import (
     column_names,
     connection,
     hive_paths,
+    ranges_table,
     raw_views,
     schemas_of,
     segment_ranges,
-    sql_list,
     view,
 )
 from rollscope.queries.parquet_parts import (
     FANOUT,
-    block_sql,
     consolidate,
+    union,
     with_block,
     write_blocked,
     write_whole,
@@ -61,23 +64,22 @@ class Fallback(Exception):
 INDEX = ("_traces", "_trace_keys", "_train_spans")
 
 
-# The trace index's rows of one trace and rollout merged (a later part's supersede an earlier one's, the new
-# spans' the parts'): its group, the first start and the last end.
-_INDEX_ROWS = (
-    "SELECT trace_id, rollout_id, max(group_id) AS group_id, min(lo_ns) AS lo_ns, max(hi_ns) AS hi_ns "
-    "FROM {} GROUP BY trace_id, rollout_id"
-)
+# How each index table's rows are merged (``_index_parts``): the trace index's into one row per trace and
+# rollout, its keys' into distinct pairs, the train spans' kept as they are.
+_INDEX_MERGES = {
+    "_traces": "raw/derive/index_traces",
+    "_trace_keys": "raw/derive/index_keys_merge",
+    "_train_spans": "raw/derive/index_train_merge",
+}
 
 
-# The trace index's keys of rows ``{}``: each rollout and group id, with a trace whose rows name it (a pair may
-# repeat: a lookup takes the distinct traces, and the parts' merges the distinct pairs).
-KEY_ROWS = (
-    "SELECT rollout_id AS key, trace_id FROM {0} WHERE rollout_id IS NOT NULL "
-    "UNION ALL SELECT group_id AS key, trace_id FROM {0} WHERE group_id IS NOT NULL"
-)
+def key_rows(con, target: str, rows: str) -> None:
+    """``target``: the trace index's keys of index rows ``rows`` (``index_keys.sql``)."""
+    sqlfiles.execute(con, "raw/derive/index_keys", fill={"target": target, "rows": rows})
 
 
-_IN_ROLLOUTS = "rollout_id IN (SELECT rollout_id FROM _scope_rollouts)"
+# a fragment: the rows of the scope's rollouts
+_IN_ROLLOUTS = sqlfiles.Fragment("rollout_id IN (SELECT rollout_id FROM _scope_rollouts)")
 
 
 def derive_scoped(job: Job) -> Result:
@@ -113,20 +115,13 @@ def derive_scoped(job: Job) -> Result:
         if "_trace_keys" not in parts:  # a state from before the index was looked up by key
             _key_index(con, job, parts)
         raw_views(con, [*map(str, new), schema_file("spans")], [schema_file("collector_stats")])
-        con.execute("CREATE TABLE _new AS SELECT * FROM raw_spans WHERE run_id = $run", {"run": run})
-        con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _new")
+        sqlfiles.execute(con, "raw/derive/catch_up_new", run=run)
         params = {"run": run, "samples": meta["samples"], "bound": meta["bound"]}
         why = sqlfiles.execute(con, "raw/scope_seed", fetch=sqlfiles.first_row, **params)["fallback"]
         if isinstance(why, str):
             raise Fallback(why)
         ranges.update(segment_ranges(con, measured))
-        con.execute(
-            "CREATE TABLE _new_process_activity AS SELECT * FROM _process_activity_src($run)", {"run": run}
-        )
-        con.execute(  # read once, by scope_spans.sql into the scoped spans (_train_spans_mat reads them there)
-            "CREATE VIEW _train_all AS SELECT * FROM _old__train_spans UNION ALL BY NAME "
-            "SELECT * FROM _new WHERE name IN ('rl.train_step', 'rl.weight_sync')"
-        )
+        sqlfiles.execute(con, "raw/derive/catch_up_new_activity", run=run)
         prior = _PriorSteps(con, parts["rollout_steps"])
         _scope_and_derive(con, job, parts, ranges, params, _Index(parts), prior)
         notes: dict = {}
@@ -188,7 +183,7 @@ def _stepped(con, parts: dict[str, list[Path]], blocks: set[str], read: set[Path
     grows over several passes, and reading every part of every scoped block again at each pass was a fifth
     of a small catch-up."""
     if not read:
-        con.execute("CREATE OR REPLACE TABLE _stepped (step BIGINT, rollout_id VARCHAR, trace_id VARCHAR)")
+        sqlfiles.execute(con, "raw/derive/stepped_create")
     selects = []
     for table in TABLES:
         files = [p for p in parts[table.name] if p not in read and holds(p, blocks)]
@@ -198,14 +193,15 @@ def _stepped(con, parts: dict[str, list[Path]], blocks: set[str], read: set[Path
         columns = column_names(con, f"_{table.name}_mat")  # the previous state's columns (derive_scoped)
         if "step" not in columns or not columns & {"rollout_id", "trace_id"}:
             continue
-        rollout = "rollout_id" if "rollout_id" in columns else "NULL::VARCHAR"
-        trace = "trace_id" if "trace_id" in columns and table.scope == "trace" else "NULL::VARCHAR"
+        rollout = "rollout_id" if "rollout_id" in columns else None
+        trace = "trace_id" if "trace_id" in columns and table.scope == "trace" else None
+        paths = [str(f) for f in files]
         selects.append(
-            f"SELECT DISTINCT step, {rollout} AS rollout_id, {trace} AS trace_id "
-            f"FROM read_parquet({sql_list(files)}, hive_partitioning = false)"
+            sqlfiles.fragment("raw/derive/stepped_select", rollout=rollout, trace=trace, files=paths)
         )
     if selects:
-        con.execute(f"INSERT INTO _stepped {' UNION ALL '.join(selects)}")
+        union_all = sqlfiles.Fragment(" UNION ALL ".join(selects))
+        sqlfiles.execute(con, "raw/derive/stepped_insert", fill={"selects": union_all})
 
 
 class _Index:
@@ -228,27 +224,21 @@ class _Index:
             traces = set(wanted["traces"] or ()) - self.seen_traces
             self.seen_keys.update(keys)
             for found in self.keys.read(keys):
-                held = "SELECT DISTINCT trace_id FROM _found WHERE key IN (SELECT unnest($keys))"
-                traces |= {t for (t,) in _with_found(con, found, held, keys=keys)}
+                traces |= {t for (t,) in _with_found(con, found, "raw/derive/index_keys_traces", keys=keys)}
             traces -= self.seen_traces
             if not traces:
                 return
             self.seen_traces |= traces
             for found in self.traces.read(traces):
-                _with_found(
-                    con,
-                    found,
-                    "INSERT INTO _idx SELECT trace_id, rollout_id, group_id, lo_ns, hi_ns FROM _found "
-                    "WHERE trace_id IN (SELECT unnest($traces))",
-                    traces=list(traces),
-                )
+                _with_found(con, found, "raw/derive/index_add_traces", traces=list(traces))
 
 
-def _with_found(con, found, sql: str, **params) -> list[tuple]:
-    """The rows of ``sql`` run over the Arrow table ``found`` as _found (fetched before _found goes)."""
+def _with_found(con, found, name: str, **params) -> list[tuple]:
+    """The rows of file ``name`` run over the Arrow table ``found`` as _found (fetched before _found goes;
+    none for a statement that is not a query)."""
     con.register("_found", found)
     try:
-        return con.execute(sql, params).fetchall()
+        return sqlfiles.execute(con, name, fetch=sqlfiles.fetchall, **params) or []
     finally:
         con.unregister("_found")
 
@@ -258,8 +248,8 @@ def _key_index(con, job: Job, parts: dict[str, list[Path]]) -> None:
     are, rewritten as one part sorted by trace, and the keys' part; once, over the whole index (10-15 s at 30M
     spans, most of it sorting 4.5M rows and 6.6M keys)."""
     view(con, "_old__traces", parts["_traces"], schema="_traces_mat")
-    con.execute("CREATE OR REPLACE TEMP TABLE _idx_merged AS SELECT * FROM _old__traces")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys_merged AS {KEY_ROWS.format('_idx_merged')}")
+    sqlfiles.execute(con, "raw/derive/key_index")
+    key_rows(con, "_keys_merged", "_idx_merged")
     parts["_traces"] = [write_whole(con, "_traces", "_idx_merged", job.staging)]
     parts["_trace_keys"] = [write_whole(con, "_trace_keys", "_keys_merged", job.staging)]
 
@@ -276,37 +266,18 @@ class _PriorSteps:
     grouped by rollout, which cost a catch-up 0.4-0.6 s at 30M spans (2.2M rollouts) however little was new."""
 
     def __init__(self, con, files: list[Path]):
-        self.files = files
-        con.execute("CREATE OR REPLACE TABLE _prior_steps (rollout_id VARCHAR, step BIGINT)")
-        con.execute("CREATE OR REPLACE TABLE _prior_asked (rollout_id VARCHAR)")
+        self.files = [str(f) for f in files]
+        sqlfiles.execute(con, "raw/derive/prior_steps_create")
 
-    def fill(self, con, rollouts: str) -> None:
-        """Add the previous step of each rollout ``rollouts`` (a query of a rollout_id column) names that was not
-        asked for before: one scan of rollout_steps' parts when there is one, none when there is not."""
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE _prior_wanted AS "
-            f"SELECT rollout_id FROM ({rollouts}) WHERE rollout_id IS NOT NULL "
-            "EXCEPT SELECT rollout_id FROM _prior_asked"
-        )
-        if not con.execute("SELECT count(*) FROM _prior_wanted").fetchone()[0]:
+    def fill(self, con, wanted: str, **params) -> None:
+        """Add the previous step of each rollout the file ``wanted`` names (into _prior_wanted, answering how
+        many) that was not asked for before: one scan of rollout_steps' parts when there is one, none when there
+        is not."""
+        if not sqlfiles.execute(con, wanted, fetch=sqlfiles.first_row, **params)["wanted"]:
             return
         if self.files:
-            # one row per rollout (a rollout at two steps, in a part not rewritten yet, keeps one): _replace_rows
-            # joins on it
-            con.execute(
-                "INSERT INTO _prior_steps SELECT rollout_id, any_value(step) "
-                f"FROM read_parquet({sql_list(self.files)}, hive_partitioning = false) "
-                "WHERE step IS NOT NULL AND rollout_id IN (SELECT rollout_id FROM _prior_wanted) GROUP BY ALL"
-            )
-        con.execute("INSERT INTO _prior_asked SELECT rollout_id FROM _prior_wanted")
-
-
-# Every rollout a pass of scope.sql can add to the changed ones: those it reads in _idx and _stepped (filled
-# before the pass), and those changed already.
-_SCOPE_ROLLOUTS = (
-    "SELECT rollout_id FROM _idx UNION ALL SELECT rollout_id FROM _stepped "
-    "UNION ALL SELECT rollout_id FROM _scope_changed"
-)
+            sqlfiles.execute(con, "raw/derive/prior_steps_read", files=self.files)
+        sqlfiles.execute(con, "raw/derive/prior_asked")
 
 
 def _scope_and_derive(
@@ -325,24 +296,20 @@ def _scope_and_derive(
         while True:
             _stepped(con, parts, scope_blocks(con), read)
             index.fill(con)
-            prior.fill(con, _SCOPE_ROLLOUTS)
+            prior.fill(con, "raw/derive/prior_wanted_scope")
             grown = int(sqlfiles.execute(con, "raw/scope", fetch=sqlfiles.first_row)["size"])
             if grown == size:
                 break
             size = grown
         _scoped_spans(con, job, ranges, params)
         for table in TABLES:
-            con.execute(f"DELETE FROM _{table.name}_mat")
+            sqlfiles.execute(con, "raw/derive/clear_table", fill={"table": f"_{table.name}_mat"})
         _derive_scoped_tables(con, job.run_id)
-        moved = con.execute(  # the group members read beside the scope keep their steps: not theirs
-            "SELECT DISTINCT step FROM _rollout_steps_mat WHERE step IS NOT NULL "
-            "AND step NOT IN (SELECT step FROM _scope_steps) "
-            "AND rollout_id IN (SELECT rollout_id FROM _scope_rollouts)"
-        ).fetchall()
+        moved = [step for (step,) in sqlfiles.execute(con, "raw/derive/moved_steps", fetch=sqlfiles.fetchall)]
         if not moved:
             return
         log.info("run %s: scoped rollouts moved to steps %s", job.run_id, moved)
-        con.executemany("INSERT INTO _scope_steps VALUES (?)", moved)
+        sqlfiles.execute(con, "raw/derive/scope_steps_add", steps=moved)
     raise Fallback("the scope kept growing")
 
 
@@ -354,44 +321,33 @@ def _derive_scoped_tables(con, run: str) -> None:
         for t in TABLES
         if t.refresh in ("rederive", "quantiles", "merge", "windows", "tail")
     )
-    for sql, used, _ in sqlfiles.statements("raw/derive_full"):
-        if not any(marker in sql for marker in skipped):
-            con.execute(sql, {"run": run} if used else None)
+    for statement in sqlfiles.statements("raw/derive_full"):
+        if not any(marker in statement[0] for marker in skipped):
+            sqlfiles.execute_statement(con, statement, run=run)
 
 
 def _scoped_spans(con, job: Job, ranges: dict, params: dict) -> None:
     """Point raw_spans at the scope's spans, read from the segments whose time range meets a scoped trace's."""
     from rollscope.queries.reader import schema_file
 
-    con.execute("CREATE OR REPLACE TABLE _ranges (segment VARCHAR, lo_ns BIGINT, hi_ns BIGINT)")
-    con.executemany("INSERT INTO _ranges VALUES (?, ?, ?)", [(n, lo, hi) for n, (lo, hi) in ranges.items()])
-    traces = (
-        "SELECT trace_id, min(lo_ns) AS lo, max(hi_ns) AS hi FROM _idx SEMI JOIN _scope_traces USING (trace_id) "
-        "GROUP BY trace_id"
-    )
-    names = {
-        n
-        for (n,) in con.execute(
-            f"SELECT DISTINCT r.segment FROM _ranges AS r JOIN ({traces}) AS t ON r.lo_ns <= t.hi AND r.hi_ns >= t.lo"
-        ).fetchall()
-    }
-    lo, hi = con.execute(f"SELECT min(lo), max(hi) FROM ({traces})").fetchone()
+    ranges_table(con, ranges)
+    found = sqlfiles.execute(con, "raw/derive/scoped_segments", fetch=sqlfiles.first_row)
+    names = set(found["segments"] or ())
     files = [*(str(p) for p in job.live if p.name in names), schema_file("spans")]
-    values = {**params, "lo": lo or 0, "hi": hi or 0}
+    values = {**params, "lo": found["lo"] or 0, "hi": found["hi"] or 0}
     sqlfiles.execute(con, "raw/scope_spans", fill={"files": hive_paths(files)}, **values)
-    con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
     _scoped_messages(con, job, values)
+    sqlfiles.execute(con, "raw/derive/scoped_raw_views")
 
 
 def _scoped_messages(con, job: Job, values: dict) -> None:
-    """Point raw_messages at the run's messages of the scope's time range (``values``' lo, hi: every scoped
-    trace's spans start in it, and a message starts with its span), read from the segments' row groups of that
-    range alone (their start_ns statistics), for the tables derived from transcripts (rollout_flags)."""
+    """The run's messages of the scope's time range (``values``' lo, hi: every scoped trace's spans start in it,
+    and a message starts with its span) as _scoped_messages, read from the segments' row groups of that range
+    alone (their start_ns statistics), for the tables derived from transcripts (rollout_flags)."""
     from rollscope.queries.reader import schema_file
 
     files = hive_paths([*map(str, job.messages), schema_file("messages")])
     sqlfiles.execute(con, "raw/scope_messages", fill={"files": files}, **values)
-    con.execute("CREATE OR REPLACE VIEW raw_messages AS SELECT * FROM _scoped_messages")
 
 
 def _merge(
@@ -401,10 +357,7 @@ def _merge(
     the next catch-up builds on goes into ``notes`` (the manifest's meta)."""
     blocks = scope_blocks(con)
     tables: dict[str, list[Path]] = {}
-    con.execute(  # every train step and weight sync of the run, which the scoped spans hold (scope_spans.sql)
-        "CREATE OR REPLACE VIEW _train_spans_mat AS "
-        "SELECT * FROM _scoped WHERE name IN ('rl.train_step', 'rl.weight_sync')"
-    )
+    sqlfiles.execute(con, "raw/derive/train_spans_scoped")
     for table in TABLES:
         started = time.perf_counter()
         if table.blocked:
@@ -412,8 +365,8 @@ def _merge(
         elif table.refresh == "whole":
             tables[table.name] = [write_whole(con, table.name, f"_{table.name}_mat", job.staging)]
         elif table.refresh == "merge":
-            merge = sqlfiles.load(f"raw/merge_{table.name}")
-            con.execute(f"CREATE OR REPLACE TEMP TABLE _merged AS {merge}", {"run": job.run_id})
+            merge = sqlfiles.fragment(f"raw/merge_{table.name}")
+            sqlfiles.execute(con, "raw/derive/merged_query", fill={"query": merge}, run=job.run_id)
             tables[table.name] = [write_whole(con, table.name, "_merged", job.staging)]
         elif table.refresh == "windows":
             tables[table.name] = refresh_windows(con, job, table, tables, parts[table.name], notes)
@@ -426,36 +379,31 @@ def _merge(
         else:
             tables[table.name] = rederive(con, job, table, tables)
         log.debug("run %s: %s in %.2f s", job.run_id, table.name, time.perf_counter() - started)
-    touched = "(SELECT * FROM _idx SEMI JOIN (SELECT DISTINCT trace_id FROM _new) AS n USING (trace_id))"
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_delta AS {_INDEX_ROWS.format(touched)}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _keys_delta AS {KEY_ROWS.format('_idx_delta')}")
-    tables["_traces"] = _index_parts(con, job, "_traces", parts["_traces"], "_idx_delta", _INDEX_ROWS)
-    tables["_trace_keys"] = _index_parts(
-        con, job, "_trace_keys", parts["_trace_keys"], "_keys_delta", "SELECT DISTINCT * FROM {}"
-    )
-    con.execute(
-        "CREATE OR REPLACE TEMP VIEW _train_delta AS "
-        "SELECT * FROM _new WHERE name IN ('rl.train_step', 'rl.weight_sync')"
-    )
-    tables["_train_spans"] = _index_parts(
-        con, job, "_train_spans", parts["_train_spans"], "_train_delta", "SELECT * FROM {}"
-    )
+    sqlfiles.execute(con, "raw/derive/index_deltas")
+    sqlfiles.execute(con, _INDEX_MERGES["_traces"], fill={"target": "_idx_delta", "rows": "_idx_touched"})
+    key_rows(con, "_keys_delta", "_idx_delta")
+    for name, delta in (
+        ("_traces", "_idx_delta"),
+        ("_trace_keys", "_keys_delta"),
+        ("_train_spans", "_train_delta"),
+    ):
+        tables[name] = _index_parts(con, job, name, parts[name], delta)
     return tables
 
 
-def _index_parts(con, job: Job, name: str, old: list[Path], delta: str, merge: str) -> list[Path]:
+def _index_parts(con, job: Job, name: str, old: list[Path], delta: str) -> list[Path]:
     """An index table's parts after a catch-up: the previous ones, and one of ``delta`` (none when it is empty):
     the rows of the traces the new spans touched (for the trace index: their rows over old and new spans merged,
-    ``_INDEX_ROWS``, which supersede the earlier rows: a lookup takes each trace's earliest start and latest end
+    ``index_traces.sql``, which supersede the earlier rows: a lookup takes each trace's earliest start and latest end
     over every part), or the new train steps and weight syncs. Not the index rewritten whole, which grows with
     the run (the run's train spans, every step's, were 0.5 s of a catch-up at 30M spans).
-    Parts are merged (``merge``) tier by tier like the blocked tables' (a part of ``rows`` rows is in tier
+    Parts are merged (``_INDEX_MERGES``) tier by tier like the blocked tables' (a part of ``rows`` rows is in tier
     ``floor(log_FANOUT(rows))``; ``FANOUT`` of one tier become one), so the index keeps under ``FANOUT`` parts
     per tier and a row is rewritten at most ``log_FANOUT(rows)`` times."""
     import pyarrow.parquet as pq
 
     parts = list(old)
-    if con.execute(f"SELECT count(*) FROM {delta}").fetchone()[0]:
+    if _count(con, delta):
         parts.append(write_whole(con, name, delta, job.staging))
     while True:
         tiers: dict[int, list[Path]] = {}
@@ -466,9 +414,15 @@ def _index_parts(con, job: Job, name: str, old: list[Path], delta: str, merge: s
         if full is None:
             return parts
         view(con, "_idx_merging", full, schema=delta)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _idx_merged AS {merge.format('_idx_merging')}")
+        sqlfiles.execute(con, _INDEX_MERGES[name], fill={"target": "_idx_merged", "rows": "_idx_merging"})
         merged = write_whole(con, name, "_idx_merged", job.staging)
         parts = [p for p in parts if p not in full] + [merged]
+
+
+def _count(con, relation: str) -> int:
+    return sqlfiles.execute(
+        con, "raw/derive/count_rows", fetch=sqlfiles.first_row, fill={"relation": relation}
+    )["n"]
 
 
 def _replace_rows(
@@ -482,11 +436,10 @@ def _replace_rows(
     relation = with_block(con, mat, scope)
     kept = [p for p in old if not (scope == _IN_ROLLOUTS and derived.part_block(p) == "p")]
     if kept:
-        relation += (
-            " UNION ALL BY NAME SELECT * EXCLUDE (filename), "
-            "regexp_extract(filename, '/b=([^/]+)/[^/]+$', 1) AS _block "
-            f"FROM read_parquet({sql_list(kept)}, filename = true, hive_partitioning = false) WHERE NOT {scope}"
+        previous = sqlfiles.fragment(
+            "raw/derive/replace_rows_kept", files=[str(p) for p in kept], scope=scope
         )
+        relation = union(relation, previous)
     if pending := [p for p in old if p not in kept]:
         # Its rows of no consuming step (block p), each to the block of its rollout's step in the previous
         # state: p again, unless a full derivation wrote the table before the consuming steps were known
@@ -494,14 +447,14 @@ def _replace_rows(
         # whole: the rows of consumed rollouts move to their steps' blocks here, once. (In any other state
         # their rollouts were asked for already, the scope reads block p of rollout_steps, and this reads
         # nothing.)
-        prior.fill(
-            con, f"SELECT rollout_id FROM read_parquet({sql_list(pending)}, hive_partitioning = false)"
+        files = [str(p) for p in pending]
+        prior.fill(con, "raw/derive/prior_wanted_parts", files=files)
+        moved = sqlfiles.fragment(
+            "raw/derive/replace_rows_pending",
+            files=files,
+            scope=sqlfiles.Fragment(scope.replace("rollout_id", "o.rollout_id", 1)),
+            block_steps=derived.BLOCK_STEPS,
         )
-        relation += (
-            f" UNION ALL BY NAME SELECT o.*, {block_sql('s.step')} AS _block "
-            f"FROM read_parquet({sql_list(pending)}, hive_partitioning = false) AS o "
-            "LEFT JOIN _prior_steps AS s USING (rollout_id) "
-            f"WHERE NOT {scope.replace('rollout_id', 'o.rollout_id', 1)}"
-        )
+        relation = union(relation, moved)
     written = write_blocked(con, name, relation, job.staging)
     return consolidate(con, name, [p for p in parts if p not in old] + written, job.staging)

@@ -4,6 +4,10 @@ empty derived tables and the raw views, and the helpers that read Parquet parts 
 Apart from the ways of deriving (``derive``: full, ``catch_up``: incremental, ``refresh``: the "run" tables)
 because every one of them opens it the same way, and its fixed cost (binding the definitions, ``connection``)
 is what a catch-up's shortest path pays.
+
+The derivation's own statements (beyond the definitions) are files of ``sql/raw/derive/``, run through
+``sqlfiles``; not ``sql/raw/`` itself, whose files are part of ``derived_schemas``' key. Left inline here: the
+``SET enable_progress_bar`` setting of a new connection, which is not a query.
 """
 
 from __future__ import annotations
@@ -31,15 +35,15 @@ _MACRO = re.compile(r"CREATE OR REPLACE MACRO (\w+)")
 
 
 @cache
-def analysis_macros(*, definitions: bool) -> tuple[str, ...]:
+def analysis_macros(*, definitions: bool) -> tuple[sqlfiles.Statement, ...]:
     """The statements of ``sql/analyses/macros`` to run after ``raw/derived_views.sql``: all but the macros
     the derived views define (they read the derived tables instead), and with ``definitions`` False also
     without the definitions over raw spans (``*_src``, ``*_staged``), which only a derivation runs."""
     replaced = set(_MACRO.findall(sqlfiles.load("raw/derived_views")))
     kept = []
     for name in sqlfiles.folder("analyses/macros"):
-        for statement, _, _ in sqlfiles.statements(name):
-            match = _MACRO.search(statement)
+        for statement in sqlfiles.statements(name):
+            match = _MACRO.search(statement[0])
             macro = match.group(1) if match else None
             if macro is None or not (
                 macro in replaced or (not definitions and macro.endswith(("_src", "_staged")))
@@ -77,7 +81,7 @@ def stored_type(duckdb_type: str) -> str:
 def stored(con, relation: str, skip: tuple[str, ...] = ()) -> str:
     """The select list that stores ``relation`` as Parquet, which has no 128-bit integers: FLOP sums (HUGEINT)
     keep every digit as DECIMAL(38, 0) rather than becoming DOUBLE."""
-    columns = con.execute(f"DESCRIBE {relation}").fetchall()
+    columns = describe(con, relation)
     return ", ".join(
         f'CAST("{c}" AS {stored_type(t)}) AS "{c}"' if stored_type(t) != t else f'"{c}"'
         for c, t, *_ in columns
@@ -85,13 +89,18 @@ def stored(con, relation: str, skip: tuple[str, ...] = ()) -> str:
     )
 
 
+def describe(con, relation: str) -> list[tuple]:
+    """``relation``'s columns (name, type, ...), as DuckDB's DESCRIBE gives them (``relation``: a name)."""
+    return sqlfiles.execute(con, "raw/derive/describe", fetch=sqlfiles.fetchall, fill={"relation": relation})
+
+
 def column_names(con, relation: str) -> set[str]:
-    return {c for c, *_ in con.execute(f"DESCRIBE {relation}").fetchall()}
+    return {c for c, *_ in describe(con, relation)}
 
 
 def table_names(con) -> set[str]:
     """The names of the tables (not views) in ``con``'s database."""
-    return {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    return {name for (name,) in sqlfiles.execute(con, "raw/derive/table_names", fetch=sqlfiles.fetchall)}
 
 
 @contextmanager
@@ -124,6 +133,7 @@ def connection(staging: Path, schemas: dict | None = None, *, memory: int = 0, t
     )
     try:
         con.execute("SET enable_progress_bar = false")  # else a statement over 2 s draws one on stdout
+        sqlfiles.execute(con, "raw/derive/macros")
         # Views bind (and list their files) when created: create them over the empty schema file, then point
         # the raw views at the run's segments.
         raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
@@ -134,11 +144,14 @@ def connection(staging: Path, schemas: dict | None = None, *, memory: int = 0, t
             sqlfiles.execute(con, "raw/derived_views")
         else:
             for name, columns in schemas.items():
-                typed = ", ".join(f'"{c.replace(chr(34), chr(34) * 2)}" {t}' for c, t in columns)
-                con.execute(f"CREATE TABLE _{name}_mat ({typed})")
+                typed = ", ".join(
+                    f'CAST(NULL AS {t}) AS "{c.replace(chr(34), chr(34) * 2)}"' for c, t in columns
+                )
+                fill = {"table": f"_{name}_mat", "columns": sqlfiles.Fragment(typed)}
+                sqlfiles.execute(con, "raw/derive/create_typed", fill=fill)
             sqlfiles.execute(con, "raw/derived_views")
             for statement in analysis_macros(definitions=True):
-                con.execute(statement)
+                sqlfiles.execute_statement(con, statement)
         sqlfiles.execute(con, "raw/trace_index")
         yield con
     finally:
@@ -159,13 +172,7 @@ def bound_schemas() -> dict[str, list[list[str]]]:
 def schemas_of(con) -> dict[str, list[list[str]]]:
     """Every derived table's columns and DuckDB types (HUGEINT, not the DECIMAL it is stored as), for the
     manifest: the next incremental catch-up creates its tables from them (``connection``)."""
-    return {
-        t.name: [
-            list(c)
-            for c in con.execute(f"SELECT column_name, column_type FROM (DESCRIBE _{t.name}_mat)").fetchall()
-        ]
-        for t in TABLES
-    }
+    return {t.name: [[name, kind] for name, kind, *_ in describe(con, f"_{t.name}_mat")] for t in TABLES}
 
 
 def segment_ranges(con, segments: list[Path]) -> dict[str, list[int]]:
@@ -176,23 +183,29 @@ def segment_ranges(con, segments: list[Path]) -> dict[str, list[int]]:
         return {}
     # the empty schema segment too: a foreign writer's segment may lack columns (start_ns, end_ns)
     fill = {"files": hive_paths([*segments, schema_file("spans")])}
-    rows = sqlfiles.execute(con, "raw/segment_ranges", fetch=_fetchall, fill=fill)
+    rows = sqlfiles.execute(con, "raw/segment_ranges", fetch=sqlfiles.fetchall, fill=fill)
     return {name: [int(lo), int(hi)] for name, lo, hi, _ in rows if lo is not None}
 
 
-def _fetchall(result) -> list[tuple]:
-    return result.fetchall()
+def ranges_table(con, ranges: dict[str, list[int]]) -> None:
+    """_ranges(segment, lo_ns, hi_ns): each segment's first start and last end (ranges.sql)."""
+    segments = list(ranges)
+    los, his = [ranges[n][0] for n in segments], [ranges[n][1] for n in segments]
+    sqlfiles.execute(con, "raw/derive/ranges", segments=segments, los=los, his=his)
 
 
 def view(con, name: str, files: list[Path], *, schema: str | None = None) -> None:
     """A view over Parquet parts (none: the empty table ``schema``), with the types the definitions give: a
     FLOP sum stored as DECIMAL(38, 0) (``stored``) reads back as the HUGEINT it was."""
     if not files:
-        con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {schema} LIMIT 0")
+        sqlfiles.execute(con, "raw/derive/view_empty", fill={"name": name, "schema": schema})
         return
-    source = f"read_parquet({sql_list(files)}, hive_partitioning = false, union_by_name = true)"
-    columns = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+    paths = [str(f) for f in files]
+    columns = sqlfiles.execute(
+        con, "raw/derive/describe_parts", fetch=sqlfiles.fetchall, fill={"files": paths}
+    )
     select = ", ".join(
         f'CAST("{c}" AS HUGEINT) AS "{c}"' if t == "DECIMAL(38,0)" else f'"{c}"' for c, t, *_ in columns
     )
-    con.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT {select} FROM {source}")
+    fill = {"name": name, "select": sqlfiles.Fragment(select), "files": paths}
+    sqlfiles.execute(con, "raw/derive/view_parts", fill=fill)

@@ -12,7 +12,8 @@ import os
 import secrets
 from pathlib import Path
 
-from rollscope.queries.derive_db import column_names, sql_list, stored, table_names
+from rollscope.queries import sqlfiles
+from rollscope.queries.derive_db import column_names, stored, table_names
 from rollscope.queries.tables import BY_NAME as _TABLES
 from rollscope.store import derived, keyed
 from rollscope.store.derived import part_range
@@ -25,36 +26,40 @@ FANOUT = 8  # parts of one tier merged into one by consolidate
 KEYED = {"_traces": "trace_id", "_trace_keys": "key"}
 
 
-def with_block(con, relation: str, where: str = "true") -> str:
-    """``relation``'s rows with the block of their step (a table without a step column: its rollout's
-    consuming step, from the derived rollout_steps rows) as ``_block``."""
+TRUE = sqlfiles.Fragment("true")  # a condition every row satisfies
+
+
+def with_block(con, relation: str, where: sqlfiles.Fragment = TRUE) -> sqlfiles.Fragment:
+    """``relation``'s rows (a name) that satisfy ``where``, with the block of their step (a table without a
+    step column: its rollout's consuming step, from the derived rollout_steps rows) as ``_block``
+    (``with_block.sql``; the block size read at each call, so a test may set ``derived.BLOCK_STEPS``)."""
     if "step" in column_names(con, relation):
-        return f"SELECT *, {block_sql('step')} AS _block FROM {relation} WHERE {where}"
+        return sqlfiles.fragment(
+            "raw/derive/with_block", relation=relation, where=where, block_steps=derived.BLOCK_STEPS
+        )
     # A catch-up's scoped rows, once read_final has pointed _rollout_steps_mat at the run's every part: the
     # scoped rollout_steps rows (_rollout_steps_scoped) hold the same steps for them, without reading the run's.
     steps = "_rollout_steps_scoped" if "_rollout_steps_scoped" in table_names(con) else "_rollout_steps_mat"
-    return (
-        f"SELECT t.*, {block_sql('c.step')} AS _block FROM {relation} AS t "
-        f"LEFT JOIN (SELECT rollout_id, any_value(step) AS step FROM {steps} GROUP BY ALL) AS c "
-        f"USING (rollout_id) WHERE {where.replace('rollout_id', 't.rollout_id', 1)}"
+    return sqlfiles.fragment(
+        "raw/derive/with_rollout_block",
+        relation=relation,
+        steps=steps,
+        where=sqlfiles.Fragment(where.replace("rollout_id", "t.rollout_id", 1)),
+        block_steps=derived.BLOCK_STEPS,
     )
 
 
-def block_sql(step: str) -> str:
-    """SQL for the block label of consuming step ``step`` (``store.derived.block_of``; read at each call, so a
-    test may set ``derived.BLOCK_STEPS``)."""
-    return f"CASE WHEN {step} IS NULL THEN 'p' ELSE CAST(floor({step} / {derived.BLOCK_STEPS}) AS BIGINT)::VARCHAR END"
+def union(first: sqlfiles.Fragment, second: sqlfiles.Fragment) -> sqlfiles.Fragment:
+    """The rows of two queries, columns matched by name (``union.sql``)."""
+    return sqlfiles.fragment("raw/derive/union", first=first, second=second)
 
 
-def write_blocked(con, name: str, relation: str, staging: Path) -> list[Path]:
+def write_blocked(con, name: str, relation: sqlfiles.Fragment, staging: Path) -> list[Path]:
     """Write ``relation`` (rows with ``_block``) as one part per block, ``<name>/b=<block>/<token>.parquet``."""
-    con.execute(f"CREATE OR REPLACE TEMP VIEW _writing AS {relation}")
+    sqlfiles.execute(con, "raw/derive/writing_view", fill={"relation": relation})
     target = staging / name
-    select = stored(con, "_writing", skip=("_block",))
-    con.execute(
-        f"COPY (SELECT {select}, _block FROM _writing) TO '{quoted(target)}' "
-        "(FORMAT parquet, PARTITION_BY (_block), COMPRESSION zstd, ROW_GROUP_SIZE 122880, OVERWRITE_OR_IGNORE)"
-    )
+    select = sqlfiles.Fragment(stored(con, "_writing", skip=("_block",)))
+    sqlfiles.execute(con, "raw/derive/write_blocked", fill={"select": select}, target=str(target))
     parts = []
     for written in sorted(target.glob("_block=*/*.parquet")):
         block = written.parent.name.removeprefix("_block=")
@@ -72,16 +77,28 @@ def write_whole(con, name: str, relation: str, staging: Path) -> Path:
     target = staging / name / "b=all" / f"{secrets.token_hex(6)}.parquet"
     target.parent.mkdir(parents=True, exist_ok=True)
     key = KEYED.get(name)
-    order, rows = (f" ORDER BY {key}", keyed.ROW_GROUP_SIZE) if key else ("", 122880)
-    con.execute(
-        f"COPY (SELECT {stored(con, relation)} FROM {relation}{order}) TO '{quoted(target)}' "
-        f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {rows})"
-    )
+    order, rows = (_order_by((key,)), keyed.ROW_GROUP_SIZE) if key else (_NO_ORDER, 122880)
+    fill = {"select": sqlfiles.Fragment(stored(con, relation)), "relation": relation, "order": order}
+    sqlfiles.execute(con, "raw/derive/write_whole", fill=fill, target=str(target), rows=rows)
     return target
 
 
-def quoted(path: Path) -> str:
-    return str(path).replace("'", "''")
+_NO_ORDER = sqlfiles.Fragment("")
+
+
+def _order_by(columns) -> sqlfiles.Fragment:
+    """An ORDER BY of these columns in this order (each a quoted name; not ``COLUMNS([...])``, which sorts in
+    the relation's column order, not the list's)."""
+    return sqlfiles.Fragment("ORDER BY " + ", ".join('"' + c.replace('"', '""') + '"' for c in columns))
+
+
+def merge_parts(con, name: str, files: list[Path], target: Path) -> None:
+    """Parts ``files`` of table ``name`` merged into one at ``target``, sorted as a merged part is
+    (``merge_parts.sql``)."""
+    fill = {"order": merged_order(name)}
+    sqlfiles.execute(
+        con, "raw/derive/merge_parts", fill=fill, files=[str(f) for f in files], target=str(target)
+    )
 
 
 def blocks_by_rollout_step(con, name: str) -> bool:
@@ -114,7 +131,7 @@ def consolidate(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
         parts = merged
 
 
-def merged_order(name: str) -> str:
+def merged_order(name: str) -> sqlfiles.Fragment:
     """The ORDER BY of a merged part of table ``name`` (``Table.row_order``; none for a table without one).
 
     A merged part holds the rows of many blocks, and a block's part is written in no particular order (``COPY
@@ -123,7 +140,7 @@ def merged_order(name: str) -> str:
     ``prefill_sums`` and ``spec_sums`` went from 1.45M and 1.27M rows to the 0.1–0.2M of the grain each reads.
     The sort is of the parts being merged, spilled to disk past the derivation's memory limit."""
     table = _TABLES.get(name)
-    return f" ORDER BY {', '.join(table.row_order)}" if table and table.row_order else ""
+    return _order_by(table.row_order) if table and table.row_order else _NO_ORDER
 
 
 def _consolidate_pass(con, name: str, parts: list[Path], staging: Path) -> list[Path]:
@@ -135,11 +152,7 @@ def _consolidate_pass(con, name: str, parts: list[Path], staging: Path) -> list[
         files = [ranged[i][1] for i in group]
         target = staging / name / f"b={first}_{last}" / f"{secrets.token_hex(6)}.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
-        source = f"read_parquet({sql_list(files)}, hive_partitioning = false, union_by_name = true)"
-        con.execute(
-            f"COPY (SELECT * FROM {source}{merged_order(name)}) TO '{quoted(target)}' "
-            "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
-        )
+        merge_parts(con, name, files, target)
         merged.update({p: None for p in files})
         merged[files[0]] = target
     return [merged.get(p, p) for p in parts if merged.get(p, p) is not None]

@@ -31,6 +31,9 @@ pieces of one run can be scheduled anywhere the store's filesystem is seen::
     outputs = [pieces.derive_piece(plan, piece) for piece in plan.pieces]  # any order, any process
     with derive_db.connection(job.staging, schemas) as con:
         result = pieces.finish(con, job, plan, outputs)
+
+Its statements are files of ``sql/raw/derive/`` (and ``derive_full.sql``'s, chosen table by table) run through
+``sqlfiles``.
 """
 
 from __future__ import annotations
@@ -170,10 +173,10 @@ def plan(con, job: Job, *, write: bool = True) -> Plan:
         [schema_file("collector_stats")],
         [*map(str, job.messages), schema_file("messages")],
     )
-    for sql, used, _ in _statements(PLANNED):
-        con.execute(sql, {"run": run} if used else None)
+    for statement in _statements(PLANNED):
+        sqlfiles.execute_statement(con, statement, run=run)
     facts = sqlfiles.execute(con, "raw/derive_index", fetch=sqlfiles.first_row, run=run)
-    con.execute(f"CREATE OR REPLACE TABLE _trace_keys_mat AS {catch_up.KEY_ROWS.format('_traces_mat')}")
+    catch_up.key_rows(con, "_trace_keys_mat", "_traces_mat")
     ranges = derive_db.segment_ranges(con, job.live)
     schemas = derive_db.schemas_of(con)
     blocks = _blocks(con)
@@ -225,12 +228,9 @@ def _statements(names, skip: tuple[str, ...] = ()) -> list[tuple[str, frozenset,
 def _blocks(con) -> dict[str, int]:
     """Every block of consuming steps the run's rows fall in (``p``: not consumed yet), with the rollouts it
     holds: the rollouts' consuming steps and the train steps' own (a train step's work counts at its step)."""
-    rows = con.execute(
-        f"SELECT {parquet_parts.block_sql('step')} AS block, count(rollout_id) AS rollouts FROM ("
-        " SELECT step, rollout_id FROM _rollout_steps_mat"
-        " UNION ALL SELECT DISTINCT train_step, NULL FROM _train_steps_mat WHERE train_step IS NOT NULL"
-        ") GROUP BY block"
-    ).fetchall()
+    rows = sqlfiles.execute(
+        con, "raw/derive/blocks", fetch=sqlfiles.fetchall, block_steps=derived.BLOCK_STEPS
+    )
     return dict(rows)
 
 
@@ -276,19 +276,22 @@ def _labels(layout: list[tuple[int, int]], cuts: list[list[int]]) -> dict[str, t
 
 def _label_table(con, labels: dict[str, tuple[str, int]]) -> None:
     """_labels(_block, label, piece): what ``_write_parts`` joins each row's block with."""
-    con.execute("CREATE OR REPLACE TABLE _labels (_block VARCHAR, label VARCHAR, piece INTEGER)")
-    con.executemany("INSERT INTO _labels VALUES (?, ?, ?)", [(b, lab, p) for b, (lab, p) in labels.items()])
+    blocks = list(labels)
+    sqlfiles.execute(
+        con,
+        "raw/derive/labels",
+        blocks=blocks,
+        labels=[labels[b][0] for b in blocks],
+        pieces=[labels[b][1] for b in blocks],
+    )
 
 
 def _pieces(con, job: Job, cuts, blocks, ranges) -> tuple[tuple[Piece, ...], Path]:
     """The pieces of a run cut in ``cuts`` (and the pending piece), each with its traces' time range and
     segments; their traces written to one file, sorted by piece."""
-    con.execute("CREATE OR REPLACE TABLE _block_piece (block BIGINT, piece INTEGER)")
-    con.executemany(
-        "INSERT INTO _block_piece VALUES (?, ?)", [(b, i) for i, bs in enumerate(cuts) for b in bs]
-    )
-    con.execute("CREATE OR REPLACE TABLE _ranges (segment VARCHAR, lo_ns BIGINT, hi_ns BIGINT)")
-    con.executemany("INSERT INTO _ranges VALUES (?, ?, ?)", [(n, lo, hi) for n, (lo, hi) in ranges.items()])
+    cut = [(b, i) for i, bs in enumerate(cuts) for b in bs]
+    sqlfiles.execute(con, "raw/derive/block_piece", blocks=[b for b, _ in cut], pieces=[i for _, i in cut])
+    derive_db.ranges_table(con, ranges)
     sqlfiles.execute(con, "raw/plan_loose_traces", run=job.run_id)
     pending = len(cuts)
     found = sqlfiles.execute(
@@ -311,22 +314,8 @@ def _pieces(con, job: Job, cuts, blocks, ranges) -> tuple[tuple[Piece, ...], Pat
     )
     traces = job.staging / ".plan" / "traces.parquet"
     traces.parent.mkdir(exist_ok=True)
-    con.execute(
-        f"COPY (SELECT piece, trace_id FROM _piece_traces ORDER BY piece) TO '{parquet_parts.quoted(traces)}' "
-        "(FORMAT parquet, ROW_GROUP_SIZE 16384)"
-    )
-    # what the pieces derive again from their own spans, not held in this database while they run
-    for table in ("_rollouts_mat", "_rollout_steps_mat"):
-        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table} LIMIT 0")
-    for temp in (
-        "_rollout_piece",
-        "_piece_groups",
-        "_piece_traces",
-        "_piece_ranges",
-        "_loose",
-        "_loose_traces",
-    ):
-        con.execute(f"DROP TABLE IF EXISTS {temp}")
+    sqlfiles.execute(con, "raw/derive/plan_traces", target=str(traces))
+    sqlfiles.execute(con, "raw/derive/plan_release")
     return pieces, traces
 
 
@@ -403,11 +392,11 @@ def _derive(con, plan: Plan, piece: Piece, started: float, skip: tuple[str, ...]
                 for name in ("rollouts", "rollout_steps"):
                     _submit(con, pool, writes, waiting, name, plan, piece)
             statements = _statements(None, skip=skipped)
-            for i, (sql, used, _) in enumerate(statements):
-                clock, name = time.thread_time(), FILLS.search(sql)[1]
+            for i, statement in enumerate(statements):
+                clock, name = time.thread_time(), FILLS.search(statement[0])[1]
                 if progress is not None:
                     progress(i / len(statements), name)
-                con.execute(sql, {"run": plan.run_id} if used else None)
+                sqlfiles.execute_statement(con, statement, run=plan.run_id)
                 output.profile[f"derive {name}"] = time.thread_time() - clock
                 _submit(con, pool, writes, waiting, name, plan, piece)
             for name, future in writes.items():
@@ -444,10 +433,7 @@ def _read_spans(con, plan: Plan, piece: Piece) -> None:
     weight sync, and the run-wide facts (scope_spans.sql)."""
     from rollscope.queries.reader import schema_file
 
-    con.execute(
-        "CREATE OR REPLACE TABLE _scope_traces AS SELECT trace_id FROM read_parquet(?) WHERE piece = ?",
-        [str(plan.traces), piece.index],
-    )
+    sqlfiles.execute(con, "raw/derive/piece_traces", traces=str(plan.traces), piece=piece.index)
     derive_db.view(con, "_train_all", plan.tables["_train_spans"], schema="_train_spans_mat")
     values = {
         "run": plan.run_id,
@@ -458,10 +444,9 @@ def _read_spans(con, plan: Plan, piece: Piece) -> None:
     }
     spans = derive_db.hive_paths([*piece.segments, schema_file("spans")])
     sqlfiles.execute(con, "raw/scope_spans", fill={"files": spans}, **values)
-    con.execute("CREATE OR REPLACE VIEW raw_spans AS SELECT * FROM _scoped")
     messages = derive_db.hive_paths([*plan.messages, schema_file("messages")])
     sqlfiles.execute(con, "raw/scope_messages", fill={"files": messages}, **values)
-    con.execute("CREATE OR REPLACE VIEW raw_messages AS SELECT * FROM _scoped_messages")
+    sqlfiles.execute(con, "raw/derive/scoped_raw_views")
 
 
 def _write_parts(cur, name: str, staging: Path, piece: int | None) -> list[tuple[str, Path]]:
@@ -469,24 +454,20 @@ def _write_parts(cur, name: str, staging: Path, piece: int | None) -> list[tuple
     run's layout holding its block, sorted as a merged part is (``Table.row_order``)."""
     try:
         relation = parquet_parts.with_block(cur, f"_{name}_mat")
-        mine = "" if piece is None else f" AND l.piece = {int(piece)}"
-        cur.execute(
-            f"CREATE OR REPLACE TEMP TABLE _writing AS SELECT w.* EXCLUDE (_block), l.label "
-            f"FROM ({relation}) AS w JOIN _labels AS l ON l._block = w._block{mine}"
+        labels = sqlfiles.execute(
+            cur, "raw/derive/piece_writing", fetch=sqlfiles.fetchall, fill={"relation": relation}, piece=piece
         )
-        select = derive_db.stored(cur, "_writing", skip=("label",))
-        order = parquet_parts.merged_order(name)
+        fill = {
+            "select": sqlfiles.Fragment(derive_db.stored(cur, "_writing", skip=("label",))),
+            "order": parquet_parts.merged_order(name),
+        }
         parts = []
-        for (label,) in cur.execute("SELECT DISTINCT label FROM _writing").fetchall():
+        for (label,) in labels:
             target = staging / name / f"b={label}" / f"{secrets.token_hex(6)}.parquet"
             target.parent.mkdir(parents=True, exist_ok=True)
-            cur.execute(
-                f"COPY (SELECT {select} FROM _writing WHERE label = $label{order}) TO '{parquet_parts.quoted(target)}' "
-                "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)",
-                {"label": label},
-            )
+            sqlfiles.execute(cur, "raw/derive/piece_write", fill=fill, label=label, target=str(target))
             parts.append((label, target))
-        cur.execute("DROP TABLE _writing")
+        sqlfiles.execute(cur, "raw/derive/drop_table", fill={"table": "_writing"})
         return parts
     finally:
         cur.close()
@@ -571,9 +552,9 @@ def _finish_run_tables(con, plan: Plan, timed) -> dict[str, list[Path]]:
     """The run tables from the pieces' rows (views ``_<table>_mat`` over them), written."""
     tables = {}
     sqlfiles.execute(con, "raw/rederive_spans", fill={"schema": [_schema_file()]})
-    for sql, used, _ in _statements(FINISHED):
-        with timed(f"derive {FILLS.search(sql)[1]}"):
-            con.execute(sql, {"run": plan.run_id} if used else None)
+    for statement in _statements(FINISHED):
+        with timed(f"derive {FILLS.search(statement[0])[1]}"):
+            sqlfiles.execute_statement(con, statement, run=plan.run_id)
     with timed(f"derive {refresh.WINDOWS}"):
         refresh.quantile_windows(con, plan.run_id, "_run_percentiles_mat")
     for name in ("compute_busy", "rollout_goodput"):
@@ -646,11 +627,7 @@ def _merged(held: dict[str, dict[str, list[Path]]], merges: dict) -> dict[str, l
 def _merge(cur, name: str, label: str, files: list[Path], staging: Path) -> Path:
     try:
         target = staging / name / f"b={label}" / f"{secrets.token_hex(6)}.parquet"
-        source = f"read_parquet({derive_db.sql_list(files)}, hive_partitioning = false, union_by_name = true)"
-        cur.execute(
-            f"COPY (SELECT * FROM {source}{parquet_parts.merged_order(name)}) TO '{parquet_parts.quoted(target)}' "
-            "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
-        )
+        parquet_parts.merge_parts(cur, name, files, target)
         return target
     finally:
         cur.close()
@@ -661,17 +638,16 @@ def _point(con, name: str, files: list[Path], schemas: dict) -> None:
     relation = f"_{name}_mat" if name in _TABLES else f"{name}_mat"
     if not files and name not in _TABLES:
         return
-    held = con.execute(
-        "SELECT table_type FROM information_schema.tables WHERE table_name = ?", [relation]
-    ).fetchone()
-    if held and held[0] == "BASE TABLE":
-        con.execute(f"DROP TABLE {relation}")
+    held = sqlfiles.execute(con, "raw/derive/table_type", fetch=sqlfiles.first_row, name=relation)
+    if held.get("table_type") == "BASE TABLE":
+        sqlfiles.execute(con, "raw/derive/drop_table", fill={"table": relation})
     if files:
         derive_db.view(con, relation, files)
     else:
         from rollscope.queries.reader import empty_select
 
-        con.execute(f"CREATE OR REPLACE VIEW {relation} AS {empty_select(schemas[name])}")
+        query = sqlfiles.Fragment(empty_select(schemas[name]))
+        sqlfiles.execute(con, "raw/derive/view_of", fill={"name": relation, "query": query})
 
 
 # --- tables whose definition changed ---------------------------------------------------------------------
@@ -692,8 +668,8 @@ def derive_tables(job: Job, names: list[str]) -> Result:
             if name not in names and (name in _TABLES or name in catch_up.INDEX):
                 _point(con, name, files, schemas)
         _label_table(con, {b: (label, 0) for b, (label, _) in _labels_of(con).items()})
-        for sql, used, _ in _statements(names):
-            con.execute(sql, {"run": job.run_id} if used else None)
+        for statement in _statements(names):
+            sqlfiles.execute_statement(con, statement, run=job.run_id)
         written = {}
         for name in names:
             if _TABLES[name].blocked or _TABLES[name].refresh in ("windows", "tail"):

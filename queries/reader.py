@@ -85,7 +85,7 @@ def empty_select(columns: list[list[str]]) -> str:
     return f"SELECT {names} WHERE false"
 
 
-def _reader_macros() -> tuple[str, ...]:
+def _reader_macros() -> tuple[sqlfiles.Statement, ...]:
     """The analyses' macros (``sql/analyses/macros``) a reader creates after the derived views: all but the
     definitions over raw spans that the store's derived tables hold instead (``*_src``, ``*_staged``) and the
     names the derived views define. DuckDB binds a table macro when it is created, through every view and macro
@@ -258,7 +258,7 @@ class Reader:
         if not self._views_ready:
             sqlfiles.execute(self.con, "raw/derived_views")
             for statement in _reader_macros():
-                self.con.execute(statement)
+                sqlfiles.execute_statement(self.con, statement)
             self._views_ready = True
         return added
 

@@ -5,6 +5,9 @@ from the first changed interval on), "quantiles" (run_percentiles: moved by the 
 
 Apart from the scope and the blocked tables' rows (``catch_up``) because each rule reads the final state of the
 tables before it, not the scope's spans, and each is its own small algorithm.
+
+Its statements are files of ``sql/raw/derive/`` run through ``sqlfiles``: values as bound parameters, and where
+a view needs one (a view takes none), a small table the view reads (``windows_blocks.sql``' ``_kept_steps``).
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ import logging
 from pathlib import Path
 
 from rollscope.queries import sqlfiles
-from rollscope.queries.derive_db import sql_list, table_names, view
-from rollscope.queries.parquet_parts import consolidate, with_block, write_blocked, write_whole
+from rollscope.queries.derive_db import table_names, view
+from rollscope.queries.parquet_parts import consolidate, union, with_block, write_blocked, write_whole
 from rollscope.store import derived
 from rollscope.store.derived import Job, block_of, holds
 
@@ -28,11 +31,13 @@ WINDOWS = "_quantile_windows"
 WINDOW_VALUES = 2048  # values a window keeps on each side of its percentile (read at each call: tests set it)
 
 
-IN_STEPS = "(step IS NULL OR step IN (SELECT step FROM _scope_steps))"
+# a fragment: the rows of the scope's steps (and of no step)
+IN_STEPS = sqlfiles.Fragment("(step IS NULL OR step IN (SELECT step FROM _scope_steps))")
 
 
 def scope_blocks(con) -> set[str]:
-    return {"p"} | {block_of(s) for (s,) in con.execute("SELECT step FROM _scope_steps").fetchall()}
+    steps = sqlfiles.execute(con, "raw/derive/scope_steps", fetch=sqlfiles.fetchall)
+    return {"p"} | {block_of(s) for (s,) in steps}
 
 
 def refresh_windows(
@@ -45,9 +50,7 @@ def refresh_windows(
     (``process_bounds``), not from every turn and rollout of the run."""
     from rollscope.queries.reader import schema_file
 
-    t0 = con.execute(
-        "SELECT min(start_ns) FROM _new WHERE name IN ('rl.turn', 'rl.rollout', 'rl.train_step', 'rl.weight_sync')"
-    ).fetchone()[0]
+    t0 = sqlfiles.execute(con, "raw/derive/windows_first_new", fetch=sqlfiles.first_row)["t0"]
     if t0 is None:  # nothing it reads is new
         return old
     read_final(con, tables)
@@ -58,32 +61,23 @@ def refresh_windows(
     last_end = {instance: hi for instance, _, hi, *_ in notes["process_bounds"]}
     resumed = [hi for instance, _, hi, *_ in previous or () if hi is not None and last_end[instance] > hi]
     t0 = min([t0, *resumed])
-    # A window starts where its step does: at the first of the step's rows (one per trainer process).
-    con.execute(
-        "CREATE OR REPLACE TEMP VIEW _old_step_starts AS SELECT train_step, min(start_ns) AS start_ns "
-        "FROM _old_train_steps WHERE train_step IS NOT NULL GROUP BY train_step"
-    )
-    from_ns, first_ns = con.execute(
-        "SELECT max(start_ns) FILTER (start_ns <= ?), min(start_ns) FROM _old_step_starts", [t0]
-    ).fetchone()
+    start = sqlfiles.execute(con, "raw/derive/windows_from", fetch=sqlfiles.first_row, t0=t0)
+    from_ns, first_ns = start["from_ns"], start["first_ns"]
     if from_ns is None:  # before the first window: sweep it all
         return rederive(con, job, table, tables)
     values = {"run": job.run_id, "from_ns": from_ns, "first_ns": first_ns}
     sqlfiles.execute(con, f"raw/refresh_{table.name}", fill={"schema": [schema_file("spans")]}, **values)
-    kept = f"step IN (SELECT train_step FROM _old_step_starts WHERE start_ns < {int(from_ns)})"
-    blocks = {"p"} | {
-        block_of(s)
-        for (s,) in con.execute(
-            "SELECT step FROM _merged WHERE step IS NOT NULL UNION SELECT train_step FROM _old_step_starts "
-            "WHERE start_ns >= ?",
-            [from_ns],
-        ).fetchall()
-    }
-    return rewrite_blocks(con, job, table.name, old, "_merged", kept, blocks)
+    swept = sqlfiles.execute(con, "raw/derive/windows_blocks", fetch=sqlfiles.fetchall, from_ns=from_ns)
+    blocks = {"p"} | {block_of(s) for (s,) in swept}
+    return rewrite_blocks(con, job, table.name, old, "_merged", _KEPT_WINDOWS, blocks)
+
+
+# a fragment: the rows of the windows before the sweep's start (windows_blocks.sql)
+_KEPT_WINDOWS = sqlfiles.Fragment("step IN (SELECT train_step FROM _kept_steps)")
 
 
 def rewrite_blocks(
-    con, job: Job, name: str, parts: list[Path], new: str, kept: str, blocks: set
+    con, job: Job, name: str, parts: list[Path], new: str, kept: sqlfiles.Fragment, blocks: set
 ) -> list[Path]:
     """A table kept in blocks of steps but refreshed by a rule of its own: the parts holding ``blocks`` (or a
     ``b=all`` part of an earlier layout) rewritten as their rows that satisfy ``kept`` plus the ``new`` relation's
@@ -92,7 +86,7 @@ def rewrite_blocks(
     relation = with_block(con, new)
     if old:
         view(con, f"_old_{name}_touched", old, schema=new)
-        relation += f" UNION ALL BY NAME {with_block(con, f'_old_{name}_touched', kept)}"
+        relation = union(relation, with_block(con, f"_old_{name}_touched", kept))
     written = write_blocked(con, name, relation, job.staging)
     return consolidate(con, name, [p for p in parts if p not in old] + written, job.staging)
 
@@ -103,23 +97,19 @@ def process_bounds(con, meta: list | None) -> list[list]:
     computed from the final tables, once) merged with the scoped rows'. Returns them for the manifest."""
     if meta is None:
         sqlfiles.execute(con, "raw/process_bounds", fill={"turns": "_turns_mat", "rollouts": "_rollouts_mat"})
-        con.execute("CREATE OR REPLACE TABLE _proc_bounds AS SELECT * FROM _proc_bounds_of")
+        rows = sqlfiles.execute(con, "raw/derive/proc_bounds_all", fetch=sqlfiles.fetchall)
     else:
-        con.execute(
-            "CREATE OR REPLACE TABLE _proc_bounds "
-            "(instance_id VARCHAR, lo BIGINT, hi BIGINT, devices DOUBLE, has_turns BOOLEAN)"
+        columns = [list(column) for column in zip(*meta, strict=True)] or [[] for _ in _BOUNDS_COLUMNS]
+        sqlfiles.execute(
+            con, "raw/derive/proc_bounds_meta", **dict(zip(_BOUNDS_COLUMNS, columns, strict=True))
         )
-        if meta:
-            con.executemany("INSERT INTO _proc_bounds VALUES (?, ?, ?, ?, ?)", meta)
         fill = {"turns": "_turns_scoped", "rollouts": "_rollouts_scoped"}
         sqlfiles.execute(con, "raw/process_bounds", fill=fill)
-        con.execute(
-            "CREATE OR REPLACE TABLE _proc_bounds AS SELECT instance_id, min(lo) AS lo, max(hi) AS hi, "
-            "max(devices) AS devices, bool_or(has_turns) AS has_turns "
-            "FROM (SELECT * FROM _proc_bounds UNION ALL BY NAME SELECT * FROM _proc_bounds_of) "
-            "GROUP BY instance_id"
-        )
-    return [list(r) for r in con.execute("SELECT * FROM _proc_bounds ORDER BY instance_id").fetchall()]
+        rows = sqlfiles.execute(con, "raw/derive/proc_bounds_merge", fetch=sqlfiles.fetchall)
+    return [list(r) for r in rows]
+
+
+_BOUNDS_COLUMNS = ("instances", "los", "his", "devices", "has_turns")  # proc_bounds_meta.sql's lists
 
 
 def refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: dict) -> list[Path]:
@@ -131,18 +121,18 @@ def refresh_tail(con, job: Job, table, tables: dict[str, list[Path]], parts: dic
         view(con, f"_old_{name}", parts[name], schema=f"_{name}_mat")
     for name in ("step_islands", "work"):
         view(con, f"_final_{name}", tables[name], schema=f"_{name}_mat")
-    (t0,) = con.execute(
-        "SELECT min(start_ns) FROM ("
-        " SELECT start_ns FROM _old_step_islands WHERE step IN (SELECT step FROM _scope_steps)"
-        " UNION ALL SELECT start_ns FROM _old_work WHERE step IS NULL"
-        " UNION ALL SELECT start_ns FROM _final_step_islands WHERE step IN (SELECT step FROM _scope_steps)"
-        " UNION ALL SELECT start_ns FROM _final_work WHERE step IS NULL)"
-    ).fetchone()
+    t0 = sqlfiles.execute(con, "raw/derive/tail_first_changed", fetch=sqlfiles.first_row)["t0"]
     read_final(con, tables)
     values = {"run": job.run_id, "t0_ns": t0 if t0 is not None else 2**62}
     sqlfiles.execute(con, f"raw/refresh_{table.name}", **values)
-    kept = "by_step AND step IS NOT NULL AND step NOT IN (SELECT step FROM _scope_steps)"
+    kept = _KEPT_STEPS
     return rewrite_blocks(con, job, table.name, parts[table.name], "_merged", kept, scope_blocks(con))
+
+
+# a fragment: compute_busy's per-step rows of the steps outside the scope
+_KEPT_STEPS = sqlfiles.Fragment(
+    "by_step AND step IS NOT NULL AND step NOT IN (SELECT step FROM _scope_steps)"
+)
 
 
 def read_final(con, tables: dict[str, list[Path]]) -> None:
@@ -150,7 +140,8 @@ def read_final(con, tables: dict[str, list[Path]]) -> None:
     held = table_names(con)
     for done, files in tables.items():
         if f"_{done}_mat" in held:  # not yet a view over its new parts
-            con.execute(f"ALTER TABLE _{done}_mat RENAME TO _{done}_scoped")
+            fill = {"table": f"_{done}_mat", "name": f"_{done}_scoped"}
+            sqlfiles.execute(con, "raw/derive/rename_table", fill=fill)
             view(con, f"_{done}_mat", files, schema=f"_{done}_scoped")
 
 
@@ -161,11 +152,22 @@ def rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]:
 
     read_final(con, tables)
     sqlfiles.execute(con, "raw/rederive_spans", fill={"schema": [schema_file("spans")]})
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE _merged AS SELECT $run AS run_id, * FROM {table.source}",
-        {"run": job.run_id},
-    )
+    source = sqlfiles.Fragment(
+        table.source
+    )  # a relation of our declarations (tables.py), which may read $run
+    sqlfiles.execute(con, "raw/derive/rederive", fill={"source": source}, run=job.run_id)
     return [write_whole(con, table.name, "_merged", job.staging)]
+
+
+_BETWEEN = (
+    "all_environments",
+    "environment",
+    "metric",
+    "slot",
+    "v0",
+    "v1",
+    "fraction",
+)  # quantile_between.sql
 
 
 def quantile_windows(con, run: str, percentiles: str) -> None:
@@ -189,30 +191,16 @@ def refresh_quantiles(
             ("turn_latency", "_qd_latency"),
             ("scoring", "_qd_scoring"),
         ):
-            relation = f"SELECT 1 AS sign, * EXCLUDE (run_id) FROM _{name}_scoped WHERE {IN_STEPS}"
-            if touched := [p for p in parts[name] if holds(p, blocks)]:  # the rows _replace_rows replaced
-                relation += (
-                    " UNION ALL BY NAME SELECT -1 AS sign, * EXCLUDE (run_id) "
-                    f"FROM read_parquet({sql_list(touched)}, hive_partitioning = false) WHERE {IN_STEPS}"
-                )
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {alias} AS {relation}")
+            fill = {"alias": alias, "scoped": f"_{name}_scoped"}
+            if touched := [
+                str(p) for p in parts[name] if holds(p, blocks)
+            ]:  # the rows _replace_rows replaced
+                sqlfiles.execute(con, "raw/derive/quantile_delta_touched", fill={**fill, "files": touched})
+            else:
+                sqlfiles.execute(con, "raw/derive/quantile_delta", fill=fill)
         sqlfiles.execute(con, "raw/refresh_quantiles")
-        for *key, v0, v1, fraction in con.execute(
-            "SELECT all_environments, environment, metric, slot, v0, v1, h - floor(h) FROM _qw_answers "
-            "WHERE covered AND n > 0 AND j0 <> j1"
-        ).fetchall():
-            # quantile_cont of the two values at fraction of the way is the run's own (h of n values), last
-            # bit included: DuckDB's interpolation, not an expression of ours that may round differently
-            (value,) = con.execute(
-                f"SELECT quantile_cont(x, {float(fraction)!r}::DOUBLE) "
-                "FROM (VALUES (?::DOUBLE), (?::DOUBLE)) AS t(x)",
-                [v0, v1],
-            ).fetchone()
-            con.execute(
-                "UPDATE _qw_answers SET value = ? WHERE all_environments = ? "
-                "AND environment IS NOT DISTINCT FROM ? AND metric = ? AND slot = ?",
-                [value, *key],
-            )
+        for row in sqlfiles.execute(con, "raw/derive/quantile_between", fetch=sqlfiles.fetchall):
+            sqlfiles.execute(con, "raw/derive/quantile_interpolate", **dict(zip(_BETWEEN, row, strict=True)))
         if sqlfiles.execute(
             con, "raw/quantile_results", fetch=sqlfiles.first_row, run=job.run_id, k=WINDOW_VALUES
         )["kept"]:

@@ -9,11 +9,15 @@
 What cannot be a bound parameter (a relation's name, the literal list of files a view reads: views take no
 parameters) is an ``@placeholder`` in the file, filled by ``run(con, name, fill={...})`` before DuckDB parses
 it, each value quoted by its type (``filled``): a name as a quoted identifier, a list of paths as a list of
-string literals, a bool as true / false; a placeholder the caller does not fill is an error.
+string literals, a bool as true / false, an int as a number, None as NULL, and a ``Fragment`` (SQL our own
+code composed: a select list, a condition, another file's query) as it is; a placeholder the caller does not
+fill is an error. A file is split once (``statements``, cached: its placeholders parse as stand-ins), and each
+call fills its statements' text, so a filled file costs DuckDB's one parse of each statement, not two.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +53,53 @@ Statement = tuple[str, frozenset[str], bool]
 Over = tuple[str, str | None]  # (outer file, series): see ``statements``
 
 
+def _split(text: str) -> tuple[Statement, ...]:
+    """DuckDB's statements of ``text``, each with its ``$parameters`` and whether it answers with rows. A file
+    with ``@placeholders`` is parsed with each standing in for what it will be filled with, a name (``"@x"``),
+    a query (``(SELECT '@x')``) or a clause that may be empty (``/*@x*/``), whichever of them lets DuckDB parse
+    it, and its statements are given back with the placeholders as they were, to be filled at each call."""
+    names = sorted(set(_PLACEHOLDER.findall(text)))
+    if not names:
+        return _parsed(text)
+    for kinds in itertools.product(_STAND_INS, repeat=len(names)):
+        stand_in = dict(zip(names, kinds, strict=True))
+        try:
+            parsed = _parsed(_PLACEHOLDER.sub(lambda m, chosen=stand_in: chosen[m[1]].format(m[1]), text))
+        except duckdb.ParserException:
+            continue
+        return tuple(
+            (_uncommented(_STOOD_IN.sub(_placeholder, sql)), used, rows) for sql, used, rows in parsed
+        )
+    raise ValueError(f"no stand-ins for the placeholders {names} let DuckDB parse {text[:200]!r}")
+
+
+_STAND_INS = ('"@{}"', "(SELECT '@{}')", "/*@{}*/")
+_STOOD_IN = re.compile(r"\"@(\w+)\"|\(SELECT '@(\w+)'\)|/\*@(\w+)\*/")
+
+
+def _placeholder(match: re.Match) -> str:
+    return "@" + next(group for group in match.groups() if group)
+
+
+def _uncommented(sql: str) -> str:
+    """``sql`` with the placeholders its comments name left unfilled (their ``@`` dropped): a header saying what
+    ``@query`` is must not take a query of several lines into a ``--`` comment."""
+    tokens = duckdb.tokenize(sql)
+    kept, last = [], 0
+    for i, (start, kind) in enumerate(tokens):
+        if kind == duckdb.token_type.comment:
+            end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
+            kept += [sql[last:start], _PLACEHOLDER.sub(r"\1", sql[start:end])]
+            last = end
+    return "".join(kept) + sql[last:]
+
+
+def _parsed(text: str) -> tuple[Statement, ...]:
+    return tuple(
+        (s.query, frozenset(s.named_parameters), s.type in _ROWS) for s in duckdb.extract_statements(text)
+    )
+
+
 @cache
 def statements(name: str, over: Over | None = None) -> tuple[Statement, ...]:
     """The statements of one file, each with the names of the ``$parameters`` it uses (DuckDB's parse) and
@@ -57,10 +108,7 @@ def statements(name: str, over: Over | None = None) -> tuple[Statement, ...]:
     its own ``WITH`` gets ``analysis`` as its first table expression). With a ``series`` (a
     column name, or "NULL"), ``analysis`` also has ``_series`` (that column) and ``_position`` (the row's place
     in the result), for a figure computed along each series in order (``analyses/rolling_mean.sql``)."""
-    parsed = tuple(
-        (s.query, frozenset(s.named_parameters), s.type in _ROWS)
-        for s in duckdb.extract_statements(load(name))
-    )
+    parsed = _split(load(name))
     if over is None:
         return parsed
     outer, series = over
@@ -77,33 +125,73 @@ def statements(name: str, over: Over | None = None) -> tuple[Statement, ...]:
 _LEADING_WITH = re.compile(r"\A(?:\s*--[^\n]*\n)*\s*WITH\s+(?!RECURSIVE\b)", re.IGNORECASE)
 
 
-Fill = Mapping[str, "str | bool | Sequence[str | Path]"]
+class Fragment(str):
+    """SQL text our own code composed (a select list, a condition, a query of another file), filled into a
+    placeholder as it is. Never built from data: a value is a bound parameter, a name a plain str."""
+
+
+Fill = Mapping[str, "str | bool | int | None | Fragment | Sequence[str | Path]"]
 _PLACEHOLDER = re.compile(r"@(\w+)")
+_PARAMETER = re.compile(r"\$(\w+)")
 
 
 def filled(text: str, fill: Fill) -> str:
     """``text`` with each ``@name`` replaced by ``fill[name]`` quoted for SQL: a str is an identifier (a table
-    or view's name, double-quoted), a bool true / false, a list or tuple of paths a list of string literals.
-    Raises KeyError for a placeholder ``fill`` lacks, TypeError for a value of another type."""
+    or view's name, double-quoted), a bool true / false, an int a number, None NULL, a ``Fragment`` itself, a
+    list or tuple of paths a list of string literals. Raises KeyError for a placeholder ``fill`` lacks,
+    TypeError for a value of another type."""
     return _PLACEHOLDER.sub(lambda m: _quoted(m[1], fill[m[1]]), text)
 
 
 def _quoted(name: str, value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if value is None:
+        return "NULL"
+    if isinstance(value, Fragment):
+        return str(value)
     if isinstance(value, str):
         return '"' + value.replace('"', '""') + '"'
+    if isinstance(value, int):
+        return str(int(value))
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join("'" + str(v).replace("'", "''") + "'" for v in value) + "]"
-    raise TypeError(f"@{name}: a name, a bool or a list of paths, not {type(value).__name__}")
+    raise TypeError(
+        f"@{name}: a name, a bool, an int, a Fragment or a list of paths, not {type(value).__name__}"
+    )
 
 
 def _filled_statements(name: str, fill: Fill) -> tuple[Statement, ...]:
-    """``statements`` of the file once filled (parsed at each call: the values differ each time)."""
+    """``statements`` of the file with ``fill``'s values in place: the cached split, filled (no parse). A
+    ``Fragment`` may name ``$parameters`` of its own: the statement holding it then uses those too."""
     return tuple(
-        (s.query, frozenset(s.named_parameters), s.type in _ROWS)
-        for s in duckdb.extract_statements(filled(load(name), fill))
+        (filled(sql, fill), used | _fragment_parameters(sql, fill), rows)
+        for sql, used, rows in statements(name)
     )
+
+
+def _fragment_parameters(sql: str, fill: Fill) -> frozenset[str]:
+    return frozenset(
+        p
+        for placeholder in _PLACEHOLDER.findall(sql)
+        if isinstance(value := fill.get(placeholder), Fragment)
+        for p in _PARAMETER.findall(value)
+    )
+
+
+@cache
+def _fragment_text(name: str) -> str:
+    """A fragment file's SQL: its text less the header's comment lines and any final semicolon."""
+    lines = load(name).strip().splitlines()
+    while lines and lines[0].lstrip().startswith("--"):
+        lines.pop(0)
+    return "\n".join(lines).rstrip().rstrip(";")
+
+
+def fragment(name: str, **fill) -> Fragment:
+    """The SQL of a fragment file (a query or a condition that is not run by itself but filled into another
+    file's placeholder: ``with_block.sql``), its placeholders filled (``filled``)."""
+    return Fragment(filled(_fragment_text(name), fill))
 
 
 def parameters(name: str, over: Over | None = None) -> frozenset[str]:
@@ -191,6 +279,18 @@ def execute(
         result = con.execute(sql, {key: params.get(key) for key in used} or None)
         answer = fetch(result) if rows else None
     return answer
+
+
+def execute_statement(con, statement: Statement, /, **params) -> None:
+    """One of a file's ``statements`` (a caller choosing among them: derive_full.sql's, table by table), given
+    the parameters it names."""
+    sql, used, _ = statement
+    con.execute(sql, {key: params.get(key) for key in used} or None)
+
+
+def fetchall(result: duckdb.DuckDBPyConnection) -> list[tuple]:
+    """A query's rows as tuples (a ``fetch`` for ``execute``)."""
+    return result.fetchall()
 
 
 def first_line(error: Exception) -> str:

@@ -81,7 +81,7 @@ def test_a_new_declaration_and_sql_file_are_picked_up(tmp_path, monkeypatch):
     it has a definition digest; nothing else is edited."""
     _, sql = _docs_example()
     macros = tmp_path / "sql" / "analyses" / "macros"
-    for folder in ("views", "analyses/macros", "raw"):
+    for folder in ("views", "analyses/macros", "raw", "raw/derive"):
         target = tmp_path / "sql" / folder
         target.mkdir(parents=True, exist_ok=True)
         for file in (sqlfiles.SQL_DIR / folder).glob("*.sql"):
@@ -113,7 +113,13 @@ def test_a_new_declaration_and_sql_file_are_picked_up(tmp_path, monkeypatch):
 
 
 def _clear_caches() -> None:
-    for cached in (sqlfiles.load, sqlfiles.statements, definitions._definitions, definitions._fills):
+    for cached in (
+        sqlfiles.load,
+        sqlfiles.statements,
+        sqlfiles._fragment_text,
+        definitions._definitions,
+        definitions._fills,
+    ):
         cached.cache_clear()
     derive_db.analysis_macros.cache_clear()
 
