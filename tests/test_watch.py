@@ -212,6 +212,16 @@ def test_a_bad_webhook_is_a_one_line_error_and_no_token_option_exists(tmp_path):
     assert "--token" not in usage and "ROLLSCOPE_NOTIFY_TOKEN" in usage
 
 
+def _default_ctrl_c() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# Children that Ctrl-C (SIGINT) stops as a user's terminal would, even when pytest itself runs as a background
+# job: a shell starts those with SIGINT ignored, children inherit that, and Python then installs no handler, so
+# the watch never saw the test's SIGINT (a 60 s timeout, seen when CI was started with `( ... &)`).
+CTRL_C = {"preexec_fn": _default_ctrl_c}
+
+
 @pytest.mark.slow  # 75 s of wall time: the run is paced so that the watch sees its collapse while it lasts
 def test_a_live_run_whose_entropy_collapses_sends_one_alert_and_one_recovery(tmp_path, receiver):
     """The issue's "done when": a paced simulated run, watched live (and the watch restarted after the alert:
@@ -234,13 +244,17 @@ def test_a_live_run_whose_entropy_collapses_sends_one_alert_and_one_recovery(tmp
     # and pacing squeezes ~244 simulated seconds into each 2.5 s step, so the store's publication lag (a
     # segment every 2 s, exports every 0.5 s) reads as ~250 s more silence: past the 600 s limit on a busy machine.
     watch += ["--threshold", "stall-silence=86400", "--threshold", "stall-rollout-age=86400"]
-    watcher = subprocess.Popen(watch, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    run = subprocess.Popen(simulate, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    watcher = subprocess.Popen(
+        watch, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **CTRL_C
+    )
+    run = subprocess.Popen(simulate, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **CTRL_C)
     try:
         wait_for(lambda: hook.posts, timeout=180)  # the collapse
         watcher.send_signal(signal.SIGINT)
         assert watcher.wait(timeout=60) == 0
-        watcher = subprocess.Popen(watch, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        watcher = subprocess.Popen(
+            watch, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **CTRL_C
+        )
         assert run.wait(timeout=180) == 0, run.stderr.read()
         wait_for(lambda: len(hook.posts) >= 2, timeout=120)  # the recovery
         time.sleep(3)  # more rounds over the finished run: nothing more to say
