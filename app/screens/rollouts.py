@@ -280,9 +280,8 @@ def trace(filters: Filters, rollout_id: str) -> None:
     """The rollout's outcome, then the view chosen: each view reads only what it shows, in the rollout's
     time window."""
     bounds, store, run = calls.window(filters, rollout_id), filters.store, filters.run_id
-    shown = (
-        st.session_state.get("rollout-view") or VIEWS[0]
-    )  # the view drawn below, asked for with the outcome
+    # The view drawn below (the widget's value is the session's), asked for together with the outcome.
+    shown = st.session_state.get("rollout-view") or VIEWS[0]
     figures = threads.at_once(
         {
             "rollout": partial(calls.call, store, trace_queries.rollout, run, rollout_id, bounds),
@@ -306,7 +305,7 @@ def trace(filters: Filters, rollout_id: str) -> None:
         return
     outcome(rollout, figures["stage"], figures["scores"])
     view = st.segmented_control("View", VIEWS, default=VIEWS[0], key="rollout-view", required=True)
-    if view == "Conversation":  # the widget's value is the session's, read above as ``shown``
+    if view == "Conversation":  # ``shown`` above
         conversation.conversation(filters, rollout_id, figures["conversation"], marks=figures["marks"])
     elif view == "Group":
         group(filters, rollout_id, calls.call(store, trace_queries.group, run, rollout_id, bounds))
