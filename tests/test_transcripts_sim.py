@@ -39,12 +39,12 @@ def knobs() -> dict:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """The run simulated through attach() (normal mode), its processes publishing every 0.2 s as a live job's
-    would at scale (many segments): (store, ground truth)."""
+    """The run simulated through attach() (normal mode), paced so that every process publishes each step's
+    spans as it goes, as a live job's would (many segments, in the run's order; unpaced, each process
+    published once at its end, and a live reader's catch-ups then depended on which process ended first):
+    (store, ground truth)."""
     store = tmp_path_factory.mktemp("talk") / "store"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("ROLLSCOPE_SEGMENT_SECONDS", "0.2")
-        simulate(store, RUN, config.resolve("default", [knobs()]), workers=2)
+    simulate(store, RUN, config.resolve("default", [knobs()]), workers=2, pace=0.01)
     return store, groundtruth.load(store, RUN)
 
 
