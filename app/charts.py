@@ -353,16 +353,37 @@ def mark(fig: go.Figure, xs: list, labels: list[str], max_labels: int = 12) -> g
 FIRING = "#ef4444"  # a detector firing: shaded on the charts of the figure it watches
 
 
+MAX_SHADED = 120  # stretches a chart shades at most: more merge across their narrowest gaps (``stretches``)
+
+
+def stretches(first: np.ndarray, last: np.ndarray, most: int = MAX_SHADED) -> tuple[np.ndarray, np.ndarray]:
+    """Stretches of steps (``first``, ``last``, in step order) merged across their narrowest gaps until at most
+    ``most`` are left: a detector firing hundreds of times over tens of thousands of steps shades the same
+    pixels with far fewer shapes (plotly validates and sends each one: 285 of them cost 40 ms to set alone)."""
+    if len(first) <= most:
+        return first, last
+    gaps = first[1:] - last[:-1]
+    closed = np.zeros(len(gaps), dtype=bool)
+    closed[np.argsort(gaps, kind="stable")[: len(first) - most]] = True
+    starts = np.concatenate([[True], ~closed])  # a stretch starts where the gap before it stays open
+    ends = np.concatenate([~closed, [True]])
+    return first[starts], last[ends]
+
+
 def firing(fig: go.Figure, episodes: pd.DataFrame, rule: str, max_labels: int = 6) -> go.Figure:
-    """Shade the stretches of steps a detector fired at (``analyses.detector_episodes``' rows), labelled with
-    the rule and the step it started at while there are few; set in one go, as ``mark`` does."""
+    """Shade the stretches of steps a detector fired at (``analyses.detector_episodes``' rows, at most
+    ``MAX_SHADED`` of them: ``stretches``), labelled with the rule and the step it started at while there are
+    few; set in one go, as ``mark`` does."""
+    ordered = episodes.sort_values("first_step")
+    first, last = (ordered[c].to_numpy(dtype="int64") for c in ("first_step", "last_step"))
+    first, last = stretches(first, last)
     shapes = [
         {
             "type": "rect",
             "xref": "x",
             "yref": "paper",
-            "x0": e.first_step - 0.5,
-            "x1": e.last_step + 0.5,
+            "x0": int(x0) - 0.5,
+            "x1": int(x1) + 0.5,
             "y0": 0,
             "y1": 1,
             "fillcolor": FIRING,
@@ -370,22 +391,22 @@ def firing(fig: go.Figure, episodes: pd.DataFrame, rule: str, max_labels: int = 
             "line": {"width": 0},
             "layer": "below",
         }
-        for e in episodes.itertuples()
+        for x0, x1 in zip(first, last, strict=True)
     ]
     notes = [
         {
-            "x": e.first_step,
+            "x": int(x0),
             "y": 1,
             "xref": "x",
             "yref": "paper",
-            "text": f"{rule} from step {e.first_step}",
+            "text": f"{rule} from step {int(x0)}",
             "showarrow": False,
             "xanchor": "left",
             "yanchor": "bottom",
             "font": {"color": FIRING},
         }
-        for e in episodes.itertuples()
-    ][:max_labels]
+        for x0 in first[:max_labels]
+    ]
     fig.update_layout(shapes=[*fig.layout.shapes, *shapes], annotations=[*fig.layout.annotations, *notes])
     return fig
 

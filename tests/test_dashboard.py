@@ -805,3 +805,24 @@ def test_a_long_series_draws_thinned_yet_keeps_every_spike_and_dip():
     short = pd.Series([1.0, None, 3.0])
     xs, ys = charts.thinned(pd.Series([1, 2, 3]), short)
     assert list(xs) == [1, 2, 3] and np.isnan(ys[1])  # short lines are drawn whole, a missing value as a gap
+
+
+def test_a_detector_firing_hundreds_of_times_shades_every_fired_step_with_a_few_hundred_shapes_at_most():
+    """Over 30,000 steps a detector fires in 400 stretches: the chart shades at most MAX_SHADED, merged across
+    the narrowest gaps, so every fired step is still shaded and the widest quiet stretches stay clear."""
+    import plotly.graph_objects as go
+
+    rng = np.random.default_rng(7)
+    firsts = np.sort(rng.choice(np.arange(0, 30_000, 60), size=400, replace=False))
+    lasts = firsts + rng.integers(0, 20, size=400)
+    episodes = pd.DataFrame({"first_step": firsts, "last_step": lasts}).sample(frac=1, random_state=1)
+    shapes = charts.firing(go.Figure(), episodes, "kl-acceleration").layout.shapes
+    assert len(shapes) == charts.MAX_SHADED
+    spans = sorted((s.x0, s.x1) for s in shapes)
+    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False))  # apart, in step order
+    assert all(any(x0 < lo and hi < x1 for x0, x1 in spans) for lo, hi in zip(firsts, lasts, strict=True))
+    gaps = sorted(b - a for a, b in zip(lasts, firsts[1:], strict=False))
+    clear = [b[0] - a[1] + 1 for a, b in zip(spans, spans[1:], strict=False)]  # first - last again
+    assert sorted(clear) == gaps[-(charts.MAX_SHADED - 1) :]  # the widest gaps are the ones left open
+    few = episodes.head(3)
+    assert len(charts.firing(go.Figure(), few, "kl-acceleration").layout.shapes) == 3  # few: one shape each
