@@ -20,7 +20,8 @@ SKEW_NS = 60_000_000_000
 
 
 def _query(con, name: str, **params) -> pd.DataFrame:
-    return sqlfiles.run(con, f"rollout_trace/{name}", title="Rollout query failed", **params)
+    """``rollout_trace/<name>.sql``, with the clock skew its time windows allow (the files that name it)."""
+    return sqlfiles.run(con, f"rollout_trace/{name}", title="Rollout query failed", skew_ns=SKEW_NS, **params)
 
 
 def search(

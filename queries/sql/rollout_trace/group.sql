@@ -20,10 +20,10 @@ work AS (  -- the rollouts' turns, as the per-rollout work (_rollout_work) keeps
     SELECT rollout_id, turns, generated AS decoded_tokens
     FROM _rollout_work($run_id)
     WHERE rollout_id IN (SELECT rollout_id FROM members) AND turns > 0
-      -- Their turns start while they run (a minute each side for clock skew, as window.sql): the per-rollout
-      -- table's row groups keep time ranges, so this reads the group's few, not the run's.
-      AND first_turn_ns BETWEEN (SELECT min(start_ns) FROM members) - 60_000_000_000
-                            AND (SELECT max(end_ns) FROM members) + 60_000_000_000
+      -- Their turns start while they run (a minute each side, $skew_ns, for clock skew, as window.sql): the
+      -- per-rollout table's row groups keep time ranges, so this reads the group's few, not the run's.
+      AND first_turn_ns BETWEEN (SELECT min(start_ns) FROM members) - $skew_ns
+                            AND (SELECT max(end_ns) FROM members) + $skew_ns
 )
 SELECT
     m.rollout_id,

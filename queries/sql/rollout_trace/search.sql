@@ -46,10 +46,10 @@ work AS (
     SELECT rollout_id, turns, generated AS decoded_tokens, new_prefill AS new_prefill_tokens
     FROM _rollout_work($run_id)
     WHERE rollout_id IN (SELECT rollout_id FROM matched) AND turns > 0
-      -- Their turns start while they run (a minute each side for clock skew, as window.sql): the per-rollout
-      -- table's row groups keep time ranges, so this reads those of the rollouts found, not the run's.
-      AND first_turn_ns BETWEEN (SELECT min(start_ns) FROM matched) - 60_000_000_000
-                            AND (SELECT max(end_ns) FROM matched) + 60_000_000_000
+      -- Their turns start while they run (a minute each side, $skew_ns, for clock skew, as window.sql): the
+      -- per-rollout table's row groups keep time ranges, so this reads those of the rollouts found, not the run's.
+      AND first_turn_ns BETWEEN (SELECT min(start_ns) FROM matched) - $skew_ns
+                            AND (SELECT max(end_ns) FROM matched) + $skew_ns
 )
 SELECT
     m.rollout_id, m.environment, m.task_id, m.group_id, m.rollout_status, m.reward, m.policy_version,

@@ -1,7 +1,8 @@
 -- Where one rollout's spans can be, in time, so the waterfall reads the raw spans of a few row groups and not
 -- the run (segments are not ordered by rollout id; they are by time, and row groups keep start_ns ranges).
 -- lo .. hi: its own spans (turns, tools, rewards, judges, teachers, an engine's requests in its trace) start
--- inside its rl.rollout span; a minute each side absorbs clock skew between the hosts that wrote them.
+-- inside its rl.rollout span; a minute each side ($skew_ns: trace.SKEW_NS) absorbs clock skew between the hosts
+-- that wrote them.
 -- sample_lo .. sample_hi: its rl.sample spans and the train steps that consumed it, which start inside the
 -- train steps from the first that consumed it (rollout_steps) through $reuse_steps more (a batch trained on in
 -- several optimizer steps: TRL's num_iterations, PPO epochs). NULL when no train step has consumed it.
@@ -17,8 +18,8 @@ steps AS (
     WHERE t.run_id = $run_id AND t.train_step BETWEEN f.step AND f.step + $reuse_steps
 )
 SELECT
-    r.start_ns - 60_000_000_000 AS lo,
-    r.end_ns + 60_000_000_000 AS hi,
-    least(steps.lo, r.start_ns) - 60_000_000_000 AS sample_lo,
-    steps.hi + 60_000_000_000 AS sample_hi
+    r.start_ns - $skew_ns AS lo,
+    r.end_ns + $skew_ns AS hi,
+    least(steps.lo, r.start_ns) - $skew_ns AS sample_lo,
+    steps.hi + $skew_ns AS sample_hi
 FROM r, steps
