@@ -78,15 +78,29 @@ def stored_type(duckdb_type: str) -> str:
     return "DECIMAL(38, 0)" if duckdb_type == "HUGEINT" else duckdb_type
 
 
+def typed_nulls(columns: list[list[str]], *, stored: bool = False) -> str:
+    """A select list of NULLs typed as ``columns`` (name, DuckDB type) say, each as its own name; with ``stored``,
+    typed as the column's Parquet holds it (``stored_type``): what an empty table is made of."""
+    return ", ".join(
+        f"CAST(NULL AS {stored_type(t) if stored else t}) AS {sqlfiles.identifier(c)}" for c, t in columns
+    )
+
+
 def stored(con, relation: str, skip: tuple[str, ...] = ()) -> str:
     """The select list that stores ``relation`` as Parquet, which has no 128-bit integers: FLOP sums (HUGEINT)
     keep every digit as DECIMAL(38, 0) rather than becoming DOUBLE."""
     columns = describe(con, relation)
     return ", ".join(
-        f'CAST("{c}" AS {stored_type(t)}) AS "{c}"' if stored_type(t) != t else f'"{c}"'
+        _cast(c, stored_type(t)) if stored_type(t) != t else sqlfiles.identifier(c)
         for c, t, *_ in columns
         if c not in skip
     )
+
+
+def _cast(column: str, to: str) -> str:
+    """A select-list item: ``column`` cast to type ``to``, keeping its name."""
+    name = sqlfiles.identifier(column)
+    return f"CAST({name} AS {to}) AS {name}"
 
 
 def describe(con, relation: str) -> list[tuple]:
@@ -144,10 +158,7 @@ def connection(staging: Path, schemas: dict | None = None, *, memory: int = 0, t
             sqlfiles.execute(con, "raw/derived_views")
         else:
             for name, columns in schemas.items():
-                typed = ", ".join(
-                    f'CAST(NULL AS {t}) AS "{c.replace(chr(34), chr(34) * 2)}"' for c, t in columns
-                )
-                fill = {"table": f"_{name}_mat", "columns": sqlfiles.Fragment(typed)}
+                fill = {"table": f"_{name}_mat", "columns": sqlfiles.Fragment(typed_nulls(columns))}
                 sqlfiles.execute(con, "raw/derive/create_typed", fill=fill)
             sqlfiles.execute(con, "raw/derived_views")
             for statement in analysis_macros(definitions=True):
@@ -205,7 +216,7 @@ def view(con, name: str, files: list[Path], *, schema: str | None = None) -> Non
         con, "raw/derive/describe_parts", fetch=sqlfiles.fetchall, fill={"files": paths}
     )
     select = ", ".join(
-        f'CAST("{c}" AS HUGEINT) AS "{c}"' if t == "DECIMAL(38,0)" else f'"{c}"' for c, t, *_ in columns
+        _cast(c, "HUGEINT") if t == "DECIMAL(38,0)" else sqlfiles.identifier(c) for c, t, *_ in columns
     )
     fill = {"name": name, "select": sqlfiles.Fragment(select), "files": paths}
     sqlfiles.execute(con, "raw/derive/view_parts", fill=fill)

@@ -89,7 +89,7 @@ _NO_ORDER = sqlfiles.Fragment("")
 def _order_by(columns) -> sqlfiles.Fragment:
     """An ORDER BY of these columns in this order (each a quoted name; not ``COLUMNS([...])``, which sorts in
     the relation's column order, not the list's)."""
-    return sqlfiles.Fragment("ORDER BY " + ", ".join('"' + c.replace('"', '""') + '"' for c in columns))
+    return sqlfiles.Fragment("ORDER BY " + ", ".join(map(sqlfiles.identifier, columns)))
 
 
 def merge_parts(con, name: str, files: list[Path], target: Path) -> None:

@@ -37,7 +37,7 @@ import duckdb
 from rollscope.errors import QueryError, StoreError
 from rollscope.queries import definitions, derived_schemas, sqlfiles
 from rollscope.queries.derive import derive as derive_run
-from rollscope.queries.derive_db import analysis_macros, raw_views, stored_type
+from rollscope.queries.derive_db import analysis_macros, raw_views, typed_nulls
 from rollscope.queries.tables import TABLE_NAMES
 from rollscope.store import derived, schema
 from rollscope.store import layout as store
@@ -81,8 +81,7 @@ def _remove_schema_dir(root: Path, owner: int) -> None:
 def empty_select(columns: list[list[str]]) -> str:
     """No rows, typed as a derived table's columns say (a manifest's, or ``derived_schemas.current``) and as its
     Parquet reads (FLOP sums as DECIMAL(38, 0)): what a reader reads for a table no run it reads has rows of."""
-    names = ", ".join(f'CAST(NULL AS {stored_type(t)}) AS "{c}"' for c, t in columns)
-    return f"SELECT {names} WHERE false"
+    return f"SELECT {typed_nulls(columns, stored=True)} WHERE false"
 
 
 def _reader_macros() -> tuple[sqlfiles.Statement, ...]:

@@ -143,6 +143,11 @@ def filled(text: str, fill: Fill) -> str:
     return _PLACEHOLDER.sub(lambda m: _quoted(m[1], fill[m[1]]), text)
 
 
+def identifier(name: str) -> str:
+    """``name`` as a quoted SQL identifier (a table's, a view's or a column's), whatever characters it holds."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _quoted(name: str, value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -151,7 +156,7 @@ def _quoted(name: str, value) -> str:
     if isinstance(value, Fragment):
         return str(value)
     if isinstance(value, str):
-        return '"' + value.replace('"', '""') + '"'
+        return identifier(value)
     if isinstance(value, int):
         return str(int(value))
     if isinstance(value, (list, tuple)):
