@@ -152,22 +152,13 @@ def rederive(con, job: Job, table, tables: dict[str, list[Path]]) -> list[Path]:
 
     read_final(con, tables)
     sqlfiles.execute(con, "raw/rederive_spans", fill={"schema": [schema_file("spans")]})
-    source = sqlfiles.Fragment(
-        table.source
-    )  # a relation of our declarations (tables.py), which may read $run
+    source = sqlfiles.Fragment(table.source)  # a relation of our declarations (tables.py); it may read $run
     sqlfiles.execute(con, "raw/derive/rederive", fill={"source": source}, run=job.run_id)
     return [write_whole(con, table.name, "_merged", job.staging)]
 
 
-_BETWEEN = (
-    "all_environments",
-    "environment",
-    "metric",
-    "slot",
-    "v0",
-    "v1",
-    "fraction",
-)  # quantile_between.sql
+# quantile_between.sql's columns, the parameters quantile_interpolate.sql takes
+_BETWEEN = ("all_environments", "environment", "metric", "slot", "v0", "v1", "fraction")
 
 
 def quantile_windows(con, run: str, percentiles: str) -> None:
@@ -192,9 +183,8 @@ def refresh_quantiles(
             ("scoring", "_qd_scoring"),
         ):
             fill = {"alias": alias, "scoped": f"_{name}_scoped"}
-            if touched := [
-                str(p) for p in parts[name] if holds(p, blocks)
-            ]:  # the rows _replace_rows replaced
+            # the rows _replace_rows replaced, taken out again
+            if touched := [str(p) for p in parts[name] if holds(p, blocks)]:
                 sqlfiles.execute(con, "raw/derive/quantile_delta_touched", fill={**fill, "files": touched})
             else:
                 sqlfiles.execute(con, "raw/derive/quantile_delta", fill=fill)
