@@ -79,32 +79,24 @@ def losses(filters: Filters) -> None:
 
 def examples(filters: Filters, losses) -> None:
     """Each loss's example rollouts, a link each to its transcript: what the lost experience looked like."""
-    selections = [
-        queries_examples.lost(stage, reason)
-        for stage, reason in zip(losses["stage"], losses["reason"], strict=True)
-    ]  # noqa: E501
+    losses = list(zip(losses["stage"], losses["reason"], losses["lost"], strict=True))
+    selections = [queries_examples.lost(stage, reason) for stage, reason, _ in losses]
     scope = {"steps": filters.steps, "environment": filters.environment}
-    if not calls.examples_inline(filters):  # a long run: each loss links to its list, picked when opened
-        lines = [
-            f"- **{charts.label(stage)} · {reason}**: {charts.count(lost)} · "
-            + links.listing_line(filters.run_id, "", sel, **scope)
-            for stage, reason, lost, sel in zip(
-                losses["stage"], losses["reason"], losses["lost"], selections, strict=True
-            )
-        ]
-        st.markdown("**What the lost rollouts did**, each loss's rollouts listed:\n" + "\n".join(lines))
-        return
-    found = threads.at_once({i: partial(calls.examples, filters, sel) for i, sel in enumerate(selections)})
-    lines = [
-        f"- **{charts.label(stage)} · {reason}**: "
-        + links.example_line(filters.run_id, "", sel, found[i], **scope)
-        for i, (stage, reason, sel) in enumerate(
-            zip(losses["stage"], losses["reason"], selections, strict=True)
+    # A long run's losses each link to their list, whose examples are picked when it is opened.
+    inline = calls.examples_inline(filters)
+    if inline:
+        found = threads.at_once(
+            {i: partial(calls.examples, filters, sel) for i, sel in enumerate(selections)}
         )
-    ]
-    st.markdown(
-        "**What the lost rollouts did**, a few of each loss (from distinct groups):\n" + "\n".join(lines)
-    )
+    lines = []
+    for i, ((stage, reason, lost), sel) in enumerate(zip(losses, selections, strict=True)):
+        if inline:
+            shown = links.example_line(filters.run_id, "", sel, found[i], **scope)
+        else:
+            shown = f"{charts.count(lost)} · " + links.listing_line(filters.run_id, "", sel, **scope)
+        lines.append(f"- **{charts.label(stage)} · {reason}**: {shown}")
+    how = "a few of each loss (from distinct groups)" if inline else "each loss's rollouts listed"
+    st.markdown(f"**What the lost rollouts did**, {how}:\n" + "\n".join(lines))
 
 
 def what_if(row: dict) -> None:
