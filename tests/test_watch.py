@@ -244,17 +244,14 @@ def test_a_live_run_whose_entropy_collapses_sends_one_alert_and_one_recovery(tmp
     # and pacing squeezes ~244 simulated seconds into each 2.5 s step, so the store's publication lag (a
     # segment every 2 s, exports every 0.5 s) reads as ~250 s more silence: past the 600 s limit on a busy machine.
     watch += ["--threshold", "stall-silence=86400", "--threshold", "stall-rollout-age=86400"]
-    watcher = subprocess.Popen(
-        watch, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **CTRL_C
-    )
+    watching = {"cwd": ROOT, "env": env, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **CTRL_C}
+    watcher = subprocess.Popen(watch, **watching)
     run = subprocess.Popen(simulate, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **CTRL_C)
     try:
         wait_for(lambda: hook.posts, timeout=180)  # the collapse
         watcher.send_signal(signal.SIGINT)
         assert watcher.wait(timeout=60) == 0
-        watcher = subprocess.Popen(
-            watch, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **CTRL_C
-        )
+        watcher = subprocess.Popen(watch, **watching)  # the same watch, restarted
         assert run.wait(timeout=180) == 0, run.stderr.read()
         wait_for(lambda: len(hook.posts) >= 2, timeout=120)  # the recovery
         time.sleep(3)  # more rounds over the finished run: nothing more to say
