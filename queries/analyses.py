@@ -33,6 +33,7 @@ from rollscope.queries import sqlfiles
 # DuckDB imports pandas when an analysis answers with a frame; the advisor's answers are dicts, read without it.
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
 SUCCESS_THRESHOLD = 0.5  # a scored rollout succeeded when its reward is at least this (docs/semconv.md)
 ROLLING_STEPS = 10  # the window of every per-step rolling mean, in train steps (pages' legends name it)
@@ -166,7 +167,8 @@ class Memo:
         with slot.lock:
             if slot.frame is None:  # on a cursor of its own: analyses asked for ``together`` run at once
                 slot.frame = compute(self._cursor().cursor())
-            return slot.frame.copy()
+            kept = slot.frame  # an Arrow table cannot change: only frames and dicts are copied
+            return kept.copy() if hasattr(kept, "copy") else kept
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         """A connection for SQL whose result is not kept (``report.changes``, over figures already computed)."""
@@ -186,7 +188,7 @@ class Memo:
 class _Slot:
     def __init__(self):
         self.lock = threading.Lock()
-        self.frame: pd.DataFrame | dict | None = None
+        self.frame: pd.DataFrame | dict | pa.Table | None = None
 
 
 def together(calls: dict[str, Callable[[], T]]) -> dict[str, T]:
@@ -731,9 +733,8 @@ def detector_summary(con, run_id: str, rule: str, threshold: float, window: int,
     """The detector's verdict: steps judged and fired at, whether it fires at the latest judged step (``firing``),
     the first and latest step it fired at, that latest step's figures and the first fired row's
     (``analyses/detector_summary.sql``)."""
-    params = _detector_params(threshold, window, options)
-    sql = _detector_sql(rule)
-    return record(query(con, sql, require_run(con, run_id), over="detector_summary", **params))
+    rows = _detector_rows(con, run_id, rule, threshold, window, options)
+    return record(_over_rows(con, rows, "detector_summary"))
 
 
 EPISODE_COLUMNS = ("first_step", "last_step", "steps", "environment", "part")  # detector_episodes.sql's
@@ -741,15 +742,31 @@ EPISODE_COLUMNS = ("first_step", "last_step", "steps", "environment", "part")  #
 
 def detector_episodes(con, run_id: str, rule: str, threshold: float, window: int, **options) -> pd.DataFrame:
     """The stretches of consecutive steps the detector fired at: first and last step, steps, and the environment
-    and part that fired (``analyses/detector_episodes.sql``). No stretch, without reading the detector's rows again,
-    when its summary says it never fired: a page reads the summary anyway, and on a Memo it is computed once (a
-    detector's rows cost up to 0.35 s at 30M spans)."""
-    if not detector_summary(con, run_id, rule, threshold, window, **options).get("steps_fired"):
+    and part that fired (``analyses/detector_episodes.sql``)."""
+    rows = _detector_rows(con, run_id, rule, threshold, window, options)
+    if not any(rows.column("fired").to_pylist()):
         import pandas  # as DuckDB's frames do, imported where a frame is made
 
         return pandas.DataFrame({c: pandas.Series(dtype=object) for c in EPISODE_COLUMNS})
-    params = _detector_params(threshold, window, options)
-    return query(con, _detector_sql(rule), require_run(con, run_id), over="detector_episodes", **params)
+    return _over_rows(con, rows, "detector_episodes")
+
+
+def _detector_rows(con, run_id: str, rule: str, threshold: float, window: int, options: dict):
+    """The detector's rows as an Arrow table: on a Memo computed once for its verdict and its stretches both (a
+    detector's rows cost up to 0.35 s at 30M spans, its verdict and stretches over them a few milliseconds)."""
+    values = {"run_id": require_run(con, run_id), **_detector_params(threshold, window, options)}
+    return _answer(con, _detector_sql(rule), values, fetch=sqlfiles.arrow_table)
+
+
+def _over_rows(con, rows, name: str) -> pd.DataFrame:
+    """``analyses/<name>.sql`` over rows already computed (read as ``analysis``), on a cursor of its own (a
+    Memo's ``cursor`` is the connection it shares, which stays open)."""
+    cursor = (con.cursor() if isinstance(con, Memo) else con).cursor()
+    try:
+        cursor.register("analysis", rows)
+        return _run(cursor, name, {})
+    finally:
+        cursor.close()
 
 
 def _detector_sql(rule: str) -> str:

@@ -50,25 +50,28 @@ def report(con, run_id: str, steps=None, environment=None) -> dict:
 
 
 def detectors(con, run_id: str) -> dict:
-    """Each training-health detector's verdict at its default threshold (docs/report.md, "detectors"): whether
-    it fires at the latest step it judged, the first and latest step it fired at, the steps it fired at and
-    judged, and its latest figure. Over the whole run: a detector's windows run over steps."""
+    """Each training-health detector's verdict at its default threshold (docs/report.md, "detectors"), keyed by
+    rule with ``_`` for ``-``: ``detector_verdict``'s."""
+    return {rule.replace("-", "_"): detector_verdict(con, run_id, rule) for rule in analyses.DETECTORS}
+
+
+def detector_verdict(con, run_id: str, rule: str) -> dict:
+    """One detector's verdict at its default threshold: whether it fires at the latest step it judged, the first
+    and latest step it fired at, the steps it fired at and judged, and its latest figure. Over the whole run: a
+    detector's windows run over steps."""
     from rollscope.queries.checks import detector_parameters
 
-    out = {}
-    for rule in analyses.DETECTORS:
-        params = detector_parameters(rule)
-        row = analyses.detector_summary(con, run_id, rule, **params)
-        out[rule.replace("-", "_")] = {
-            "firing": bool(row.get("firing")),
-            "first_step": row.get("first_step"),
-            "last_step": row.get("last_step"),
-            "steps_fired": row.get("steps_fired") or 0,
-            "steps_judged": row.get("steps_judged") or 0,
-            "value": row.get("value"),
-            "threshold": params["threshold"],
-        }
-    return out
+    params = detector_parameters(rule)
+    row = analyses.detector_summary(con, run_id, rule, **params)
+    return {
+        "firing": bool(row.get("firing")),
+        "first_step": row.get("first_step"),
+        "last_step": row.get("last_step"),
+        "steps_fired": row.get("steps_fired") or 0,
+        "steps_judged": row.get("steps_judged") or 0,
+        "value": row.get("value"),
+        "threshold": params["threshold"],
+    }
 
 
 def changes(con, first: dict, second: dict) -> pd.DataFrame:

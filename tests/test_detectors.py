@@ -4,6 +4,8 @@ healthy runs and the shipped sample run, and read the signals and truncation a r
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from benchmarks.detectors import FAILURES  # the failure presets, one per detector
@@ -72,6 +74,28 @@ def test_a_detectors_stretches_cover_the_steps_it_fired_at_and_are_none_when_it_
             assert found["steps"].sum() == verdict["steps_fired"], rule
         else:
             assert found.empty, rule
+
+
+@pytest.mark.long
+def test_a_page_reading_a_rules_verdict_and_stretches_computes_its_rows_once():
+    """The Learning page asks each rule for its verdict and its stretches at once, on one Memo: both read the
+    rule's rows, computed once, and give what a plain connection gives."""
+    store, _ = simulated_preset("entropy-collapse")
+    reader = connect(store)
+    memo = analyses.Memo(reader.cursor)
+    for rule in analyses.DETECTORS:
+        params = checks.detector_parameters(rule)
+        asked = (memo, "entropy-collapse", rule)
+        verdict, found = analyses.together(
+            {
+                "verdict": partial(analyses.detector_summary, *asked, **params),
+                "stretches": partial(analyses.detector_episodes, *asked, **params),
+            }
+        ).values()
+        assert verdict == analyses.detector_summary(reader, "entropy-collapse", rule, **params), rule
+        assert found.equals(analyses.detector_episodes(reader, "entropy-collapse", rule, **params)), rule
+    assert memo.kept() == len(memo.computed())  # one result per analysis: no rule's rows computed twice
+    assert verdicts(store, "entropy-collapse")["entropy-collapse"]["steps_fired"]  # one rule did fire
 
 
 @pytest.mark.long

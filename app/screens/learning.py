@@ -69,10 +69,9 @@ def analyses_record(frame) -> dict:
 
 def detectors(figures: threads.Figures, filters: Filters) -> None:
     st.subheader("Is training going wrong")
-    verdicts = figures["detectors"]
     rows = []
     for rule in DETECTORS:
-        v, episodes = verdicts[rule.replace("-", "_")], figures[f"episodes:{rule}"]
+        v, episodes = figures[f"verdict:{rule}"], figures[f"episodes:{rule}"]
         latest = episodes.iloc[-1] if len(episodes) else None
         rows.append(
             {
@@ -426,7 +425,12 @@ def body(filters: Filters) -> None:
                 rolling=("train_loss", "train_entropy", "train_kl", "train_policy_kl"),
             ),
             "generations_by_step": partial(analysis, analyses.generations_by_step),
-            "detectors": partial(calls.call, filters.store, queries_report.detectors, filters.run_id),
+            **{  # each rule on its own thread; its verdict and stretches read its rows, computed once
+                f"verdict:{rule}": partial(
+                    calls.call, filters.store, queries_report.detector_verdict, filters.run_id, rule
+                )
+                for rule in DETECTORS
+            },
             **{
                 f"episodes:{rule}": partial(
                     calls.call,
