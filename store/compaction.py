@@ -74,9 +74,11 @@ from rollscope.store.layout import (
     SOURCES_KEY,
     _published,
     discard_prepared,
+    live_names,
     partition_dir,
     preparing,
     publish_prepared,
+    published_names,
     replaced_path,
     require_store,
     row_group_rows,
@@ -804,7 +806,7 @@ def _merge_written(directory: Path, deadline: float, pending: Retirements) -> in
 def _still_live(directory: Path, files: list[Path]) -> list[Path]:
     """Those of ``files`` (this process's) still live and mergeable; the others are forgotten (merged by
     another compactor)."""
-    live = {p.name for p in segments(*_split(directory))} if files else set()
+    live = set(live_names(directory)) if files else set()
     WRITTEN.forget(p for p in files if p.name not in live)
     return _mergeable(directory, [p for p in files if p.name in live])
 
@@ -854,7 +856,7 @@ def _mergeable(directory: Path, files: list[Path]) -> list[Path]:
     merged = [p for p in files if p.name.startswith("cmp-")]
     if not merged:
         return files
-    listed = {p.name for p in _published(directory)}
+    listed = set(published_names(directory))
     waiting = {p for p in merged if sources(p) & listed}
     return [p for p in files if p not in waiting]
 

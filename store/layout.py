@@ -232,12 +232,21 @@ def run_of(segment: Path | str) -> str:
 
 
 def _published(directory: Path) -> list[Path]:
-    """The partition's published files, from one listing that took less than ``SLOW_LISTING_S``.
+    """The partition's published files (``published_names``)."""
+    return [directory / n for n in published_names(directory)]
+
+
+def published_names(directory: Path) -> list[str]:
+    """The names of the partition's published files, sorted, from one listing that took less than
+    ``SLOW_LISTING_S``.
 
     A directory listing is not a snapshot: it is read in pieces, and a file added or removed meanwhile may be
     missed. A listing that missed both a merged file that appeared and a source moved aside after it would
     have a gap; sources move ``RETIRE_AFTER_S`` after their merged file appears, so only a listing that took
-    longer than that can; a slow one is taken again."""
+    longer than that can; a slow one is taken again.
+
+    Names, not paths: a partition that short-lived writers left 11,000 segments in was listed by each of
+    them as it exited, and building and sorting a path for every file took most of their last merge's time."""
     for _ in range(LISTING_TRIES):
         started = time.monotonic()
         try:
@@ -246,7 +255,7 @@ def _published(directory: Path) -> list[Path]:
             return []
         if time.monotonic() - started < SLOW_LISTING_S:
             break
-    return [directory / n for n in names if n.endswith(".parquet") and not n.startswith(".")]
+    return sorted(n for n in names if n.endswith(".parquet") and not n.startswith("."))
 
 
 @lru_cache(maxsize=65536)
@@ -319,24 +328,28 @@ def _replaced_by(segment: Path) -> frozenset[str]:
 
 
 def segments(store: Path | str, dataset: str = "spans", run_id: str | None = None) -> list[Path]:
-    """The segments a reader should read now: published ones, minus those a compaction replaced."""
+    """The segments a reader should read now: published ones, minus those a compaction replaced, in path
+    order (by run, then by name)."""
     runs = [run_id] if run_id is not None else run_ids(store, dataset)
-    return sorted(f for run in runs for f in _live(partition_dir(store, dataset, run)))
+    directories = [partition_dir(store, dataset, run) for run in sorted(runs)]
+    return [d / name for d in directories for name in live_names(d)]
 
 
-def _live(directory: Path) -> list[Path]:
-    """One listing of a partition minus what its merged files replace. A merged file gone from both its
-    places by the time its footer is read belongs to a listing older than the grace period: list again."""
+def live_names(directory: Path) -> list[str]:
+    """The names of a partition's segments a reader should read now (``segments``), sorted: one listing
+    minus what its merged files replace. A merged file gone from both its places by the time its footer is
+    read belongs to a listing older than the grace period: list again."""
     for _ in range(LISTING_TRIES):
-        files = _published(directory)
+        names = published_names(directory)
         replaced: set[str] = set()
         try:
-            for f in files:
-                replaced |= _replaced_by(f)
+            for name in names:
+                if name.startswith("cmp-"):
+                    replaced |= _sources_of(os.path.join(directory, name))
         except FileNotFoundError:
             continue
         break
-    return [f for f in files if f.name not in replaced]
+    return [n for n in names if n not in replaced]
 
 
 def replaced_path(segment: Path | str) -> Path:
