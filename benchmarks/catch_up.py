@@ -28,10 +28,12 @@ given rate, a segment every ``SEGMENT_S`` seconds as a writer publishes them, wh
 the dashboard's) catches up again and again. A segment is live when a catch-up that listed it has finished: its
 lag is that moment less its publishing. For each rate of ``--live-rates`` (spans a second), the largest and
 the 95th-percentile lag; the figure is the highest rate whose every segment was live within ``LAG_S`` (10 s)
-of being published: the spans a second one process keeps up with.
+of being published: the spans a second one process keeps up with. The segments are written beforehand and
+appear by a rename at their time, as a fleet's segments written on other machines appear on a shared
+filesystem (``--live-writer thread``: written at their time by a thread of the reader's own process).
 
 Usage: python -m benchmarks.catch_up [--sizes 1000000 10000000] [--root /tmp/incr-scale] [--keep-derived]
-       [--live] [--live-spans 1000000] [--live-rates 25000 50000 100000]
+       [--live] [--live-spans 1000000] [--live-rates 25000 50000 100000] [--live-writer arriving|thread]
 """
 
 from __future__ import annotations
@@ -121,23 +123,39 @@ SEGMENT_S = 2.0  # a writer publishes a segment every ROLLSCOPE_SEGMENT_SECONDS 
 LAG_S = 10.0  # live: every segment caught up within this many seconds of being published
 
 
-def live(store: Path, spans, rate: float) -> dict:
+def live(store: Path, spans, rate: float, arriving: bool = True) -> dict:
     """Publish ``spans`` at ``rate`` spans a second while a reader catches up in a loop (module docstring);
-    the published segments are removed after, so each rate starts from the same run."""
+    the published segments are removed after, so each rate starts from the same run.
+
+    ``arriving``: the segments are written beforehand and each appears, at its time, by a rename into the
+    run's partition, as the segments of a fleet's writers on other machines appear on a shared filesystem:
+    the reader's own work is what is measured. Otherwise a writer thread of this process writes each one at
+    its time (on two cores the Parquet writing then takes its share of the reader's CPU and of its GIL)."""
     from rollscope.queries.reader import Reader
-    from rollscope.store.layout import SegmentWriter
+    from rollscope.store.layout import SegmentWriter, partition_dir
 
     reader = Reader(store, run_id=RUN)  # up to date: the run's derived state is current
     original = manifest(store).read_text()
-    writer, per = SegmentWriter(store), max(1, int(rate * SEGMENT_S))
+    per = max(1, int(rate * SEGMENT_S))
+    pieces = [spans.slice(offset, per) for offset in range(0, spans.num_rows, per)]
+    staging = store.parent / f".{store.name}-arriving"
+    shutil.rmtree(staging, ignore_errors=True)
+    written = [SegmentWriter(staging).publish(RUN, piece) for piece in pieces] if arriving else []
+    writer, partition = SegmentWriter(store), partition_dir(store, "spans", RUN)
     published: list[tuple[Path, float]] = []
     done = threading.Event()
 
+    def publish(i: int) -> Path:
+        if not arriving:
+            return writer.publish(RUN, pieces[i])
+        written[i].rename(partition / written[i].name)
+        return partition / written[i].name
+
     def write() -> None:
         start = time.monotonic()
-        for i, offset in enumerate(range(0, spans.num_rows, per)):
+        for i in range(len(pieces)):
             time.sleep(max(0.0, start + i * SEGMENT_S - time.monotonic()))
-            published.append((writer.publish(RUN, spans.slice(offset, per)), time.monotonic()))
+            published.append((publish(i), time.monotonic()))
         done.set()
 
     thread = threading.Thread(target=write)
@@ -159,9 +177,13 @@ def live(store: Path, spans, rate: float) -> dict:
     lags = sorted(caught[p.name] - at for p, at in published)
     for path, _ in published:
         path.unlink()
+    shutil.rmtree(staging, ignore_errors=True)
     manifest(store).write_text(original)  # the same state again: its parts are retired, not yet deleted
     return {
         "rate": rate,
+        "segments_from": "arriving (written beforehand)"
+        if arriving
+        else "a writer thread of the reader's process",
         "spans": spans.num_rows,
         "segments": len(published),
         "max_lag_s": lags[-1],
@@ -188,6 +210,13 @@ def main() -> int:
         nargs="+",
         default=[25_000, 50_000, 100_000],
         help="spans a second written",
+    )
+    parser.add_argument(
+        "--live-writer",
+        choices=("arriving", "thread"),
+        default="arriving",
+        help="segments written beforehand and renamed in at their time, as a remote fleet's arrive (default), "
+        "or written at their time by a thread of the reader's process",
     )
     args = parser.parse_args()
     results = {}
@@ -238,7 +267,7 @@ def _report_live(args) -> None:
     spans = next_spans(store, max(1, round(args.live_spans / base)))
     kept = []
     for rate in sorted(args.live_rates):
-        out = live(store, spans, rate)
+        out = live(store, spans, rate, arriving=args.live_writer == "arriving")
         print(json.dumps(out), flush=True)
         if out["max_lag_s"] <= LAG_S:
             kept.append(rate)
@@ -247,7 +276,7 @@ def _report_live(args) -> None:
     )
     print(
         f"\nlive: {spans.num_rows:,} spans appended to a {max(args.sizes):,}-span run, kept within {LAG_S:.0f} s "
-        f"of live at up to {figure}"
+        f"of live at up to {figure} (segments {out['segments_from']})"
     )
 
 
