@@ -344,8 +344,8 @@ def live_names(directory: Path) -> list[str]:
         replaced: set[str] = set()
         try:
             for name in names:
-                if name.startswith("cmp-"):
-                    replaced |= _sources_of(os.path.join(directory, name))
+                if name.startswith("cmp-"):  # a path built for the merged files only
+                    replaced |= _replaced_by(directory / name)
         except FileNotFoundError:
             continue
         break
