@@ -184,6 +184,11 @@ class Memo:
         with self._lock:
             return {key[0] for key in self._slots}
 
+    def kept_of(self, name: str) -> int:
+        """How many results of analysis ``name`` are kept (one per parameters)."""
+        with self._lock:
+            return sum(1 for key in self._slots if key[0] == name)
+
 
 class _Slot:
     def __init__(self):
@@ -733,8 +738,7 @@ def detector_summary(con, run_id: str, rule: str, threshold: float, window: int,
     """The detector's verdict: steps judged and fired at, whether it fires at the latest judged step (``firing``),
     the first and latest step it fired at, that latest step's figures and the first fired row's
     (``analyses/detector_summary.sql``)."""
-    rows = _detector_rows(con, run_id, rule, threshold, window, options)
-    return record(_over_rows(con, rows, "detector_summary"))
+    return record(_over_rows(con, "detector_summary", run_id, rule, threshold, window, options))
 
 
 EPISODE_COLUMNS = ("first_step", "last_step", "steps", "environment", "part")  # detector_episodes.sql's
@@ -743,12 +747,11 @@ EPISODE_COLUMNS = ("first_step", "last_step", "steps", "environment", "part")  #
 def detector_episodes(con, run_id: str, rule: str, threshold: float, window: int, **options) -> pd.DataFrame:
     """The stretches of consecutive steps the detector fired at: first and last step, steps, and the environment
     and part that fired (``analyses/detector_episodes.sql``)."""
-    rows = _detector_rows(con, run_id, rule, threshold, window, options)
-    if not any(rows.column("fired").to_pylist()):
+    if not any(_detector_rows(con, run_id, rule, threshold, window, options).column("fired").to_pylist()):
         import pandas  # as DuckDB's frames do, imported where a frame is made
 
         return pandas.DataFrame({c: pandas.Series(dtype=object) for c in EPISODE_COLUMNS})
-    return _over_rows(con, rows, "detector_episodes")
+    return _over_rows(con, "detector_episodes", run_id, rule, threshold, window, options)
 
 
 def _detector_rows(con, run_id: str, rule: str, threshold: float, window: int, options: dict):
@@ -758,13 +761,21 @@ def _detector_rows(con, run_id: str, rule: str, threshold: float, window: int, o
     return _answer(con, _detector_sql(rule), values, fetch=sqlfiles.arrow_table)
 
 
-def _over_rows(con, rows, name: str) -> pd.DataFrame:
-    """``analyses/<name>.sql`` over rows already computed (read as ``analysis``), on a cursor of its own (a
-    Memo's ``cursor`` is the connection it shares, which stays open)."""
-    cursor = (con.cursor() if isinstance(con, Memo) else con).cursor()
-    try:
+def _over_rows(con, over: str, run_id: str, rule: str, threshold: float, window: int, options: dict):
+    """``analyses/<over>.sql`` over the detector's rows (read as ``analysis``), on a cursor of its own; on a Memo
+    kept like an analysis's result."""
+    rows = _detector_rows(con, run_id, rule, threshold, window, options)
+
+    def compute(cursor):
         cursor.register("analysis", rows)
-        return _run(cursor, name, {})
+        return _run(cursor, over, {})
+
+    if isinstance(con, Memo):
+        params = {"run_id": run_id, **_detector_params(threshold, window, options)}
+        return con.result((over, _detector_sql(rule), *sorted(params.items())), compute)
+    cursor = con.cursor()
+    try:
+        return compute(cursor)
     finally:
         cursor.close()
 
