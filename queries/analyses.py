@@ -729,16 +729,15 @@ DETECTORS = (
 
 def detector(con, run_id: str, rule: str, threshold: float, window: int, **options) -> pd.DataFrame:
     """One detector's rows (``options``: a rule's further parameters, e.g. kl-acceleration's ``growth``)."""
-    return query(
-        con, _detector_sql(rule), require_run(con, run_id), **_detector_params(threshold, window, options)
-    )
+    return query(con, _detector_sql(rule), **_detector_values(con, run_id, threshold, window, options))
 
 
 def detector_summary(con, run_id: str, rule: str, threshold: float, window: int, **options) -> dict:
     """The detector's verdict: steps judged and fired at, whether it fires at the latest judged step (``firing``),
     the first and latest step it fired at, that latest step's figures and the first fired row's
     (``analyses/detector_summary.sql``)."""
-    return record(_over_rows(con, "detector_summary", run_id, rule, threshold, window, options))
+    values = _detector_values(con, run_id, threshold, window, options)
+    return record(_over_rows(con, "detector_summary", rule, values))
 
 
 EPISODE_COLUMNS = ("first_step", "last_step", "steps", "environment", "part")  # detector_episodes.sql's
@@ -747,32 +746,38 @@ EPISODE_COLUMNS = ("first_step", "last_step", "steps", "environment", "part")  #
 def detector_episodes(con, run_id: str, rule: str, threshold: float, window: int, **options) -> pd.DataFrame:
     """The stretches of consecutive steps the detector fired at: first and last step, steps, and the environment
     and part that fired (``analyses/detector_episodes.sql``)."""
-    if not any(_detector_rows(con, run_id, rule, threshold, window, options).column("fired").to_pylist()):
+    import pyarrow.compute as pc  # the rows are an Arrow table: pyarrow is loaded
+
+    values = _detector_values(con, run_id, threshold, window, options)
+    if not pc.any(_detector_rows(con, rule, values).column("fired")).as_py():
         import pandas  # as DuckDB's frames do, imported where a frame is made
 
         return pandas.DataFrame({c: pandas.Series(dtype=object) for c in EPISODE_COLUMNS})
-    return _over_rows(con, "detector_episodes", run_id, rule, threshold, window, options)
+    return _over_rows(con, "detector_episodes", rule, values)
 
 
-def _detector_rows(con, run_id: str, rule: str, threshold: float, window: int, options: dict):
+def _detector_values(con, run_id: str, threshold: float, window: int, options: dict) -> dict:
+    """The parameters of a detector's SQL, its run known to the store."""
+    return {"run_id": require_run(con, run_id), **_detector_params(threshold, window, options)}
+
+
+def _detector_rows(con, rule: str, values: dict):
     """The detector's rows as an Arrow table: on a Memo computed once for its verdict and its stretches both (a
     detector's rows cost up to 0.35 s at 30M spans, its verdict and stretches over them a few milliseconds)."""
-    values = {"run_id": require_run(con, run_id), **_detector_params(threshold, window, options)}
     return _answer(con, _detector_sql(rule), values, fetch=sqlfiles.arrow_table)
 
 
-def _over_rows(con, over: str, run_id: str, rule: str, threshold: float, window: int, options: dict):
+def _over_rows(con, over: str, rule: str, values: dict):
     """``analyses/<over>.sql`` over the detector's rows (read as ``analysis``), on a cursor of its own; on a Memo
     kept like an analysis's result."""
-    rows = _detector_rows(con, run_id, rule, threshold, window, options)
+    rows = _detector_rows(con, rule, values)
 
     def compute(cursor):
         cursor.register("analysis", rows)
         return _run(cursor, over, {})
 
     if isinstance(con, Memo):
-        params = {"run_id": run_id, **_detector_params(threshold, window, options)}
-        return con.result((over, _detector_sql(rule), *sorted(params.items())), compute)
+        return con.result((over, _detector_sql(rule), *sorted(values.items())), compute)
     cursor = con.cursor()
     try:
         return compute(cursor)
