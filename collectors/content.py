@@ -76,19 +76,26 @@ OFF = ContentPolicy(enabled=False)
 
 
 def encode(value: object, source: str) -> str:
-    """A helper's ``input=`` / ``output=`` / ``system=`` value as the attribute GenAI defines: JSON messages.
+    """A helper's ``input=`` / ``output=`` / ``system=`` value as the attribute GenAI defines: JSON messages
+    (``structured``'s, as text)."""
+    return _dumps(structured(value, source))
 
-    Text is one message of the source's role; a dict is one message, a list several (GenAI's parts shape or
-    OpenAI's chat shape, kept as given); anything else is text."""
+
+def structured(value: object, source: str) -> list:
+    """A helper's content value as GenAI's messages, before JSON: text is one message of the source's role; a
+    dict is one message, a list several (GenAI's parts shape or OpenAI's chat shape, kept as given); anything
+    else is text. A producer that hands its spans to rollscope's own processor (``SpanColumns``: the TRL
+    adapter) passes these lists as the attribute's value, which the writer reads as it would their JSON, without
+    writing the text on the job's thread to parse it again on the writer's."""
     if isinstance(value, str):
         if source == "system":
-            return _dumps([{"type": "text", "content": value}])
-        return _dumps([{"role": _DEFAULT_ROLE[source], "parts": [{"type": "text", "content": value}]}])
+            return [{"type": "text", "content": value}]
+        return [{"role": _DEFAULT_ROLE[source], "parts": [{"type": "text", "content": value}]}]
     if isinstance(value, Mapping):
-        value = [value]
+        return [value]
     if isinstance(value, list | tuple):
-        return _dumps(list(value))
-    return encode(str(value), source)
+        return list(value)
+    return structured(str(value), source)
 
 
 def encode_text(value: object) -> str:
@@ -171,6 +178,9 @@ def _message(source: str, index: int, raw: object) -> dict:
     """One message of any accepted shape (GenAI parts, OpenAI chat, text) as a row's fields."""
     if not isinstance(raw, Mapping):
         return _blank(source, index, _DEFAULT_ROLE[source], content=_text(raw))
+    text = _plain_text(raw)
+    if text is not None:  # most messages: the same row as below, without its walk over every shape
+        return _blank(source, index, str(raw["role"] or _DEFAULT_ROLE[source]), content=text)
     role = str(raw.get("role") or _DEFAULT_ROLE[source])
     texts, reasoning, calls = [], [], []
     tool_call_id = raw.get("tool_call_id")
@@ -209,6 +219,23 @@ def _message(source: str, index: int, raw: object) -> dict:
         tool_name=_text(raw["name"]) if role == "tool" and raw.get("name") else None,
         finish_reason=_text(raw["finish_reason"]) if raw.get("finish_reason") else None,
     )
+
+
+def _plain_text(raw: Mapping) -> str | None:
+    """The text of a message that is a role and one text, nothing else: GenAI's ``{"role", "parts": [{"type":
+    "text", "content"}]}`` or the chat shape's ``{"role", "content"}`` (a role other than "tool": a tool's names
+    its tool); None for any other shape."""
+    if len(raw) != 2 or raw.get("role") == "tool":
+        return None
+    content, parts = raw.get("content"), raw.get("parts")
+    if type(content) is str and "role" in raw:
+        return content
+    if type(parts) is list and len(parts) == 1 and "role" in raw:
+        part = parts[0]
+        text = part.get("content") if type(part) is dict and len(part) == 2 else None
+        if type(text) is str and part.get("type") == "text":
+            return text
+    return None
 
 
 def _blank(source: str, index: int, role: str, **fields) -> dict:

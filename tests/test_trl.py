@@ -685,7 +685,7 @@ def test_the_adapters_own_columns_are_the_spans_the_sdk_path_writes(tmp_path):
     from rollscope.integrations.trl import instrument
     from rollscope.integrations.trl_spans import _Columns, _SDKSpans
 
-    stores = {}
+    stores, messages = {}, {}
     for path, provider in (("columns", None), ("sdk", TracerProvider())):
         trainer = trl_tiny.trainer(tmp_path / path, max_steps=3)
         given = {"tracer_provider": provider} if provider is not None else {}
@@ -696,8 +696,12 @@ def test_the_adapters_own_columns_are_the_spans_the_sdk_path_writes(tmp_path):
         assert inst.stats["failures"] == {}
         inst.rl.shutdown()
         stores[path] = _spans_in_order(tmp_path / path / "store")
+        messages[path] = _spans_in_order(tmp_path / path / "store", "messages")
     assert len(stores["sdk"]) == 3 * 41  # 8 rollouts, 8 turns, 16 rewards, 8 samples, 1 train step a step
     assert stores["columns"] == stores["sdk"]
+    # the transcripts too: the columns carry content as lists, the SDK's attributes as their JSON
+    assert len(messages["sdk"]) == 3 * 8 * 2  # each completion's prompt and reply
+    assert messages["columns"] == messages["sdk"]
 
 
 @pytest.mark.slow
@@ -778,19 +782,20 @@ def test_the_async_trainer_records_what_its_loader_takes_and_drops_as_stale(tmp_
     inst.rl.shutdown()
 
 
-def _spans_in_order(store) -> list[dict]:
-    """Every span as written, in the order written; ids and rollout ids replaced by their order of appearance
-    (the two runs draw different random ids); times and the resource left out (the runs differ in them)."""
+def _spans_in_order(store, dataset: str = "spans") -> list[dict]:
+    """Every span (or message: ``dataset``) as written, in the order written; ids and rollout ids replaced by
+    their order of appearance (the two runs draw different random ids); times and the resource left out (the
+    runs differ in them)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from rollscope.store.layout import segments
 
-    table = pa.concat_tables(pq.read_table(f) for f in sorted(segments(store, "spans"), key=lambda f: f.name))
+    table = pa.concat_tables(pq.read_table(f) for f in sorted(segments(store, dataset), key=lambda f: f.name))
     timed = ["start_ns", "end_ns", "train_wait_s"]
     resource = ["service_name", "instance_id", "role", "devices", "model_name", "model_parameters"]
     resource += ["algorithm", "staleness_bound", "resource_attributes"]
-    rows = table.drop_columns(timed + resource).to_pylist()
+    rows = table.drop_columns([c for c in timed + resource if c in table.column_names]).to_pylist()
     order: dict = {}
 
     def seen(value):
@@ -799,7 +804,7 @@ def _spans_in_order(store) -> list[dict]:
     return [
         {
             **{k: v for k, v in row.items() if v is not None},
-            **{k: seen(row[k]) for k in ("trace_id", "span_id", "parent_span_id", "rollout_id")},
+            **{k: seen(row[k]) for k in ("trace_id", "span_id", "parent_span_id", "rollout_id") if k in row},
         }
         for row in rows
     ]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rollscope import semconv
-from rollscope.collectors.content import encode
+from rollscope.collectors.content import encode, structured
 from rollscope.collectors.spans import CONTENT_FIELDS, attributes_from_fields
 from rollscope.integrations.trl_decisions import _decisions, _nansum
 
@@ -43,6 +43,7 @@ _STALENESS, _SAMPLE_TOKENS = _NAME["sample_staleness"], _NAME["sample_tokens"]
 _PROMPT, _CONTEXT, _PREFIX = _NAME["task_prompt_tokens"], _NAME["context_tokens"], _NAME["prefix_tokens"]
 _CACHED, _BREAK = _NAME["cached_input_tokens"], _NAME["continuity_break"]
 _INPUT_MESSAGES, _OUTPUT_MESSAGES = CONTENT_FIELDS["input"][0], CONTENT_FIELDS["output"][0]
+_CONTENT = {_INPUT_MESSAGES: "input", _OUTPUT_MESSAGES: "output"}
 _MAX_TOKENS, _CONTEXT_LENGTH = _NAME["max_tokens"], _NAME["context_length"]
 
 
@@ -126,7 +127,13 @@ class _SDKSpans:
         self._child = set_span_in_context
 
     def spans(self, name: str, starts: list, ends: list, attributes: dict, parents=None, parent_of=None):
-        keys, values = list(attributes), list(attributes.values())
+        keys = list(attributes)
+        values = [  # content as ``structured`` lists (what SpanColumns takes): an SDK attribute is its JSON
+            [encode(v, _CONTENT[key]) if v is not None else None for v in column]
+            if key in _CONTENT
+            else column
+            for key, column in attributes.items()
+        ]
         made = []
         for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
             fields = {
@@ -424,7 +431,8 @@ def _task_id(example) -> str | None:
 
 
 def _turn_messages(texts: tuple, owner: list, index: list) -> tuple[list, list]:
-    """Each turn's ``gen_ai.input.messages`` and ``gen_ai.output.messages``: the sample's prompt is its first
+    """Each turn's ``gen_ai.input.messages`` and ``gen_ai.output.messages`` (``structured`` lists, not yet JSON: the
+    writer reads them as they are, ``_SDKSpans`` writes their JSON): the sample's prompt is its first
     turn's input; its completion (text, or chat messages) is split at its assistant messages when there is one
     per turn, the messages before each being that turn's input; otherwise the last turn gets it whole."""
     prompts, completions = texts
@@ -436,11 +444,11 @@ def _turn_messages(texts: tuple, owner: list, index: list) -> tuple[list, list]:
         if split is not None:
             given, reply = split[k]
             given = [*_as_list(prompts[sample]), *given] if k == 0 else given
-            inputs.append(encode(given, "input") if given else None)
-            outputs.append(encode(reply, "output"))
+            inputs.append(structured(given, "input") if given else None)
+            outputs.append(structured(reply, "output"))
             continue
-        inputs.append(encode(prompts[sample], "input") if k == 0 else None)
-        outputs.append(encode(completions[sample], "output") if k == turns[sample] - 1 else None)
+        inputs.append(structured(prompts[sample], "input") if k == 0 else None)
+        outputs.append(structured(completions[sample], "output") if k == turns[sample] - 1 else None)
     return inputs, outputs
 
 
