@@ -5,9 +5,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -18,6 +20,25 @@ ROOT = Path(__file__).resolve().parent.parent
 # Writers compact their runs in the background; tests that count files would race with it, so it is off
 # unless a test turns it on (tests/test_compaction.py does, by argument or environment).
 os.environ.setdefault("ROLLSCOPE_COMPACT", "0")
+
+
+def pytest_configure(config):
+    """Under xdist, one folder for the session's simulated runs (tests/simulated_runs.py), made by the controller
+    before it starts the workers, which inherit its environment: each run is simulated once, not once a worker."""
+    from tests.simulated_runs import SHARED
+
+    if not hasattr(config, "workerinput") and (config.getoption("numprocesses", None) or 0):
+        config.rollscope_simulated = tempfile.mkdtemp(prefix="rollscope-simulated-")
+        os.environ[SHARED] = config.rollscope_simulated
+
+
+def pytest_unconfigure(config):
+    from tests.simulated_runs import SHARED
+
+    folder = getattr(config, "rollscope_simulated", None)
+    if folder is not None:
+        os.environ.pop(SHARED, None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def free_port() -> int:

@@ -1,8 +1,13 @@
-"""Simulated runs shared by test modules, each simulated once per test session, the first time one asks."""
+"""Simulated runs shared by test modules, each simulated once per test session, the first time one asks: under
+pytest-xdist once for all the session's workers (conftest gives them one folder, ``SHARED``), not once per worker.
+A test reads these stores and copies what it changes; a reader's catch-up writes their derived files, which
+the store's own lock keeps right between processes (store.derived)."""
 
 from __future__ import annotations
 
 import atexit
+import fcntl
+import os
 import shutil
 import tempfile
 from functools import cache
@@ -44,11 +49,28 @@ RUNS = {
 }
 
 
+SHARED = "ROLLSCOPE_TESTS_SIMULATED"  # the folder of the session's simulated runs, set for xdist's workers
+
+
 @cache
 def _root() -> Path:
+    if os.environ.get(SHARED):
+        return Path(os.environ[SHARED])
     root = Path(tempfile.mkdtemp(prefix="rollscope-simulated-"))
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     return root
+
+
+def _once(store: Path, write) -> None:
+    """``write()`` the store unless a process of the session already has; one writes, the others wait for it.
+    A store left by a writer that died is written afresh."""
+    with open(store.with_name(store.name + ".lock"), "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = store.with_name(store.name + ".done")
+        if not done.exists():
+            shutil.rmtree(store, ignore_errors=True)
+            write()
+            done.touch()
 
 
 @cache
@@ -56,7 +78,7 @@ def simulated(name: str) -> tuple[Path, dict]:
     """(store, ground truth) of one of RUNS, simulated the first time a test asks for it."""
     preset, knobs = RUNS[name]
     store = _root() / name
-    simulate(store, name, config.resolve(preset, [knobs]), preset=preset, workers=2)
+    _once(store, lambda: simulate(store, name, config.resolve(preset, [knobs]), preset=preset, workers=2))
     return store, groundtruth.load(store, name)
 
 
@@ -80,5 +102,8 @@ def simulated_preset(preset: str, seed: int | None = None) -> tuple[Path, dict]:
     run = preset if seed is None else f"{preset}-{seed}"
     store = _root() / f"preset-{run}"
     knobs = [] if seed is None else [{"seed": seed}]
-    simulate(store, run, config.resolve(preset, knobs), preset=preset, workers=1, fast=True)
+    _once(
+        store,
+        lambda: simulate(store, run, config.resolve(preset, knobs), preset=preset, workers=1, fast=True),
+    )
     return store, groundtruth.load(store, run)
