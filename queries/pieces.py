@@ -523,8 +523,9 @@ def finish(con, job: Job, plan: Plan, outputs: list[PieceOutput], profile: dict 
             **{n: [f for fs in labels.values() for f in fs] for n, labels in held.items()},
             **plan.tables,
         }
+        held_tables = derive_db.table_names(con)
         for name, files in tables.items():
-            _point(con, name, files, plan.schemas)
+            _point(con, name, files, plan.schemas, held_tables)
         tables.update(_finish_run_tables(con, plan, timed))
         with timed("process bounds"):
             bounds = refresh.process_bounds(con, None)
@@ -633,13 +634,13 @@ def _merge(cur, name: str, label: str, files: list[Path], staging: Path) -> Path
         cur.close()
 
 
-def _point(con, name: str, files: list[Path], schemas: dict) -> None:
-    """``_<name>_mat`` (``<name>_mat`` for the index) as a view over the parts ``files``."""
+def _point(con, name: str, files: list[Path], schemas: dict, tables: set[str]) -> None:
+    """``_<name>_mat`` (``<name>_mat`` for the index) as a view over the parts ``files``; ``tables``: the
+    database's tables (``derive_db.table_names``, asked once for every relation pointed), dropped first."""
     relation = f"_{name}_mat" if name in _TABLES else f"{name}_mat"
     if not files and name not in _TABLES:
         return
-    held = sqlfiles.execute(con, "raw/derive/table_type", fetch=sqlfiles.first_row, name=relation)
-    if held.get("table_type") == "BASE TABLE":
+    if relation in tables:
         sqlfiles.execute(con, "raw/derive/drop_table", fill={"table": relation})
     if files:
         derive_db.view(con, relation, files)
@@ -664,9 +665,10 @@ def derive_tables(job: Job, names: list[str]) -> Result:
     with derive_db.connection(
         job.staging, {**schemas, **{n: c for n, c in kept.items() if n in schemas}}
     ) as con:
+        held_tables = derive_db.table_names(con)
         for name, files in parts.items():
             if name not in names and (name in _TABLES or name in catch_up.INDEX):
-                _point(con, name, files, schemas)
+                _point(con, name, files, schemas, held_tables)
         _label_table(con, {b: (label, 0) for b, (label, _) in _labels_of(con).items()})
         for statement in _statements(names):
             sqlfiles.execute_statement(con, statement, run=job.run_id)
