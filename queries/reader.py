@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import itertools
+import json
 import os
 import re
 import shutil
@@ -55,27 +56,74 @@ def _schema_dir() -> Path:
     exists even when all segments predate it. Written by DuckDB from the declared columns (``store.schema``),
     typed as DuckDB reads the writers' files: a reader never imports pyarrow.
 
-    Removed when the process exits (every ``rollscope report`` or cron ``check`` left one behind in the temp
-    folder), by the process that made it only: a forked child that exits normally must not take its parent's.
-    """
-    root = Path(tempfile.mkdtemp(prefix="rollscope-schema-"))
-    atexit.register(_remove_schema_dir, root, os.getpid())
-    con = duckdb.connect()
-    for dataset in schema.DATASET_NAMES:
-        target = root / dataset / "run_id=_" / "empty.parquet"
-        target.parent.mkdir(parents=True)
-        names = ", ".join(
-            f'CAST(NULL AS {schema.DUCKDB_TYPES[t]}) AS "{c}"' for c, t in schema.columns(dataset)
-        )
-        path = str(target).replace("'", "''")
-        con.execute(f"COPY (SELECT {names} WHERE false) TO '{path}' (FORMAT parquet)")
-    con.close()
+    Kept in the user's cache folder (``settings.cache_dir``) under a name that is the digest of the columns,
+    their types and the DuckDB that typed them: written once, then read by every process, and nothing is left
+    in the temp folder by a cron ``check`` or a killed reader (each once left a folder there). A folder appears
+    whole or not at all (written beside it, then renamed), so concurrent first readers never see half of one.
+    A cache that cannot be written: a folder of the process's own in the temp folder, removed at exit by the
+    process that made it (a forked child that exits normally must not take its parent's); so is a cached
+    folder someone emptied."""
+    from rollscope import settings
+
+    try:
+        root = settings.cache_dir() / f"schema-{_schema_digest()}"
+        if not root.is_dir():
+            root.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=root.parent))
+            try:
+                _write_schema_files(staging)
+                staging.rename(root)
+            except (OSError, duckdb.Error):  # another process published it first, or a cache that is full
+                shutil.rmtree(staging, ignore_errors=True)
+        if all((root / dataset / "run_id=_" / "empty.parquet").is_file() for dataset in schema.DATASET_NAMES):
+            return root
+    except OSError:
+        pass
+    root = _temporary_dir("rollscope-schema-")
+    _write_schema_files(root)
     return root
 
 
-def _remove_schema_dir(root: Path, owner: int) -> None:
+def _schema_digest() -> str:
+    declared = [
+        [dataset, [[c, schema.DUCKDB_TYPES[t]] for c, t in schema.columns(dataset)]]
+        for dataset in schema.DATASET_NAMES
+    ]
+    text = json.dumps([duckdb.__version__, declared])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _write_schema_files(root: Path) -> None:
+    con = duckdb.connect()
+    try:
+        for dataset in schema.DATASET_NAMES:
+            target = root / dataset / "run_id=_" / "empty.parquet"
+            target.parent.mkdir(parents=True)
+            names = ", ".join(
+                f'CAST(NULL AS {schema.DUCKDB_TYPES[t]}) AS "{c}"' for c, t in schema.columns(dataset)
+            )
+            path = str(target).replace("'", "''")
+            con.execute(f"COPY (SELECT {names} WHERE false) TO '{path}' (FORMAT parquet)")
+    finally:
+        con.close()
+
+
+def _temporary_dir(prefix: str) -> Path:
+    """A folder of this process's own in the temp folder, removed when it exits."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(_remove_dir, root, os.getpid())
+    return root
+
+
+def _remove_dir(root: Path, owner: int) -> None:
     if os.getpid() == owner:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@cache
+def _links_dir() -> Path:
+    """The process's symbolic links to stores kept under ``key=value`` folders (``hive_path``)."""
+    return _temporary_dir("rollscope-links-")
 
 
 def empty_select(columns: list[list[str]]) -> str:
@@ -120,7 +168,7 @@ def hive_path(path: str) -> str:
     (``/ckpt/lr=1e-5/runs``, a common shape for an experiment's outputs) gave its segments an ``lr`` key the
     schema files lack, and every read failed ("Hive partition mismatch"); had the key been a column's name it
     would have replaced that column's values. Such a store is read through a symbolic link to it, in this
-    process's own temporary folder (``_schema_dir``, removed at exit; removing a link leaves its target), so
+    process's own temporary folder (``_links_dir``, removed at exit; removing a link leaves its target), so
     ``run_id`` is the only key DuckDB sees. Other paths are returned as they are."""
     match = _DATASET_PART.search(path)
     if match is None or "=" not in path[: match.start()]:
@@ -131,9 +179,7 @@ def hive_path(path: str) -> str:
 
 @cache
 def _store_link(root: str) -> str:
-    links = _schema_dir() / "stores"
-    links.mkdir(exist_ok=True)
-    link = links / hashlib.sha1(root.encode()).hexdigest()[:16]
+    link = _links_dir() / hashlib.sha1(root.encode()).hexdigest()[:16]
     try:
         link.symlink_to(root, target_is_directory=True)
     except FileExistsError:  # made by another thread of this process first
@@ -186,7 +232,8 @@ class Reader:
     @property
     def read_paths(self) -> list[str]:
         """Directories the views read from (a sandbox must allow them)."""
-        return [str(self.store.resolve()), str(_schema_dir()), str(derived.cache_root(self.store))]
+        paths = [str(self.store.resolve()), str(_schema_dir()), str(derived.cache_root(self.store))]
+        return paths + ([str(_links_dir())] if _store_link.cache_info().currsize else [])
 
     def refresh(self) -> int:
         """Bring the views up to date with the store; returns the number of span segments added."""

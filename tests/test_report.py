@@ -247,6 +247,55 @@ def test_report_and_check_leave_nothing_in_the_temp_folder(attach_example, tmp_p
         assert list(temp.iterdir()) == [], command
 
 
+READER = """
+import sys
+from rollscope.queries import connect
+con = connect(sys.argv[1], run_id="exp-7")
+print(con.execute("SELECT count(*) FROM rollouts").fetchone()[0], flush=True)
+sys.stdin.read()  # held open until the test kills it
+"""
+
+
+def _reader(store, temp, cache):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TMPDIR": str(temp), "ROLLSCOPE_CACHE": str(cache)}
+    return subprocess.Popen(
+        [sys.executable, "-c", READER, str(store)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_reader_killed_mid_read_leaves_nothing_in_the_temp_folder(attach_example, tmp_path):
+    """The schema files every reader reads live in the user's cache, written once: a reader killed with -9 (an
+    OOM kill, a pre-empted node) had no exit to remove a temp folder of its own, and each left one behind."""
+    temp, cache = tmp_path / "tmp", tmp_path / "cache"
+    temp.mkdir()
+    for _ in range(2):  # the second reader reads the folder the first wrote
+        reader = _reader(attach_example, temp, cache)
+        assert int(reader.stdout.readline()) > 0, reader.stderr.read()
+        reader.kill()
+        reader.wait(timeout=30)
+        assert list(temp.iterdir()) == []
+    assert [p.name[:7] for p in cache.iterdir()] == ["schema-"]
+
+
+def test_a_cache_that_cannot_be_written_reads_the_store_all_the_same(attach_example, tmp_path):
+    temp, cache = tmp_path / "tmp", tmp_path / "a-file" / "cache"
+    temp.mkdir()
+    (tmp_path / "a-file").write_text("not a folder")
+    reader = _reader(attach_example, temp, cache)
+    assert int(reader.stdout.readline()) > 0, reader.stderr.read()
+    reader.communicate("", timeout=30)  # ends as a process does: its temp folder removed at exit
+    assert reader.returncode == 0 and list(temp.iterdir()) == []
+
+
 def test_staleness_figures_have_one_name_each_in_report_and_check():
     store = ROOT / "sample_data"
     _, out, _ = rollscope("report", "--store", store, "--run", "sample", "--json")
