@@ -225,12 +225,12 @@ def _plain_text(raw: Mapping) -> str | None:
     """The text of a message that is a role and one text, nothing else: GenAI's ``{"role", "parts": [{"type":
     "text", "content"}]}`` or the chat shape's ``{"role", "content"}`` (a role other than "tool": a tool's names
     its tool); None for any other shape."""
-    if len(raw) != 2 or raw.get("role") == "tool":
+    if len(raw) != 2 or "role" not in raw or raw["role"] == "tool":
         return None
     content, parts = raw.get("content"), raw.get("parts")
-    if type(content) is str and "role" in raw:
+    if type(content) is str:
         return content
-    if type(parts) is list and len(parts) == 1 and "role" in raw:
+    if type(parts) is list and len(parts) == 1:
         part = parts[0]
         text = part.get("content") if type(part) is dict and len(part) == 2 else None
         if type(text) is str and part.get("type") == "text":

@@ -75,7 +75,7 @@ def _schema_dir() -> Path:
                 staging.rename(root)
             except (OSError, duckdb.Error):  # another process published it first, or a cache that is full
                 shutil.rmtree(staging, ignore_errors=True)
-        if all((root / dataset / "run_id=_" / "empty.parquet").is_file() for dataset in schema.DATASET_NAMES):
+        if all(_schema_path(root, dataset).is_file() for dataset in schema.DATASET_NAMES):
             return root
     except OSError:
         pass
@@ -97,7 +97,7 @@ def _write_schema_files(root: Path) -> None:
     con = duckdb.connect()
     try:
         for dataset in schema.DATASET_NAMES:
-            target = root / dataset / "run_id=_" / "empty.parquet"
+            target = _schema_path(root, dataset)
             target.parent.mkdir(parents=True)
             names = ", ".join(
                 f'CAST(NULL AS {schema.DUCKDB_TYPES[t]}) AS "{c}"' for c, t in schema.columns(dataset)
@@ -151,7 +151,12 @@ def _one_schema(states, name: str) -> bool:
 
 
 def schema_file(dataset: str) -> str:
-    return str(_schema_dir() / dataset / "run_id=_" / "empty.parquet")
+    return str(_schema_path(_schema_dir(), dataset))
+
+
+def _schema_path(root: Path, dataset: str) -> Path:
+    """Where in a schema folder (``_schema_dir``) ``dataset``'s zero-row segment is."""
+    return root / dataset / "run_id=_" / "empty.parquet"
 
 
 # A raw segment's path: the store's directory, then <dataset>/run_id=<run>/<segment>.
@@ -233,7 +238,7 @@ class Reader:
     def read_paths(self) -> list[str]:
         """Directories the views read from (a sandbox must allow them)."""
         paths = [str(self.store.resolve()), str(_schema_dir()), str(derived.cache_root(self.store))]
-        return paths + ([str(_links_dir())] if _store_link.cache_info().currsize else [])
+        return paths + ([str(_links_dir())] if _links_dir.cache_info().currsize else [])  # made: links in it
 
     def refresh(self) -> int:
         """Bring the views up to date with the store; returns the number of span segments added."""

@@ -43,7 +43,7 @@ _STALENESS, _SAMPLE_TOKENS = _NAME["sample_staleness"], _NAME["sample_tokens"]
 _PROMPT, _CONTEXT, _PREFIX = _NAME["task_prompt_tokens"], _NAME["context_tokens"], _NAME["prefix_tokens"]
 _CACHED, _BREAK = _NAME["cached_input_tokens"], _NAME["continuity_break"]
 _INPUT_MESSAGES, _OUTPUT_MESSAGES = CONTENT_FIELDS["input"][0], CONTENT_FIELDS["output"][0]
-_CONTENT = {_INPUT_MESSAGES: "input", _OUTPUT_MESSAGES: "output"}
+_CONTENT = dict(CONTENT_FIELDS[key] for key in ("input", "output"))  # attribute: the source it encodes
 _MAX_TOKENS, _CONTEXT_LENGTH = _NAME["max_tokens"], _NAME["context_length"]
 
 
