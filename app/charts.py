@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from rollscope.formats import (  # noqa: F401
     change,
     count,
+    counted,
     device_seconds,
     device_time,
     flops,

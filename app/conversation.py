@@ -46,7 +46,7 @@ def conversation(
     turns = sum(t.turn for t in gathered)
     cut = int(frame["shown_cut"].fillna(False).sum())
     st.caption(
-        f"{turns} turns · {messages} messages"
+        f"{charts.counted(turns, 'turn')} · {charts.counted(messages, 'message')}"
         + (f" · {cut} texts cut for showing (each has a “Whole text” switch)" if cut else "")
         + ". What to look for: the turn where the attempt went wrong, a tool error the agent ignored, an answer "
         "cut at the token limit (finish: length)."

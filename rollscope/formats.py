@@ -30,6 +30,13 @@ def count(value) -> str:
     return MISSING if missing(value) else f"{int(round(value)):,}"
 
 
+def counted(value, noun: str, plural: str | None = None) -> str:
+    """A count with its noun, singular for one: ``1 turn``, ``3 turns``, ``1,204 messages``."""
+    if missing(value):
+        return f"{MISSING} {plural or noun + 's'}"
+    return f"{count(value)} {noun if int(round(value)) == 1 else plural or noun + 's'}"
+
+
 def rate(value) -> str:
     """A share or rate (0.25) as a percentage (25.0 %)."""
     return MISSING if missing(value) else f"{100 * value:.1f} %"

@@ -195,11 +195,20 @@ def test_show_prints_the_transcript_with_turn_headers_and_token_counts(agent):
     head = out.splitlines()
     assert head[0] == "rollout s0-g0-0 · run agent · environment swe · task calc-add · group s0-g0"
     assert "reward 1.00 (unit_tests 1.00, judge 1.00)" in head[1]
-    assert head[2] == "consumed by train step 1 (decision used, staleness 1 versions) · usable"
+    assert head[2] == "consumed by train step 1 (decision used, staleness 1 version) · usable"
+    assert re.fullmatch(r"\d+ turns? · \d+ messages?", head[3])  # worded by formats.counted
     assert re.search(r"^── turn 0 · 1,500 in \(0 cached\) · \d+ out · prefill 300 ms · decode ", out, re.M)
     assert "[system prompt]\n" + SYSTEM in out and "[judge rationale]\nYes: the assertion now holds." in out
     for text in run.attempts["s0-g0-0"].texts:
         assert text is None or text in out
+
+
+def test_a_single_turn_and_a_staleness_of_one_are_worded_in_the_singular():
+    from rollscope import formats
+
+    words = [formats.counted(n, "turn") for n in (0, 1, 2, 1234, None)]
+    assert words == ["0 turns", "1 turn", "2 turns", "1,234 turns", "— turns"]
+    assert formats.counted(1, "version") == "1 version"
 
 
 def test_show_cuts_long_texts_with_a_note_and_shows_them_whole_on_request(agent):

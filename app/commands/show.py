@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from rollscope import semconv
+from rollscope import formats, semconv
 from rollscope.app.commands._common import add_run, add_store, number, on_run
 
 DEFAULT_MAX_CHARS = 2_000
@@ -73,7 +73,6 @@ def read(con, run_id: str, rollout_id: str, max_chars: int | None):
 
 def heading(run_id: str, rollout: dict, stage: dict, scores, blocks) -> str:
     """Who the rollout is and how it ended: ids, status, reward and each score, consuming step, funnel stage."""
-    from rollscope import formats
     from rollscope.app.transcript import plain
 
     def ids(*pairs):
@@ -96,7 +95,8 @@ def heading(run_id: str, rollout: dict, stage: dict, scores, blocks) -> str:
         + (f" ({scored})" if scored else "")
         + f" · policy version {formats.count(rollout['policy_version'])} · {formats.seconds(rollout['duration_s'])}",
         _consumed(rollout) + " · " + _stage(stage),
-        f"{sum(b.kind == 'turn' for b in blocks)} turns · {sum(len(b.messages) for b in blocks)} messages",
+        f"{formats.counted(sum(b.kind == 'turn' for b in blocks), 'turn')} · "
+        f"{formats.counted(sum(len(b.messages) for b in blocks), 'message')}",
     ]
     return "\n".join(lines)
 
@@ -106,7 +106,7 @@ def _consumed(rollout: dict) -> str:
         return "not consumed by a train step yet"
     return (
         f"consumed by train step {rollout['train_step']} (decision {rollout['sample_decision']}, staleness "
-        f"{rollout['sample_staleness']} versions)"
+        f"{formats.counted(rollout['sample_staleness'], 'version')})"
     )
 
 

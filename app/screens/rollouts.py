@@ -201,8 +201,7 @@ def outcome(rollout: dict, stage: dict, scores) -> None:
         st.success(
             f"Consumed by train step **{rollout['train_step']}**, which trained policy version "
             f"**{charts.count(rollout['trained_policy_version'])}**: decision "
-            f"**{rollout['sample_decision']}**, staleness {charts.count(rollout['sample_staleness'])} "
-            "versions."
+            f"**{rollout['sample_decision']}**, staleness {charts.counted(rollout['sample_staleness'], 'version')}."
         )
     funnel(stage)
     if not scores.empty:
