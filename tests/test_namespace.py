@@ -1,10 +1,16 @@
-"""rollscope installs under one name, so a job's own modules called app, queries or store never collide."""
+"""rollscope installs under one name, so a job's own modules called app, queries or store never collide; and it
+installs quietly, with every SQL file, page and preset it reads at run time."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
+
+import pytest
 
 from tests.conftest import ROOT, sql_json
 
@@ -65,3 +71,33 @@ def test_the_adapters_have_one_module_name():
     refused, name = done.stdout.splitlines()
     assert refused.startswith("refused:") and "rollscope.integrations.trl" in refused
     assert name == "rollscope.integrations.trl"
+
+
+def test_the_package_builds_without_warnings_and_holds_every_file_it_reads(tmp_path):
+    """What `make demo` installs on a fresh clone: a build that prints setuptools' warnings (a screenful for
+    each folder of SQL it was not told about) and a wheel holding every SQL file, page script and preset."""
+    pytest.importorskip("setuptools")
+    source = tmp_path / "source"  # a copy: a build writes build/ and an egg-info beside the sources
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for top in {folder.split("/")[0] for folder in setuptools["package-dir"].values()}:
+        shutil.copytree(ROOT / top, source / top, ignore=shutil.ignore_patterns("__pycache__", "artifacts"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+
+    build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path]
+    done = subprocess.run([*build, source], capture_output=True, text=True, timeout=300)
+
+    assert done.returncode == 0, done.stderr
+    # Python's warnings (setuptools' among them), not pip's notes about this machine's index
+    warned = re.findall(r"\w+Warning: .*", done.stdout + done.stderr)
+    assert not warned, warned[:3]
+    (wheel,) = tmp_path.glob("rollscope-*.whl")
+    held = set(zipfile.ZipFile(wheel).namelist())
+    read = [
+        *ROOT.glob("queries/sql/**/*.sql"),
+        *ROOT.glob("app/screens/*.py"),
+        *ROOT.glob("simulator/presets/*"),
+    ]
+    read.append(ROOT / "queries/sql/raw/derived_schemas.json")
+    missing = [p for p in read if f"rollscope/{p.relative_to(ROOT).as_posix()}" not in held]
+    assert len(read) > 150 and not missing, missing[:5]
