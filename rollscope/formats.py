@@ -30,11 +30,10 @@ def count(value) -> str:
     return MISSING if missing(value) else f"{int(round(value)):,}"
 
 
-def counted(value, noun: str, plural: str | None = None) -> str:
+def counted(value, noun: str) -> str:
     """A count with its noun, singular for one: ``1 turn``, ``3 turns``, ``1,204 messages``."""
-    if missing(value):
-        return f"{MISSING} {plural or noun + 's'}"
-    return f"{count(value)} {noun if int(round(value)) == 1 else plural or noun + 's'}"
+    one = not missing(value) and int(round(value)) == 1
+    return f"{count(value)} {noun if one else noun + 's'}"
 
 
 def rate(value) -> str:
