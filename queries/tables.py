@@ -331,6 +331,13 @@ TABLES: tuple[Table, ...] = (
         scope="step",
     ),
     Table(
+        "reward_steps",
+        ("step", "all_environments", "environment"),
+        "scored rollouts and their exact reward percentiles per step, over all environments and per environment",
+        scope="step",
+        order=("all_environments",),
+    ),
+    Table(
         "zero_signal_sums",
         ("step", "environment", "task", "group_id", "kind"),
         "rollouts lost for no signal per step, environment, task, group and its kind",

@@ -222,6 +222,32 @@ def test_reward_and_success_per_run_and_step_match(run):
     assert losses == [s["train_loss"] for s in learning["by_step"]]
 
 
+def test_each_steps_reward_percentiles_are_those_of_its_rollouts_in_every_environment(run):
+    """Per step and environment, and per step for one environment or a range of steps, the percentiles are
+    numpy's over the rewards of the scored rollouts that step consumed (kept whole per step: reward_steps)."""
+    import numpy as np
+
+    con, run_id, _ = run
+    rewards: dict[tuple[int, str], list[float]] = {}
+    query = "SELECT step, environment, reward FROM rollout_stages(?) WHERE scored AND reward IS NOT NULL"
+    for step, environment, reward in con.execute(query, [run_id]).fetchall():
+        if step is not None:
+            rewards.setdefault((step, environment), []).append(reward)
+    percentiles = ["reward_p10", "reward_p50", "reward_p90"]
+    by_both = analyses.learning(con, run_id, by="step_environment").set_index(["step", "environment"])
+    assert sorted(by_both.index) == sorted(rewards)
+    for key, values in rewards.items():
+        assert by_both.loc[key, percentiles].tolist() == pytest.approx(np.percentile(values, [10, 50, 90]))
+    for environment in {e for _, e in rewards}:
+        one = analyses.learning(con, run_id, by="step", environment=environment).set_index("step")
+        mine = by_both.xs(environment, level="environment")
+        assert one[percentiles].equals(mine[percentiles]) and one["scored"].equals(mine["scored"])
+    whole = analyses.learning(con, run_id, by="step").set_index("step")
+    lo, hi = sorted(whole.index)[2], sorted(whole.index)[-3]
+    some = analyses.learning(con, run_id, by="step", steps=(lo, hi)).set_index("step")
+    assert some.equals(whole.loc[lo:hi]) and len(some) < len(whole)
+
+
 def test_zero_signal_split_matches_per_run_step_and_environment(run):
     con, run_id, truth = run
     learning = truth["learning"]

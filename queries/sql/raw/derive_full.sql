@@ -32,6 +32,7 @@ INSERT INTO _rollout_goodput_mat SELECT $run, * FROM _rollout_goodput_src($run);
 INSERT INTO _device_turn_sums_mat SELECT $run, * FROM _device_turn_sums_src($run);
 INSERT INTO _wasted_sums_mat SELECT $run, * FROM _wasted_sums_src($run);
 INSERT INTO _reward_counts_mat SELECT $run, * FROM _reward_counts_src($run);
+INSERT INTO _reward_steps_mat SELECT $run, * FROM _reward_steps_src($run);
 INSERT INTO _zero_signal_sums_mat SELECT $run, * FROM _zero_signal_sums_src($run);
 INSERT INTO _mismatch_sums_mat SELECT $run, * FROM _mismatch_sums_src($run);
 INSERT INTO _staleness_timing_mat SELECT $run, * FROM _staleness_timing_src($run);

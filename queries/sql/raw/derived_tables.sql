@@ -33,6 +33,7 @@ CREATE TABLE _rollout_goodput_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _rol
 CREATE TABLE _device_turn_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _device_turn_sums_src('') LIMIT 0;
 CREATE TABLE _wasted_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _wasted_sums_src('') LIMIT 0;
 CREATE TABLE _reward_counts_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _reward_counts_src('') LIMIT 0;
+CREATE TABLE _reward_steps_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _reward_steps_src('') LIMIT 0;
 CREATE TABLE _zero_signal_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _zero_signal_sums_src('') LIMIT 0;
 CREATE TABLE _mismatch_sums_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _mismatch_sums_src('') LIMIT 0;
 CREATE TABLE _staleness_timing_mat AS SELECT NULL::VARCHAR AS run_id, * FROM _staleness_timing_src('') LIMIT 0;

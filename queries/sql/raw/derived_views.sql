@@ -62,6 +62,8 @@ CREATE OR REPLACE MACRO _wasted_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _wasted_sums_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _reward_counts(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _reward_counts_mat WHERE run_id = run;
+CREATE OR REPLACE MACRO _reward_steps(run) AS TABLE
+    SELECT * EXCLUDE (run_id) FROM _reward_steps_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _zero_signal_sums(run) AS TABLE
     SELECT * EXCLUDE (run_id) FROM _zero_signal_sums_mat WHERE run_id = run;
 CREATE OR REPLACE MACRO _mismatch_sums(run) AS TABLE
