@@ -229,10 +229,10 @@ def test_each_steps_reward_percentiles_are_those_of_its_rollouts_in_every_enviro
 
     con, run_id, _ = run
     rewards: dict[tuple[int, str], list[float]] = {}
-    query = "SELECT step, environment, reward FROM rollout_stages(?) WHERE scored AND reward IS NOT NULL"
+    query = """SELECT step, environment, reward FROM rollout_stages(?)
+               WHERE scored AND reward IS NOT NULL AND step IS NOT NULL"""
     for step, environment, reward in con.execute(query, [run_id]).fetchall():
-        if step is not None:
-            rewards.setdefault((step, environment), []).append(reward)
+        rewards.setdefault((step, environment), []).append(reward)
     percentiles = ["reward_p10", "reward_p50", "reward_p90"]
     by_both = analyses.learning(con, run_id, by="step_environment").set_index(["step", "environment"])
     assert sorted(by_both.index) == sorted(rewards)

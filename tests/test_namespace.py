@@ -14,6 +14,12 @@ import pytest
 
 from tests.conftest import ROOT, sql_json
 
+
+def setuptools_config() -> dict:
+    """pyproject.toml's [tool.setuptools]: what the install maps and lists."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+
+
 JOB = """
 from rollscope import attach
 
@@ -46,7 +52,7 @@ def test_a_job_with_its_own_app_queries_collectors_and_store_modules_attaches_an
 
 
 def test_nothing_but_rollscope_is_installed_at_the_top_level():
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    setuptools = setuptools_config()
     packages = setuptools["packages"] + list(setuptools["package-dir"])
     assert {p.split(".")[0] for p in packages} == {"rollscope"}
     # Every folder that holds our code is installed under the namespace.
@@ -76,7 +82,7 @@ def test_the_adapters_have_one_module_name():
 def test_every_folder_of_installed_files_is_a_package_setuptools_is_told_about():
     """setuptools warns, about 40 lines a folder on every fresh clone's install, of each importable folder
     holding files it installs (SQL, page scripts, presets) that `packages` does not list."""
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    setuptools = setuptools_config()
     roots = {ROOT / folder: package for package, folder in setuptools["package-dir"].items()}
     found = set()
     for root, package in roots.items():
@@ -97,7 +103,7 @@ def test_the_package_builds_without_warnings_and_holds_every_file_it_reads(tmp_p
     wheel holding every SQL file, page script and preset. Needs a setuptools that builds wheels by itself."""
     pytest.importorskip("setuptools", minversion="70.1")
     source = tmp_path / "source"  # a copy: a build writes build/ and an egg-info beside the sources
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    setuptools = setuptools_config()
     for top in {folder.split("/")[0] for folder in setuptools["package-dir"].values()}:
         shutil.copytree(ROOT / top, source / top, ignore=shutil.ignore_patterns("__pycache__", "artifacts"))
     for name in ("pyproject.toml", "README.md"):
