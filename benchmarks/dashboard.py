@@ -18,7 +18,6 @@ Usage: python benchmarks/dashboard.py [--spans 10000000] [--new-spans 1000 10000
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import multiprocessing
 import os
@@ -79,12 +78,11 @@ def render(store: Path, page: str) -> tuple[float, float]:
     """Seconds of one run of the page alone (its sidebar is timed apart) with cached results cleared (cold),
     then of a second run that finds them cached (warm: a revisit, or a refresh that found nothing new)."""
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
 
+    from benchmarks.fixtures.app_test import app_test
     from rollscope.app.filters import FILTERS
 
-    at = AppTest.from_file(str(ROOT / "app" / "screens" / f"{page}.py"), default_timeout=1200)
-    share_components(at)
+    at = app_test(ROOT / "app" / "screens" / f"{page}.py", 1200)
     at.session_state["store"] = str(store)
     at.session_state[FILTERS] = filters(store)
     st.cache_data.clear()
@@ -92,23 +90,6 @@ def render(store: Path, page: str) -> tuple[float, float]:
     assert not at.exception and not at.error, (page, [e.value for e in [*at.exception, *at.error]])
     warm, _ = timed(at.run)
     return cold, warm
-
-
-@functools.cache
-def _components():
-    from streamlit.components.v2.component_manager import BidiComponentManager
-
-    manager = BidiComponentManager()
-    manager.discover_and_register_components(start_file_watching=False)
-    return manager
-
-
-def share_components(at) -> None:
-    """Give ``at`` the one scan of installed packages for Streamlit components. A server scans once, when it
-    starts; each new AppTest scans again on its first run (every installed package's metadata: 0.3-0.8 s
-    here), which is no part of what a user waits for when a page renders, so a page's time leaves it out."""
-    if getattr(at, "_bidi_component_manager", False) is None:  # Streamlit 1.5x: the first run would scan
-        at._bidi_component_manager = _components()
 
 
 def sidebar_seconds(store: Path) -> float:

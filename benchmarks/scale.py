@@ -255,14 +255,13 @@ elif kind == "sql":  # the SQL explorer's cold render, then its example query (e
     logging.disable(logging.WARNING)
     from pathlib import Path
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
     from benchmarks import dashboard
+    from benchmarks.fixtures.app_test import app_test
     from rollscope.app.filters import FILTERS
     dashboard.RUN = run
     dashboard.filters.__defaults__ = (run,)
     dashboard.sidebar_seconds(Path(store))  # the run on screen's reader, warm, as for every page
-    at = AppTest.from_file(str(Path(sys.argv[4]) / "app" / "screens" / "sql.py"), default_timeout=1200)
-    dashboard.share_components(at)
+    at = app_test(Path(sys.argv[4]) / "app" / "screens" / "sql.py", 1200)
     at.session_state["store"] = store
     at.session_state[FILTERS] = dashboard.filters(Path(store))
     st.cache_data.clear()

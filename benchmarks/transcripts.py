@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.dashboard import share_components  # noqa: E402
 from benchmarks.fixtures.agent_runs import TASKS, AgentWriter  # noqa: E402
+from benchmarks.fixtures.app_test import app_test  # noqa: E402
 
 SMALL = "agent"
 LARGE = "big"
@@ -92,13 +92,11 @@ def small_run(store: Path) -> dict[str, str]:
 def render(store: Path, run_id: str, rollout_id: str, view: str = "Conversation") -> float:
     """Seconds of one run of the Rollouts page opened at ``?rollout=``, result caches cleared first."""
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
 
     from rollscope.app.filters import FILTERS, Filters
     from rollscope.store import layout
 
-    at = AppTest.from_file(str(ROOT / "app" / "screens" / "rollouts.py"), default_timeout=1200)
-    share_components(at)
+    at = app_test(ROOT / "app" / "screens" / "rollouts.py", 1200)
     at.session_state["store"] = str(store)
     at.session_state[FILTERS] = Filters(str(store), run_id, tuple(layout.run_ids(store)), None, None, None)
     at.session_state["rollout-view"] = view

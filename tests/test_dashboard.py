@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from benchmarks.fixtures.app_test import app_test
 from benchmarks.fixtures.seeded_runs import RunWriter
 from rollscope import formats, semconv
 from rollscope.app import charts, comparison, explorer, links, readers, sidebar
@@ -37,7 +38,7 @@ RUN = "exp-7"
 
 def open_page(store: Path, page: str = "overview", run: str | None = RUN, **state) -> AppTest:
     """The dashboard opened on ``store`` (as ``--store``), at ``?run=``, on one page."""
-    at = AppTest.from_file(str(APP), default_timeout=60)
+    at = app_test(APP, 60)
     at.session_state["store"] = str(store)
     for key, value in state.items():
         at.session_state[key] = value

@@ -14,6 +14,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from benchmarks.fixtures.agent_runs import HOSTILE, SYSTEM, write_agent_run
+from benchmarks.fixtures.app_test import app_test
 from rollscope.app import charts, conversation
 from rollscope.app import links as app_links
 from rollscope.errors import QueryError
@@ -45,7 +46,7 @@ def contents(frame) -> list:
 
 
 def open_viewer(store: Path, rollout: str | None = None, **params) -> AppTest:
-    at = AppTest.from_file(str(APP), default_timeout=120)
+    at = app_test(APP, 120)
     at.session_state["store"] = str(store)
     at.query_params["run"] = RUN
     if rollout is not None:
@@ -368,7 +369,7 @@ def test_the_search_finds_rollouts_by_transcript_text_and_links_each(agent, con)
 
 
 def test_a_bad_regular_expression_is_said_on_the_page_which_goes_on(agent):
-    at = AppTest.from_file(str(APP), default_timeout=120)
+    at = app_test(APP, 120)
     at.session_state["store"] = str(agent[0])
     at.query_params.update({"run": RUN, "q": "(unclosed", "regex": "1"})
     at.run()
@@ -391,7 +392,7 @@ def test_a_long_runs_pages_link_each_figure_to_its_list_without_picking_examples
     store, _ = agent
     pages = {}
     for page in ("funnel", "advisor"):
-        at = AppTest.from_file(str(APP), default_timeout=120)
+        at = app_test(APP, 120)
         at.session_state["store"] = str(store)
         at.query_params["run"] = RUN
         at.run()
@@ -411,7 +412,7 @@ def test_every_loss_check_and_lever_links_to_its_examples(agent, con):
     store, _ = agent
     pages = {}
     for page in ("funnel", "overview", "advisor"):
-        at = AppTest.from_file(str(APP), default_timeout=120)
+        at = app_test(APP, 120)
         at.session_state["store"] = str(store)
         at.query_params["run"] = RUN
         at.run()
