@@ -322,6 +322,7 @@ def test_the_learning_page_shades_where_a_detector_fired_and_links_to_those_roll
     assert row["now"] == "passing" and row["first fired at step"] == str(first)
     assert row["example rollouts"] == f"/rollouts?run=entropy-collapse&steps={first}-{last}"
     assert (table.drop(index="entropy-collapse")["example rollouts"].isna()).all()
+    assert at.dataframe[0].proto.placeholder == "—"  # shown for those, as for the rules' other empty cells
     entropy = figure(at, "entropy")
     shaded = [s for s in entropy["layout"]["shapes"] if s["type"] == "rect"]
     assert [(s["x0"], s["x1"]) for s in shaded] == [(first - 0.5, last + 0.5)]

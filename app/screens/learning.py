@@ -89,6 +89,7 @@ def detectors(figures: threads.Figures, filters: Filters) -> None:
         hide_index=True,
         width="stretch",
         key="detectors",
+        placeholder="—",  # a rule that never fired has no rollouts to link to, like its other empty cells
         column_config={
             "example rollouts": st.column_config.LinkColumn(display_text="rollouts of those steps"),
         },
