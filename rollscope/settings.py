@@ -63,6 +63,10 @@ FOREIGN = {
 }
 
 
+# Variables whose value may be a secret (a webhook's address holds its key): a warning names them, never their value.
+SECRET = frozenset({"ROLLSCOPE_TOKEN", "ROLLSCOPE_NOTIFY_URL", "ROLLSCOPE_NOTIFY_TOKEN"})
+
+
 def _env_value(name: str, parse, default, *, quiet: bool = False, repair=None):
     """``parse(os.environ[name])``; unset or empty gives ``default``, and so does any bad value, with a
     warning (unless ``quiet``: a second read of the same variable), or what ``repair`` makes of it: whatever
@@ -74,11 +78,12 @@ def _env_value(name: str, parse, default, *, quiet: bool = False, repair=None):
         return parse(raw.strip())
     except (ValueError, TypeError, OverflowError) as e:
         fixed = repair(raw.strip()) if repair else None
+        given = name if name in SECRET else f"{name}={raw!r}"
         if fixed is not None:
-            log.warning("rollscope: %s=%r is not valid (%s); using %r instead", name, raw, e, fixed)
+            log.warning("rollscope: %s is not valid (%s); using %r instead", given, e, fixed)
             return fixed
         if not quiet:
-            log.warning("rollscope: ignoring %s=%r (%s); using %r", name, raw, e, default)
+            log.warning("rollscope: ignoring %s (%s); using %r", given, e, default)
         return default
 
 

@@ -142,6 +142,14 @@ def test_any_value_of_a_variable_leaves_the_job_running(tmp_path, monkeypatch, n
     assert any(name in w for w in warnings) == bad, warnings
 
 
+def test_a_bad_webhook_address_in_the_environment_is_warned_about_without_repeating_it(tmp_path, monkeypatch):
+    # a Slack webhook's address is its key: a mistyped one must not land in a job's logs
+    secret = "hooks.slack.com/services/T000/B000/XXXXSECRET"
+    stored, warnings = _job(tmp_path, monkeypatch, "ROLLSCOPE_NOTIFY_URL", secret)
+    assert stored == 6
+    assert any("ROLLSCOPE_NOTIFY_URL" in w for w in warnings) and not any("XXXXSECRET" in w for w in warnings)
+
+
 @pytest.mark.parametrize("value", RESOURCE_VALUES)
 def test_any_resource_attributes_leave_the_job_running(tmp_path, monkeypatch, value):
     stored, _ = _job(tmp_path, monkeypatch, "OTEL_RESOURCE_ATTRIBUTES", value)

@@ -202,10 +202,7 @@ def test_a_second_watch_of_a_run_is_refused(tmp_path):
 def test_a_bad_webhook_is_a_one_line_error_and_no_token_option_exists(tmp_path):
     store = copy_run("healthy", tmp_path)
     code, _, err = rollscope("watch", "--store", store, "--run", "healthy", "--once", "--notify", "ftp://x/y")
-    assert (
-        code == 1
-        and err == "rollscope: Bad webhook: --notify notify_url: expected an http:// or https:// URL\n"
-    )
+    assert code == 1 and err == "rollscope: Bad webhook: --notify: expected an http:// or https:// URL\n"
     from rollscope.app.cli import build_parser
 
     usage = build_parser()._subparsers._group_actions[0].choices["watch"].format_help()

@@ -128,7 +128,8 @@ def _store(args) -> Path:
 
 
 def _url(url: str | None) -> str | None:
-    """The webhook as given, checked as the settings check $ROLLSCOPE_NOTIFY_URL (a bad --notify is an error)."""
+    """The webhook as given, checked as the settings check $ROLLSCOPE_NOTIFY_URL (a bad --notify is an error,
+    which does not repeat the URL: a webhook's address may hold its secret)."""
     if url is None:
         return None
     from rollscope.settings import Settings
@@ -138,7 +139,7 @@ def _url(url: str | None) -> str | None:
     except ValueError as e:
         from rollscope.errors import RollscopeError
 
-        raise RollscopeError("Bad webhook", f"--notify {e}") from None
+        raise RollscopeError("Bad webhook", f"--notify: {str(e).removeprefix('notify_url: ')}") from None
 
 
 def _webhook(url: str | None, token: str | None, watch):
