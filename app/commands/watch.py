@@ -139,7 +139,8 @@ def _url(url: str | None) -> str | None:
     except ValueError as e:
         from rollscope.errors import RollscopeError
 
-        raise RollscopeError("Bad webhook", f"--notify: {str(e).removeprefix('notify_url: ')}") from None
+        # the URL check's own words (Settings prefixes them with the field's name, which is no option here)
+        raise RollscopeError("Bad webhook", f"--notify: {e.__cause__ or e}") from None
 
 
 def _webhook(url: str | None, token: str | None, watch):
