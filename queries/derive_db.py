@@ -12,6 +12,7 @@ The derivation's own statements (beyond the definitions) are files of ``sql/raw/
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import shutil
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import duckdb
 
-from rollscope.queries import sqlfiles
+from rollscope.queries import definition_cache, sqlfiles
 from rollscope.queries.tables import TABLES
 
 
@@ -127,10 +128,10 @@ def connection(staging: Path, schemas: dict | None = None, *, memory: int = 0, t
     ``derived_schemas``, or those the run's manifest keeps), the tables are created from them, the derived
     views over them first, and then the macros the derived views do not replace (``analysis_macros``), which
     bind against the tables, not the definitions beneath them: the same definitions in the end, at a fraction
-    of the binding. ``memory`` (bytes) and ``threads``: DuckDB's limits (default: the derivation's,
-    ``Settings.derive_memory_bytes`` and ``derive_cores``); each connection spills to a folder of its own (a
-    full derivation's pieces share the staging directory)."""
-    from rollscope.queries.reader import schema_file
+    of the binding (``_define``); and once created they are kept in the user's cache, which the next
+    connection with the same definitions copies them from (``_catalog``). ``memory`` (bytes) and ``threads``: DuckDB's limits (default: the
+    derivation's, ``Settings.derive_memory_bytes`` and ``derive_cores``); each connection spills to a folder
+    of its own (a full derivation's pieces share the staging directory)."""
     from rollscope.settings import Settings
 
     settings = Settings.resolve()
@@ -147,27 +148,53 @@ def connection(staging: Path, schemas: dict | None = None, *, memory: int = 0, t
     )
     try:
         con.execute("SET enable_progress_bar = false")  # else a statement over 2 s draws one on stdout
-        sqlfiles.execute(con, "raw/derive/macros")
-        # Views bind (and list their files) when created: create them over the empty schema file, then point
-        # the raw views at the run's segments.
-        raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
-        sqlfiles.run_folder(con, "views")
         if schemas is None:
-            sqlfiles.run_folder(con, "analyses/macros")
-            sqlfiles.execute(con, "raw/derived_tables")
-            sqlfiles.execute(con, "raw/derived_views")
+            _define(con, None)
         else:
-            for name, columns in schemas.items():
-                fill = {"table": f"_{name}_mat", "columns": sqlfiles.Fragment(typed_nulls(columns))}
-                sqlfiles.execute(con, "raw/derive/create_typed", fill=fill)
-            sqlfiles.execute(con, "raw/derived_views")
-            for statement in analysis_macros(definitions=True):
-                sqlfiles.execute_statement(con, statement)
-        sqlfiles.execute(con, "raw/trace_index")
+            _catalog(con, schemas)
         yield con
     finally:
         con.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _define(con, schemas: dict | None) -> None:
+    """Create the definitions in ``con``: with ``schemas``, the empty tables typed from them (``connection``);
+    without, each table from its definition, which binds everything beneath it (``bound_schemas``)."""
+    from rollscope.queries.reader import schema_file
+
+    sqlfiles.execute(con, "raw/derive/macros")
+    # Views bind (and list their files) when created: create them over the empty schema file, then point
+    # the raw views at the run's segments.
+    raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
+    sqlfiles.run_folder(con, "views")
+    if schemas is None:
+        sqlfiles.run_folder(con, "analyses/macros")
+        sqlfiles.execute(con, "raw/derived_tables")
+        sqlfiles.execute(con, "raw/derived_views")
+    else:
+        for name, columns in schemas.items():
+            fill = {"table": f"_{name}_mat", "columns": sqlfiles.Fragment(typed_nulls(columns))}
+            sqlfiles.execute(con, "raw/derive/create_typed", fill=fill)
+        sqlfiles.execute(con, "raw/derived_views")
+        for statement in analysis_macros(definitions=True):
+            sqlfiles.execute_statement(con, statement)
+    sqlfiles.execute(con, "raw/trace_index")
+
+
+def _catalog(con, schemas: dict) -> None:
+    """The definitions over ``schemas`` in ``con``: copied from the user's cache where a connection with the
+    same definitions, in this process or another, kept them (``definition_cache``), else created (``_define``)
+    and kept there for the next."""
+    from rollscope.queries.reader import schema_file
+
+    texts = [schema_file("spans"), json.dumps(schemas, sort_keys=True)]
+    texts += [sqlfiles.load(n) for n in ("raw/derive/macros", "raw/raw_views", *sqlfiles.folder("views"))]
+    texts += [sqlfiles.load("raw/derived_views"), *(s for s, _, _ in analysis_macros(definitions=True))]
+    kept = definition_cache.path("derive", definition_cache.key(*texts, sqlfiles.load("raw/trace_index")))
+    if not definition_cache.copy_into(con, kept):
+        _define(con, schemas)
+        definition_cache.keep(con, kept)
 
 
 def bound_schemas() -> dict[str, list[list[str]]]:

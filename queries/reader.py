@@ -36,7 +36,7 @@ from typing import TypeVar
 import duckdb
 
 from rollscope.errors import QueryError, StoreError
-from rollscope.queries import definitions, derived_schemas, sqlfiles
+from rollscope.queries import definition_cache, definitions, derived_schemas, sqlfiles
 from rollscope.queries.derive import derive as derive_run
 from rollscope.queries.derive_db import analysis_macros, raw_views, typed_nulls
 from rollscope.queries.tables import TABLE_NAMES
@@ -130,6 +130,34 @@ def empty_select(columns: list[list[str]]) -> str:
     """No rows, typed as a derived table's columns say (a manifest's, or ``derived_schemas.current``) and as its
     Parquet reads (FLOP sums as DECIMAL(38, 0)): what a reader reads for a table no run it reads has rows of."""
     return f"SELECT {typed_nulls(columns, stored=True)} WHERE false"
+
+
+def _define(con) -> None:
+    """A reader's definitions in ``con``, over no files yet (its first refresh points the raw views and the
+    derived tables' views at the store's): copied from the user's cache where a reader kept them
+    (``definition_cache``), else created and kept there. DuckDB binds a view again whenever a query reads it,
+    so the derived views and the macros over them, created here over empty tables typed as the shipped
+    schemas say, read whatever the store's parts hold."""
+    schemas = derived_schemas.current()
+    texts = [*map(schema_file, schema.DATASET_NAMES), json.dumps(schemas, sort_keys=True)]
+    texts += [sqlfiles.load(n) for n in ("raw/raw_views", *sqlfiles.folder("views"), "raw/derived_views")]
+    kept = definition_cache.path("reader", definition_cache.key(*texts, *(s for s, _, _ in _reader_macros())))
+    if definition_cache.copy_into(con, kept):
+        return
+    raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
+    sqlfiles.run_folder(con, "views")
+    for name in TABLE_NAMES:
+        _empty_view(con, f"_{name}_mat", schemas[name])
+    sqlfiles.execute(con, "raw/derived_views")
+    for statement in _reader_macros():
+        sqlfiles.execute_statement(con, statement)
+    definition_cache.keep(con, kept)
+
+
+def _empty_view(cur, name: str, columns: list[list[str]]) -> None:
+    """View ``name``: no rows, typed as a derived table's ``columns`` (``empty_select``)."""
+    query = sqlfiles.Fragment(empty_select(columns))
+    sqlfiles.execute(cur, "raw/derive/view_of", fill={"name": name, "query": query})
 
 
 def _reader_macros() -> tuple[sqlfiles.Statement, ...]:
@@ -229,9 +257,8 @@ class Reader:
         # Changes whenever what the views read changes (new segments, caught-up derived state): results
         # computed at one version hold until it changes (the dashboard caches by it).
         self.version = 0
-        raw_views(self.con, [schema_file("spans")], [schema_file("collector_stats")])
-        sqlfiles.run_folder(self.con, "views")
-        self._views_ready = False  # the first refresh creates the derived views, then the analyses' macros
+        _define(self.con)
+        self._views_ready = False  # the first refresh points every view at the store
         self.refresh()
 
     @property
@@ -306,10 +333,6 @@ class Reader:
             self._set_views(raw, states)
             self._raw, self._states = raw, states
             self.version = next(_VERSIONS)
-        if not self._views_ready:
-            sqlfiles.execute(self.con, "raw/derived_views")
-            for statement in _reader_macros():
-                sqlfiles.execute_statement(self.con, statement)
             self._views_ready = True
         return added
 
@@ -330,8 +353,7 @@ class Reader:
             files = [f for tables in published for f in tables.get(name, ())]
             table = f"_{name}_mat"
             if not files:  # no run has rows of it (an empty store, no rollout in flight): empty, typed
-                columns = recorded.get(name) or derived_schemas.current()[name]
-                cur.execute(f"CREATE OR REPLACE VIEW {table} AS {empty_select(columns)}")
+                _empty_view(cur, table, recorded.get(name) or derived_schemas.current()[name])
                 continue
             union = not _one_schema(states.values(), name)
             fill = {"table": table, "files": files, "union_by_name": union}

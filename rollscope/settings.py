@@ -35,7 +35,8 @@ ENV = {
     "share of RAM like 25% (default 25%).",
     "ROLLSCOPE_DERIVE_THREADS": "Cores a run's derivation uses at once (default: every core).",
     "ROLLSCOPE_BLOCK_STEPS": "Consuming steps per part of a derived table on disk (default 32; docs/store.md).",
-    "ROLLSCOPE_CACHE": "Where derived tables go when the store is not writable, and the readers' schema files "
+    "ROLLSCOPE_CACHE": "Where derived tables go when the store is not writable, the readers' schema files and the "
+    "definitions derivations and readers copy in "
     "(default $XDG_CACHE_HOME/rollscope, else ~/.cache/rollscope).",
     "ROLLSCOPE_NOTIFY_URL": "Webhook `rollscope watch` posts to without --notify (keeps a Slack URL out of `ps`).",
     "ROLLSCOPE_NOTIFY_TOKEN": "Bearer token `rollscope watch` sends its webhook (never on the command line).",
