@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+import time
 from contextlib import suppress
 from pathlib import Path
 
@@ -78,8 +79,12 @@ def keep(con, kept: Path) -> None:
 
 
 def _prune(cache: Path) -> None:
-    """Remove all but the newest ``KEEP`` definition files."""
+    """Remove all but the newest ``KEEP`` definition files, and any file a process killed while writing one
+    left (``keep``'s dot-named files) an hour ago or more."""
     with suppress(OSError):
         found = sorted(cache.glob("definitions-*.duckdb"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in found[KEEP:]:
             old.unlink(missing_ok=True)
+        for left in cache.glob(".definitions-*"):
+            if left.stat().st_mtime < time.time() - 3600:
+                left.unlink(missing_ok=True)

@@ -6,6 +6,9 @@ damaged or cannot be written must cost only the time."""
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from benchmarks.fixtures.derived_rows import derived
@@ -124,3 +127,23 @@ def test_a_cache_that_cannot_be_written_leaves_each_derivation_its_own_definitio
 
     assert first_in_process == [True, True]
     assert list(staging.iterdir()) == []
+
+
+def test_a_file_left_by_a_process_killed_while_keeping_definitions_is_removed_later(
+    first_in_process, tmp_path
+):
+    """A process killed mid-write leaves its dot-named file; the next one to keep definitions removes it once
+    it is an hour old (a younger one may be another process's, still writing)."""
+    cache, staging = tmp_path / "cache", tmp_path / "staging"
+    cache.mkdir()
+    staging.mkdir()
+    stale, young = cache / ".definitions-derive-0-dead", cache / ".definitions-derive-0-busy"
+    for left in (stale, young):
+        left.write_bytes(b"half a file")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+
+    with derive_db.connection(staging, derived_schemas.shipped()):
+        pass
+
+    assert not stale.exists() and young.exists()
+    assert len(list(cache.glob("definitions-derive-*.duckdb"))) == 1
