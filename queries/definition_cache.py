@@ -18,6 +18,7 @@ import logging
 import secrets
 import time
 from contextlib import suppress
+from functools import cache
 from pathlib import Path
 
 import duckdb
@@ -30,13 +31,20 @@ KEEP = 16  # definition files kept in the cache (those of other SQL or DuckDB ve
 
 
 def key(*texts: str) -> str:
-    """A digest of what a set of definitions is made from (their statements, the files they read) and of the
-    DuckDB version that stores them."""
+    """A digest of what a set of definitions is made from (their statements, the files they read, the code
+    that runs them: ``source``) and of the DuckDB version that stores them."""
     digest = hashlib.sha256(duckdb.__version__.encode())
     for text in texts:
         digest.update(text.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:16]
+
+
+@cache
+def source(module_file: str) -> str:
+    """The text of the module at ``module_file`` (its ``__file__``), for a ``key``: the Python that creates a
+    set of definitions is part of what they are made from (an edit takes a new process to run anyway)."""
+    return Path(module_file).read_text()
 
 
 def path(kind: str, digest: str) -> Path:

@@ -188,10 +188,11 @@ def _catalog(con, schemas: dict) -> None:
     and kept there for the next."""
     from rollscope.queries.reader import schema_file
 
-    texts = [schema_file("spans"), json.dumps(schemas, sort_keys=True)]
+    texts = [definition_cache.source(__file__), schema_file("spans"), json.dumps(schemas, sort_keys=True)]
     texts += [sqlfiles.load(n) for n in ("raw/derive/macros", "raw/raw_views", *sqlfiles.folder("views"))]
-    texts += [sqlfiles.load("raw/derived_views"), *(s for s, _, _ in analysis_macros(definitions=True))]
-    kept = definition_cache.path("derive", definition_cache.key(*texts, sqlfiles.load("raw/trace_index")))
+    texts += [sqlfiles.load(n) for n in ("raw/derive/create_typed", "raw/derived_views", "raw/trace_index")]
+    texts += [statement for statement, _, _ in analysis_macros(definitions=True)]
+    kept = definition_cache.path("derive", definition_cache.key(*texts))
     if not definition_cache.copy_into(con, kept):
         _define(con, schemas)
         definition_cache.keep(con, kept)

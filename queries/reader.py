@@ -36,7 +36,7 @@ from typing import TypeVar
 import duckdb
 
 from rollscope.errors import QueryError, StoreError
-from rollscope.queries import definition_cache, definitions, derived_schemas, sqlfiles
+from rollscope.queries import definition_cache, definitions, derive_db, derived_schemas, sqlfiles
 from rollscope.queries.derive import derive as derive_run
 from rollscope.queries.derive_db import analysis_macros, raw_views, typed_nulls
 from rollscope.queries.tables import TABLE_NAMES
@@ -139,9 +139,11 @@ def _define(con) -> None:
     so the derived views and the macros over them, created here over empty tables typed as the shipped
     schemas say, read whatever the store's parts hold."""
     schemas = derived_schemas.current()
-    texts = [*map(schema_file, schema.DATASET_NAMES), json.dumps(schemas, sort_keys=True)]
+    texts = [definition_cache.source(__file__), definition_cache.source(derive_db.__file__)]
+    texts += [*map(schema_file, schema.DATASET_NAMES), json.dumps(schemas, sort_keys=True)]
     texts += [sqlfiles.load(n) for n in ("raw/raw_views", *sqlfiles.folder("views"), "raw/derived_views")]
-    kept = definition_cache.path("reader", definition_cache.key(*texts, *(s for s, _, _ in _reader_macros())))
+    texts += [statement for statement, _, _ in _reader_macros()]
+    kept = definition_cache.path("reader", definition_cache.key(*texts))
     if definition_cache.copy_into(con, kept):
         return
     raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
