@@ -17,6 +17,7 @@ import hashlib
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from functools import cache
 from pathlib import Path
@@ -52,6 +53,15 @@ def path(kind: str, digest: str) -> Path:
     from rollscope import settings
 
     return settings.cache_dir() / f"definitions-{kind}-{digest}.duckdb"
+
+
+def copy_or_create(con, kind: str, texts: list[str], create: Callable[[], None]) -> None:
+    """The definitions of ``kind`` made from ``texts`` (``key``) in ``con``: copied from the user's cache where
+    a connection kept them, else ``create()``d in ``con`` and kept there for the next."""
+    kept = path(kind, key(*texts))
+    if not copy_into(con, kept):
+        create()
+        keep(con, kept)
 
 
 def copy_into(con, kept: Path) -> bool:

@@ -129,9 +129,9 @@ def connection(staging: Path, schemas: dict | None = None, *, memory: int = 0, t
     views over them first, and then the macros the derived views do not replace (``analysis_macros``), which
     bind against the tables, not the definitions beneath them: the same definitions in the end, at a fraction
     of the binding (``_define``); and once created they are kept in the user's cache, which the next
-    connection with the same definitions copies them from (``_catalog``). ``memory`` (bytes) and ``threads``: DuckDB's limits (default: the
-    derivation's, ``Settings.derive_memory_bytes`` and ``derive_cores``); each connection spills to a folder
-    of its own (a full derivation's pieces share the staging directory)."""
+    connection with the same definitions copies them from (``_catalog``). ``memory`` (bytes) and ``threads``:
+    DuckDB's limits (default: the derivation's, ``Settings.derive_memory_bytes`` and ``derive_cores``); each
+    connection spills to a folder of its own (a full derivation's pieces share the staging directory)."""
     from rollscope.settings import Settings
 
     settings = Settings.resolve()
@@ -192,10 +192,7 @@ def _catalog(con, schemas: dict) -> None:
     texts += [sqlfiles.load(n) for n in ("raw/derive/macros", "raw/raw_views", *sqlfiles.folder("views"))]
     texts += [sqlfiles.load(n) for n in ("raw/derive/create_typed", "raw/derived_views", "raw/trace_index")]
     texts += [statement for statement, _, _ in analysis_macros(definitions=True)]
-    kept = definition_cache.path("derive", definition_cache.key(*texts))
-    if not definition_cache.copy_into(con, kept):
-        _define(con, schemas)
-        definition_cache.keep(con, kept)
+    definition_cache.copy_or_create(con, "derive", texts, lambda: _define(con, schemas))
 
 
 def bound_schemas() -> dict[str, list[list[str]]]:

@@ -143,17 +143,17 @@ def _define(con) -> None:
     texts += [*map(schema_file, schema.DATASET_NAMES), json.dumps(schemas, sort_keys=True)]
     texts += [sqlfiles.load(n) for n in ("raw/raw_views", *sqlfiles.folder("views"), "raw/derived_views")]
     texts += [statement for statement, _, _ in _reader_macros()]
-    kept = definition_cache.path("reader", definition_cache.key(*texts))
-    if definition_cache.copy_into(con, kept):
-        return
-    raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
-    sqlfiles.run_folder(con, "views")
-    for name in TABLE_NAMES:
-        _empty_view(con, f"_{name}_mat", schemas[name])
-    sqlfiles.execute(con, "raw/derived_views")
-    for statement in _reader_macros():
-        sqlfiles.execute_statement(con, statement)
-    definition_cache.keep(con, kept)
+
+    def create() -> None:
+        raw_views(con, [schema_file("spans")], [schema_file("collector_stats")])
+        sqlfiles.run_folder(con, "views")
+        for name in TABLE_NAMES:
+            _empty_view(con, f"_{name}_mat", schemas[name])
+        sqlfiles.execute(con, "raw/derived_views")
+        for statement in _reader_macros():
+            sqlfiles.execute_statement(con, statement)
+
+    definition_cache.copy_or_create(con, "reader", texts, create)
 
 
 def _empty_view(cur, name: str, columns: list[list[str]]) -> None:
